@@ -1,0 +1,312 @@
+"""GPU and model catalogs, loaded from data/*.json (each value keeps its source there).
+
+A model's parameter count, weight bytes and KV bytes per token are computed here from its
+shape, so that the numbers the Lab shows follow from the architecture, not from a table.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+
+GIB = 1024**3
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+PARAMETRIC_PREFIX = "dense-"  # id of a parametric model: "dense-70b", "dense-1.5t"
+PARAMETRIC_MIN, PARAMETRIC_MAX = 1e9, 1e12
+
+
+@dataclass(frozen=True)
+class GPU:
+    id: str
+    name: str
+    vendor: str
+    memory_gib: float
+    hbm_tbps: float  # datasheet HBM bandwidth, TB/s
+    bf16_tflops: float  # dense (no 2:4 sparsity)
+    fp8_tflops: float | None
+    sms: int  # streaming multiprocessors (compute units on AMD)
+    link_topology: str  # "switch" (NVSwitch), "mesh" (Infinity Fabric), "pcie"
+    link_gbps_per_dir: float  # GB/s per GPU per direction inside a node
+    gpus_per_node: int
+    internode_gbps_per_dir: float  # GB/s per GPU per direction between nodes
+    price_usd_per_gpu_hour: float
+    price_provider: str
+    price_date: str
+    nvlink_pair_gbps_per_dir: float | None = None
+    source: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s for weights of `dtype` (fp8 falls back to bf16 where absent)."""
+        if dtype == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops * 1e12
+        return self.bf16_tflops * 1e12
+
+    def tp_link_gbps(self, tp: int) -> float:
+        """Per-direction bandwidth (GB/s) one GPU has for tensor-parallel traffic in a group of tp."""
+        if tp <= 1:
+            return math.inf
+        if tp > self.gpus_per_node:
+            return self.internode_gbps_per_dir
+        if self.link_topology == "mesh":  # one direct link to each peer
+            return self.link_gbps_per_dir * (tp - 1)
+        if self.nvlink_pair_gbps_per_dir and tp == 2:
+            return self.nvlink_pair_gbps_per_dir
+        return self.link_gbps_per_dir
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int  # FFN width of a dense layer
+    vocab: int
+    max_context: int
+    qkv_bias: bool = False
+    experts: int = 0  # routed experts per MoE layer (0: dense model)
+    experts_per_token: int = 0
+    shared_experts: int = 0
+    moe_ffn: int = 0  # FFN width of one expert
+    dense_layers: int = 0  # leading dense layers of an MoE model
+    router_bias: bool = False
+    mla_kv_lora_rank: int = 0  # multi-head latent attention (DeepSeek): latent width
+    mla_rope_dim: int = 0
+    mla_q_lora_rank: int = 0
+    mla_qk_nope_dim: int = 0
+    mla_v_dim: int = 0
+    parametric: bool = False  # an interpolated shape, not a released model
+    source: str = field(default="", compare=False, hash=False)
+
+    # ---- parameter counts (per layer, whole model, no tensor parallelism) ----
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.mla_kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    def attn_params(self) -> int:
+        """Attention projection parameters of one layer (with their norms and biases)."""
+        h, H, d = self.hidden, self.heads, self.head_dim
+        if self.is_mla:
+            r, q, nope, v = self.mla_rope_dim, self.mla_q_lora_rank, self.mla_qk_nope_dim, self.mla_v_dim
+            kv = self.mla_kv_lora_rank
+            return (h * q + q + q * H * (nope + r)  # query down/up projection + norm
+                    + h * (kv + r) + kv + kv * H * (nope + v)  # latent KV down/up projection + norm
+                    + H * v * h)  # output projection
+        K = self.kv_heads
+        bias = (H + 2 * K) * d if self.qkv_bias else 0
+        return h * (H + 2 * K) * d + bias + H * d * h
+
+    def mlp_params(self, ffn: int) -> int:
+        return 3 * self.hidden * ffn  # SwiGLU: gate, up, down
+
+    def layer_params(self, moe: bool, active: bool) -> int:
+        norms = 2 * self.hidden
+        if not moe:
+            return self.attn_params() + self.mlp_params(self.ffn) + norms
+        n = self.experts_per_token if active else self.experts
+        experts = (n + self.shared_experts) * self.mlp_params(self.moe_ffn)
+        router = self.hidden * self.experts + (self.experts if self.router_bias else 0)
+        return self.attn_params() + experts + router + norms
+
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden  # one of embedding / LM head (untied)
+
+    def params(self, active: bool = False) -> int:
+        """Total (or, for MoE, active-per-token) parameter count."""
+        dense_layers = self.layers - self.moe_layers
+        return (dense_layers * self.layer_params(False, active)
+                + self.moe_layers * self.layer_params(True, active)
+                + 2 * self.embedding_params() + self.hidden)
+
+    def weight_bytes(self, dtype: str = "bf16") -> int:
+        return self.params() * DTYPE_BYTES[dtype]
+
+    # ---- KV cache ----
+    def kv_dims_per_layer(self) -> int:
+        """Cached values per token per layer: K and V heads, or MLA's latent plus its RoPE key."""
+        if self.is_mla:
+            return self.mla_kv_lora_rank + self.mla_rope_dim
+        return 2 * self.kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
+        return self.layers * self.kv_dims_per_layer() * kv_dtype_bytes
+
+    def label(self) -> str:
+        if self.parametric:
+            return f"{self.name} (interpolated Llama-3 shape)"
+        return self.name
+
+
+# ---------------------------------------------------------------- loading
+
+@lru_cache(maxsize=1)
+def _gpu_table() -> dict[str, GPU]:
+    raw = json.loads((DATA / "gpus.json").read_text())["gpus"]
+    table = {}
+    for g in raw:
+        gpu = GPU(id=g["id"], name=g["name"], vendor=g["vendor"], memory_gib=g["memory_gib"],
+                  hbm_tbps=g["hbm_tbps"], bf16_tflops=g["bf16_tflops"], fp8_tflops=g.get("fp8_tflops"),
+                  sms=g["sms"], link_topology=g["link_topology"], link_gbps_per_dir=g["link_gbps_per_dir"],
+                  gpus_per_node=g["gpus_per_node"], internode_gbps_per_dir=g["internode_gbps_per_dir"],
+                  price_usd_per_gpu_hour=g["price_usd_per_gpu_hour"], price_provider=g["price_provider"],
+                  price_date=g["price_date"], nvlink_pair_gbps_per_dir=g.get("nvlink_pair_gbps_per_dir"),
+                  source=g["source"])
+        table[g["id"]] = gpu
+        for alias in g.get("aliases", []):
+            table[alias] = gpu
+    return table
+
+
+@lru_cache(maxsize=1)
+def _model_table() -> dict[str, Model]:
+    raw = json.loads((DATA / "models.json").read_text())["models"]
+    table = {}
+    for m in raw:
+        mla = m.get("mla", {})
+        model = Model(id=m["id"], name=m["name"], layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
+                      kv_heads=m["kv_heads"], head_dim=m["head_dim"], ffn=m["ffn"], vocab=m["vocab"],
+                      max_context=m["max_context"], qkv_bias=m.get("qkv_bias", False),
+                      experts=m.get("experts", 0), experts_per_token=m.get("experts_per_token", 0),
+                      shared_experts=m.get("shared_experts", 0), moe_ffn=m.get("moe_ffn", 0),
+                      dense_layers=m.get("dense_layers", 0), router_bias=m.get("router_bias", False),
+                      mla_kv_lora_rank=mla.get("kv_lora_rank", 0), mla_rope_dim=mla.get("qk_rope_head_dim", 0),
+                      mla_q_lora_rank=mla.get("q_lora_rank", 0), mla_qk_nope_dim=mla.get("qk_nope_head_dim", 0),
+                      mla_v_dim=mla.get("v_head_dim", 0), source=m["source"])
+        table[m["id"]] = model
+        for alias in m.get("aliases", []):
+            table[alias] = model
+    return table
+
+
+def gpu_ids() -> list[str]:
+    return list(dict.fromkeys(g.id for g in _gpu_table().values()))
+
+
+def model_ids() -> list[str]:
+    return list(dict.fromkeys(m.id for m in _model_table().values()))
+
+
+def get_gpu(gpu_id: str) -> GPU:
+    try:
+        return _gpu_table()[gpu_id.lower()]
+    except KeyError:
+        raise ValueError(f"unknown GPU '{gpu_id}': choose one of {', '.join(gpu_ids())}") from None
+
+
+def get_model(model_id: str) -> Model:
+    """A catalog model by id, or a parametric dense model from an id like 'dense-70b'."""
+    key = model_id.lower()
+    if key in _model_table():
+        return _model_table()[key]
+    if key.startswith(PARAMETRIC_PREFIX):
+        return parametric_model(parse_param_count(key[len(PARAMETRIC_PREFIX):]))
+    raise ValueError(f"unknown model '{model_id}': choose one of {', '.join(model_ids())}, "
+                     f"or a parameter count such as 'dense-30b' (1b to 1t)")
+
+
+def parse_param_count(text: str) -> float:
+    units = {"b": 1e9, "t": 1e12, "m": 1e6}
+    text = text.strip().lower()
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise ValueError(f"cannot read a parameter count from '{text}': write it like '70b' or '1.5t'") from None
+
+
+# ---------------------------------------------------------------- parametric model
+
+@lru_cache(maxsize=1)
+def _anchors() -> list[dict]:
+    return json.loads((DATA / "models.json").read_text())["parametric"]["points"]
+
+
+def _interp_log(x: float, xs: list[float], ys: list[float]) -> float:
+    """Piecewise-linear interpolation in log-log space, extrapolating the end segments."""
+    lx = math.log(x)
+    lxs = [math.log(v) for v in xs]
+    i = 0
+    while i < len(xs) - 2 and lx > lxs[i + 1]:
+        i += 1
+    t = (lx - lxs[i]) / (lxs[i + 1] - lxs[i])
+    return math.exp(math.log(ys[i]) + t * (math.log(ys[i + 1]) - math.log(ys[i])))
+
+
+def parametric_model(n_params: float) -> Model:
+    """A dense GQA model of about n_params parameters, shaped like the Llama-3 family.
+
+    Layers and the FFN/hidden ratio are interpolated between real Llama-3 shapes; the hidden
+    size is then chosen so that the parameter count comes closest.
+    """
+    if not (PARAMETRIC_MIN <= n_params <= PARAMETRIC_MAX):
+        raise ValueError(f"model size {n_params / 1e9:.3g}B is outside the slider's range: choose 1B to 1000B parameters")
+    pts = _anchors()
+    xs = [p["params"] for p in pts]
+    layers = max(8, round(_interp_log(n_params, xs, [p["layers"] for p in pts])))
+    ffn_ratio = _interp_log(n_params, xs, [p["ffn"] / p["hidden"] for p in pts])
+    vocab, kv_heads = 128256, 8
+
+    def shape(hidden: int, ffn: int) -> Model:
+        head_dim = 64 if hidden < 3072 else 128
+        return Model(id=f"{PARAMETRIC_PREFIX}{_short(n_params)}", name=f"Dense {_short(n_params).upper()}",
+                     layers=layers, hidden=hidden, heads=hidden // head_dim, kv_heads=min(kv_heads, hidden // head_dim),
+                     head_dim=head_dim, ffn=ffn, vocab=vocab, max_context=131072, parametric=True,
+                     source="interpolated between the Llama-3 shapes in data/models.json 'parametric'")
+
+    def fitted(hidden: int) -> Model:
+        """The FFN width (whole multiples of 256) that brings this hidden size to n_params."""
+        base = shape(hidden, 0).params()
+        ffn = max(256, round((n_params - base) / (3 * hidden * layers) / 256) * 256)
+        return shape(hidden, ffn)
+
+    # hidden sizes in whole groups of 8 heads, so that 8 KV heads and tp up to 8 divide them;
+    # among those, the one whose fitted FFN/hidden ratio is closest to the Llama-3 trend
+    candidates = [fitted(h) for h in range(512, 65537, 512) if h < 3072 or h % 1024 == 0]
+    candidates = [m for m in candidates if abs(m.params() - n_params) <= 0.02 * n_params] or candidates
+    return min(candidates, key=lambda m: abs(math.log(m.ffn / m.hidden / ffn_ratio)))
+
+
+def _short(n: float) -> str:
+    if n >= 1e12:
+        return f"{n / 1e12:g}t"
+    return f"{n / 1e9:g}b"
+
+
+def catalog_dict() -> dict:
+    """Both catalogs as plain data, for `python -m core catalog --json` and the pages."""
+    gpus = []
+    for gid in gpu_ids():
+        g = get_gpu(gid)
+        gpus.append(dict(id=g.id, name=g.name, memory_gib=g.memory_gib, hbm_tbps=g.hbm_tbps,
+                         bf16_tflops=g.bf16_tflops, fp8_tflops=g.fp8_tflops, sms=g.sms,
+                         intra_node_gbps_per_dir=g.link_gbps_per_dir, link_topology=g.link_topology,
+                         gpus_per_node=g.gpus_per_node, inter_node_gbps_per_dir=g.internode_gbps_per_dir,
+                         price_usd_per_gpu_hour=g.price_usd_per_gpu_hour, price_provider=g.price_provider,
+                         price_date=g.price_date, source=g.source))
+    models = []
+    for mid in model_ids():
+        m = get_model(mid)
+        models.append(dict(id=m.id, name=m.name, layers=m.layers, hidden=m.hidden, heads=m.heads,
+                           kv_heads=m.kv_heads, head_dim=m.head_dim, ffn=m.ffn, vocab=m.vocab,
+                           max_context=m.max_context, params_total=m.params(), params_active=m.params(active=True),
+                           moe=m.is_moe, experts=m.experts, experts_per_token=m.experts_per_token,
+                           attention="MLA" if m.is_mla else ("GQA" if m.kv_heads < m.heads else "MHA"),
+                           kv_bytes_per_token_bf16=m.kv_bytes_per_token(2), weight_gb_bf16=m.weight_bytes("bf16") / 1e9,
+                           source=m.source))
+    return {"gpus": gpus, "models": models}

@@ -1,0 +1,405 @@
+"""Time of one engine step of one replica, from the step's token mix: a per-operator roofline.
+
+Kernels run one after another, so operator times add; inside one kernel, compute and memory
+traffic overlap, so each operator takes the larger of its FLOP time and its byte time (joined
+by a soft maximum: near the ridge point neither unit runs at its peak). Per GPU of a replica of
+`tp` GPUs:
+
+  linear       weight streaming vs GEMM FLOPs of the projections and MLP, every layer
+  experts      MoE layers: only the experts the step's tokens route to are read
+  elementwise  norms, activations, residual adds: activation bytes per token
+  attn_decode  each decoding sequence reads its whole KV cache; bandwidth is capped by the
+               number of thread blocks the kernel launches (one per sequence and KV head,
+               times the KV splits of a split-KV kernel)
+  attn_prefill causal attention FLOPs of each prefill chunk against its cached prefix
+  lm_head      vocabulary projection for the rows that sample a token
+  comm         tensor parallelism: two all-reduces of the step's activations per layer
+  layer_overhead  per-layer cost of small kernels (launch, ramp-up, tail) inside a CUDA graph
+  host         eager mode: the CPU issues every kernel; the step lasts at least that long
+  scheduler    the serving engine's per-step host work (scheduling, input preparation, sampling)
+
+The efficiency and overhead constants are fitted to real H200 step times
+(calibration/fit_costmodel.py -> data/costmodel_fit.json) and carried to other GPUs as
+fractions of their datasheet values.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from .catalog import DTYPE_BYTES, GPU, Model
+
+FIT_FILE = Path(__file__).parent / "data" / "costmodel_fit.json"
+
+# ---- parameter vector layout (one float64 array per replica shape; read inside jitted code)
+LAYERS = 0
+MOE_LAYERS = 1
+DENSE_W = 2  # bytes of attention projections + dense MLP (or shared experts) per layer per GPU
+DENSE_FLOPS = 3  # FLOPs per token of those, per layer per GPU
+MOE_DENSE_W = 4  # same for an MoE layer (attention projections, shared experts, router)
+MOE_DENSE_FLOPS = 5
+EXPERT_W = 6  # one routed expert's bytes per GPU
+EXPERT_FLOPS = 7  # FLOPs per token of one routed expert per GPU
+N_EXPERTS = 8
+TOPK = 9
+ACT_BYTES = 10  # elementwise activation traffic per token per layer per GPU
+KV_BYTES = 11  # KV cache bytes per token per layer per GPU
+DEC_PAIR_FLOPS = 12  # decode attention FLOPs per (query, cached token) pair per layer per GPU
+PRE_PAIR_FLOPS = 13  # prefill attention FLOPs per (query, key) pair per layer per GPU
+KV_HEADS = 14  # KV heads per GPU (thread blocks per decoding sequence)
+HEAD_W = 15  # LM head bytes per GPU
+HEAD_FLOPS = 16  # LM head FLOPs per sampled row per GPU
+ALLREDUCE_BYTES = 17  # bytes all-reduced per token per all-reduce (hidden x activation bytes)
+BW = 18  # effective HBM read bandwidth, B/s
+BW_PER_CTA = 19  # bandwidth one attention thread block can pull, B/s
+F_GEMM = 20  # effective GEMM FLOP/s
+F_ATTN = 21  # effective attention FLOP/s
+KNEE = 22  # soft-maximum exponent joining compute and memory time
+MOE_BW_EFF = 23  # fraction of BW that grouped expert GEMMs reach
+T_LAYER = 24  # per-layer small-kernel overhead on the GPU, s
+T_ISSUE_DECODE = 25  # eager: host time to issue one layer of a decode step, s
+T_ISSUE_PREFILL = 26  # eager: host time to issue one layer of a prefill step, s
+ISSUE_SHARED = 27  # fraction of a prefill layer's issue time shared with the decode path
+LAUNCH = 28  # 0 CUDA graphs, 1 eager, 2 auto (graphs for decode-only steps)
+TP = 29
+LINK_BW = 30  # all-reduce bandwidth per GPU per direction, B/s
+LINK_LAT = 31  # latency of one all-reduce, s
+T_STEP = 32  # serving engine's per-step host overhead, s
+KV_SPLIT = 33  # split-KV partition of the decode attention kernel in tokens (0: no split)
+N_PARAMS = 34
+
+LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
+ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
+PAGED_KV_SPLIT = 512  # vLLM PagedAttention V2 partition size (csrc/attention: PARTITION_SIZE = 512)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fitted constants (fractions of datasheet peaks; seconds for overheads)."""
+    eta_bw: float
+    eta_gemm: float
+    eta_attn: float
+    cta_saturation: float  # thread blocks per SM at which decode attention saturates HBM
+    knee: float
+    t_layer_us: float
+    t_issue_decode_us: float
+    t_issue_prefill_us: float
+    issue_shared: float
+    moe_bw_eff: float
+    link_eff: float
+    link_latency_us: float
+    engine_step_us: float
+
+
+@lru_cache(maxsize=1)
+def fitted() -> Efficiency:
+    raw = json.loads(FIT_FILE.read_text())
+    return Efficiency(**raw["constants"])
+
+
+def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
+          attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None) -> np.ndarray:
+    """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown weight dtype '{dtype}': choose one of {', '.join(DTYPE_BYTES)}")
+    if launch not in LAUNCH_MODES:
+        raise ValueError(f"unknown launch mode '{launch}': choose graph, eager or auto")
+    if attn_kernel not in ATTN_KERNELS:
+        raise ValueError(f"unknown attention kernel '{attn_kernel}': choose sdpa or paged")
+    if engine not in ("bare", "vllm"):
+        raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass) or vllm")
+    check_tp(model, tp)
+    eff = eff or fitted()
+    wb = DTYPE_BYTES[dtype]
+    act = 2  # activations and KV cache in 16-bit
+    h = model.hidden
+    p = np.zeros(N_PARAMS)
+    p[LAYERS] = model.layers
+    p[MOE_LAYERS] = model.moe_layers
+    attn = _attn_params_per_gpu(model, tp)
+    p[DENSE_W] = (attn + model.mlp_params(model.ffn) / tp) * wb
+    p[DENSE_FLOPS] = 2 * (attn + model.mlp_params(model.ffn) / tp)
+    if model.is_moe:
+        shared = model.shared_experts * model.mlp_params(model.moe_ffn) / tp
+        router = h * model.experts
+        p[MOE_DENSE_W] = (attn + shared + router) * wb
+        p[MOE_DENSE_FLOPS] = 2 * (attn + shared + router)
+        p[EXPERT_W] = model.mlp_params(model.moe_ffn) / tp * wb
+        p[EXPERT_FLOPS] = 2 * model.mlp_params(model.moe_ffn) / tp
+        p[N_EXPERTS] = model.experts
+        p[TOPK] = model.experts_per_token
+    ffn_gpu = (model.moe_ffn * (model.experts_per_token + model.shared_experts) if model.is_moe else model.ffn) / tp
+    heads_gpu = model.heads / tp
+    kv_heads_gpu = kv_heads_per_gpu(model, tp)
+    if model.is_mla:
+        q_dim = heads_gpu * (model.mla_qk_nope_dim + model.mla_rope_dim)
+        kv_dim = model.mla_kv_lora_rank + model.mla_rope_dim
+        p[DEC_PAIR_FLOPS] = 2 * heads_gpu * (kv_dim + model.mla_kv_lora_rank)  # absorbed latent attention
+        p[PRE_PAIR_FLOPS] = 2 * heads_gpu * (model.mla_qk_nope_dim + model.mla_rope_dim + model.mla_v_dim)
+    else:
+        q_dim = heads_gpu * model.head_dim
+        kv_dim = 2 * kv_heads_gpu * model.head_dim
+        p[DEC_PAIR_FLOPS] = 4 * heads_gpu * model.head_dim
+        p[PRE_PAIR_FLOPS] = 4 * heads_gpu * model.head_dim
+    # elementwise traffic per token per layer: two norms (read+write), two residual adds
+    # (2 reads + 1 write), activation of the MLP (read gate and up, write product), the
+    # GEMMs' inputs and outputs, the KV-cache write and attention's query/output
+    p[ACT_BYTES] = act * (14 * h + 6 * ffn_gpu + 3 * q_dim + 2 * kv_dim)
+    p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp) / model.layers
+    p[KV_HEADS] = kv_heads_gpu
+    p[HEAD_W] = model.vocab / tp * h * wb
+    p[HEAD_FLOPS] = 2 * model.vocab / tp * h
+    p[ALLREDUCE_BYTES] = h * act
+    p[BW] = gpu.hbm_tbps * 1e12 * eff.eta_bw
+    p[BW_PER_CTA] = p[BW] / (eff.cta_saturation * gpu.sms)
+    p[F_GEMM] = gpu.peak_flops(dtype) * eff.eta_gemm
+    p[F_ATTN] = gpu.peak_flops("bf16") * eff.eta_attn
+    p[KNEE] = eff.knee
+    p[MOE_BW_EFF] = eff.moe_bw_eff
+    p[T_LAYER] = eff.t_layer_us * 1e-6
+    p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
+    p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
+    p[ISSUE_SHARED] = eff.issue_shared
+    p[LAUNCH] = LAUNCH_MODES[launch]
+    p[TP] = tp
+    p[LINK_BW] = gpu.tp_link_gbps(tp) * 1e9 * eff.link_eff if tp > 1 else 0.0
+    p[LINK_LAT] = eff.link_latency_us * 1e-6
+    p[T_STEP] = eff.engine_step_us * 1e-6 if engine == "vllm" else 0.0
+    p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
+    return p
+
+
+def check_tp(model: Model, tp: int) -> None:
+    if not isinstance(tp, (int, np.integer)) or tp < 1:
+        raise ValueError(f"tensor parallelism must be a whole number of GPUs >= 1, not {tp}")
+    if model.heads % tp:
+        divisors = [d for d in range(1, model.heads + 1) if model.heads % d == 0 and d <= 64]
+        raise ValueError(f"tp={tp} does not divide {model.name}'s {model.heads} attention heads: "
+                         f"choose tp among {', '.join(map(str, divisors))}")
+
+
+def _attn_params_per_gpu(model: Model, tp: int) -> float:
+    """Attention projection parameters one GPU holds; K/V projections replicate when tp > kv_heads."""
+    if model.is_mla:
+        return model.attn_params() / tp
+    h, d = model.hidden, model.head_dim
+    q_o = 2 * h * model.heads * d / tp
+    kv = 2 * h * kv_heads_per_gpu(model, tp) * d
+    bias = (model.heads / tp + 2 * kv_heads_per_gpu(model, tp)) * d if model.qkv_bias else 0
+    return q_o + kv + bias
+
+
+def kv_heads_per_gpu(model: Model, tp: int) -> float:
+    if model.is_mla:
+        return 1.0  # one latent shared by all heads, replicated on every GPU
+    return max(1.0, model.kv_heads / tp)
+
+
+def kv_bytes_per_token_per_gpu(model: Model, tp: int, kv_dtype_bytes: int = 2) -> float:
+    if model.is_mla:
+        return model.kv_bytes_per_token(kv_dtype_bytes)
+    return model.layers * 2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv_dtype_bytes
+
+
+# ---------------------------------------------------------------- operators (jitted)
+
+@njit(cache=True)
+def soft_max(a, b, k):
+    """Smooth roofline join: max(a, b) for very unequal terms, above it near the ridge."""
+    if a <= 0.0:
+        return b
+    if b <= 0.0:
+        return a
+    m = max(a, b)
+    return m * ((a / m) ** k + (b / m) ** k) ** (1.0 / k)
+
+
+@njit(cache=True)
+def experts_touched(p, tokens):
+    """Expected distinct routed experts per MoE layer for `tokens` tokens under uniform top-k routing."""
+    e = p[N_EXPERTS]
+    if e <= 0.0 or tokens <= 0:
+        return 0.0
+    return e * (1.0 - (1.0 - p[TOPK] / e) ** tokens)
+
+
+@njit(cache=True)
+def linear_time(p, tokens):
+    """Projection and MLP GEMMs of all layers for `tokens` new tokens."""
+    if tokens <= 0:
+        return 0.0
+    dense_layers = p[LAYERS] - p[MOE_LAYERS]
+    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens / p[F_GEMM], p[DENSE_W] / p[BW], p[KNEE])
+    if p[MOE_LAYERS] > 0:
+        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens / p[F_GEMM], p[MOE_DENSE_W] / p[BW], p[KNEE])
+    return t
+
+
+@njit(cache=True)
+def experts_time(p, tokens):
+    """Routed-expert grouped GEMMs of all MoE layers."""
+    if p[MOE_LAYERS] <= 0 or tokens <= 0:
+        return 0.0
+    flops = p[EXPERT_FLOPS] * p[TOPK] * tokens
+    bytes_ = experts_touched(p, tokens) * p[EXPERT_W]
+    return p[MOE_LAYERS] * soft_max(flops / p[F_GEMM], bytes_ / (p[BW] * p[MOE_BW_EFF]), p[KNEE])
+
+
+@njit(cache=True)
+def elementwise_time(p, tokens):
+    return p[LAYERS] * tokens * p[ACT_BYTES] / p[BW]
+
+
+@njit(cache=True)
+def decode_ctas(p, ctx):
+    """Thread blocks a decode attention kernel gives one sequence of `ctx` cached tokens."""
+    if p[KV_SPLIT] > 0:
+        return p[KV_HEADS] * math.ceil(ctx / p[KV_SPLIT])
+    return p[KV_HEADS]
+
+
+@njit(cache=True)
+def decode_attention_time(p, sum_ctx, ctas):
+    """All decoding sequences of a step: read every cached token's K and V once per layer."""
+    if sum_ctx <= 0:
+        return 0.0
+    bw = min(p[BW], ctas * p[BW_PER_CTA])
+    t_mem = p[LAYERS] * sum_ctx * p[KV_BYTES] / bw
+    t_flops = p[LAYERS] * sum_ctx * p[DEC_PAIR_FLOPS] / p[F_ATTN]
+    return max(t_mem, t_flops)
+
+
+@njit(cache=True)
+def prefill_attention_time(p, new_tokens, cached):
+    """One prefill chunk of `new_tokens` queries, causal over `cached` + itself."""
+    if new_tokens <= 0:
+        return 0.0
+    pairs = new_tokens * (cached + (new_tokens + 1) / 2.0)
+    t_flops = p[LAYERS] * pairs * p[PRE_PAIR_FLOPS] / p[F_ATTN]
+    t_mem = p[LAYERS] * (cached + new_tokens) * p[KV_BYTES] / p[BW]
+    return max(t_flops, t_mem)
+
+
+@njit(cache=True)
+def lm_head_time(p, rows):
+    if rows <= 0:
+        return 0.0
+    return soft_max(p[HEAD_FLOPS] * rows / p[F_GEMM], p[HEAD_W] / p[BW], p[KNEE])
+
+
+@njit(cache=True)
+def allreduce_time(p, tokens):
+    """Ring all-reduce of the activations after attention and after the MLP, every layer."""
+    tp = p[TP]
+    if tp <= 1 or tokens <= 0:
+        return 0.0
+    bytes_ = tokens * p[ALLREDUCE_BYTES]
+    one = p[LINK_LAT] + 2.0 * (tp - 1.0) / tp * bytes_ / p[LINK_BW]
+    return 2.0 * p[LAYERS] * one
+
+
+@njit(cache=True)
+def host_issue_time(p, n_decode, n_chunks):
+    """Eager mode: the CPU issues each layer's kernels; per layer, the decode path's ops, the
+    prefill path's ops, and the ops both share counted once."""
+    per_layer = 0.0
+    if n_decode > 0 and n_chunks > 0:
+        per_layer = p[T_ISSUE_DECODE] + (1.0 - p[ISSUE_SHARED]) * p[T_ISSUE_PREFILL]
+    elif n_decode > 0:
+        per_layer = p[T_ISSUE_DECODE]
+    elif n_chunks > 0:
+        per_layer = p[T_ISSUE_PREFILL]
+    return p[LAYERS] * per_layer
+
+
+# breakdown slots
+B_LINEAR, B_EXPERTS, B_ELEMENTWISE, B_ATTN_DECODE, B_ATTN_PREFILL, B_LM_HEAD, B_COMM, B_LAYER_OVERHEAD, \
+    B_HOST_WAIT, B_SCHEDULER = range(10)
+BREAKDOWN_NAMES = ("linear", "experts", "elementwise", "attn_decode", "attn_prefill", "lm_head", "comm",
+                   "layer_overhead", "host_issue_wait", "scheduler")
+
+
+@njit(cache=True)
+def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, out):
+    """Fill `out` (len 10) with each operator's share of the step; return the step time (s).
+
+    tokens: all new tokens of the step; n_decode / sum_ctx / ctas: the decoding sequences, their
+    summed context and thread blocks; prefill_attn: summed prefill_attention_time of the chunks;
+    rows: rows that sample a token (decodes plus chunks that finish their prompt).
+    """
+    out[B_LINEAR] = linear_time(p, tokens)
+    out[B_EXPERTS] = experts_time(p, tokens)
+    out[B_ELEMENTWISE] = elementwise_time(p, tokens)
+    out[B_ATTN_DECODE] = decode_attention_time(p, sum_ctx, ctas)
+    out[B_ATTN_PREFILL] = prefill_attn
+    out[B_LM_HEAD] = lm_head_time(p, rows)
+    out[B_COMM] = allreduce_time(p, tokens)
+    out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
+    gpu = 0.0
+    for i in range(8):
+        gpu += out[i]
+    eager = p[LAUNCH] == 1 or (p[LAUNCH] == 2 and n_chunks > 0)
+    out[B_HOST_WAIT] = 0.0
+    if eager and tokens > 0:
+        out[B_HOST_WAIT] = max(0.0, host_issue_time(p, n_decode, n_chunks) - gpu)
+    out[B_SCHEDULER] = p[T_STEP]
+    return gpu + out[B_HOST_WAIT] + out[B_SCHEDULER]
+
+
+@njit(cache=True)
+def step_time(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows):
+    scratch = np.empty(10)
+    return step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, scratch)
+
+
+# ---------------------------------------------------------------- Python entry point
+
+def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context: int = 0,
+             prefill_tokens: int = 0, prefill_cached: int = 0, launch: str = "auto", dtype: str = "bf16",
+             attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None) -> dict:
+    """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
+    chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms."""
+    for name, v in (("decode batch", decode_batch), ("context", context), ("prefill tokens", prefill_tokens),
+                    ("prefill cached tokens", prefill_cached)):
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0, not {v}")
+    if decode_batch == 0 and prefill_tokens == 0:
+        raise ValueError("an empty step: give --decode-batch (with --context) and/or --prefill-tokens")
+    if decode_batch > 0 and context < 1:
+        raise ValueError("decoding sequences need a context of at least 1 token (--context)")
+    if prefill_cached and not prefill_tokens:
+        raise ValueError("--prefill-cached needs --prefill-tokens")
+    longest = max(context, prefill_tokens + prefill_cached)
+    if longest > model.max_context:
+        raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
+    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff)
+    ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
+    pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
+    n_chunks = 1 if prefill_tokens else 0
+    tokens = decode_batch + prefill_tokens
+    out = np.zeros(10)
+    total = step_breakdown(p, tokens, decode_batch, decode_batch * context, ctas, pre, n_chunks,
+                           decode_batch + n_chunks, out)
+    breakdown = {name: float(v) * 1e3 for name, v in zip(BREAKDOWN_NAMES, out)}
+    weights_read = (model.layers - model.moe_layers) * p[DENSE_W] + model.moe_layers * (
+        p[MOE_DENSE_W] + experts_touched(p, tokens) * p[EXPERT_W]) + p[HEAD_W]
+    return {
+        "step_ms": total * 1e3,
+        "comm_ms": breakdown["comm"],
+        "breakdown_ms": breakdown,
+        "tokens": tokens,
+        "weight_bytes_read_per_gpu": float(weights_read),
+        "kv_bytes_read_per_gpu": float(decode_batch * context * p[KV_BYTES] * model.layers),
+        "launch": launch,
+        "attention_kernel": attn_kernel,
+        "engine": engine,
+        "gpu": gpu.id,
+        "model": model.id,
+        "tp": tp,
+    }

@@ -1,0 +1,123 @@
+"""Memory planner: what one GPU of a replica holds, and how many KV blocks are left for the cache.
+
+Per GPU: weights/tp + activation workspace + KV pool = usable memory x utilisation, the way vLLM
+sizes its cache (gpu_memory_utilization, default 0.9; TensorRT-LLM's free_gpu_memory_fraction is
+0.9 too). The KV pool is cut into blocks of `block_size` tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .catalog import DTYPE_BYTES, GIB, GPU, Model
+from .costmodel import _attn_params_per_gpu, check_tp, kv_bytes_per_token_per_gpu
+
+# The driver and CUDA context keep part of the HBM: an "80 GB" H100 reports 79.2 GiB to PyTorch.
+DRIVER_RESERVED_GIB = 0.8
+# cuBLAS workspaces, CUDA-graph pools and NCCL buffers outside the activation estimate.
+NON_TORCH_GIB = 0.25
+NON_TORCH_TP_GIB = 0.5  # more with tensor parallelism (NCCL and custom all-reduce buffers)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    gpu: str
+    model: str
+    tp: int
+    block_size: int
+    mem_util: float
+    usable_bytes: float  # per GPU
+    budget_bytes: float  # usable x utilisation
+    weights_bytes: float  # per GPU
+    workspace_bytes: float  # activations, logits, non-torch buffers
+    kv_pool_bytes: float
+    kv_bytes_per_token: float  # per GPU
+    kv_blocks: int  # per replica (every GPU of the replica holds its share of each block)
+    kv_tokens: int
+
+    @property
+    def unused_bytes(self) -> float:
+        """Memory left outside the utilisation budget, plus the pool's rounding to whole blocks."""
+        used = self.weights_bytes + self.workspace_bytes + self.kv_blocks * self.block_size * self.kv_bytes_per_token
+        return self.usable_bytes - used
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(weights_gb_per_gpu=self.weights_bytes / 1e9, kv_gb_per_gpu=self.kv_pool_bytes / 1e9,
+                 workspace_gb_per_gpu=self.workspace_bytes / 1e9, usable_gb_per_gpu=self.usable_bytes / 1e9,
+                 unused_gb_per_gpu=self.unused_bytes / 1e9)
+        return d
+
+
+def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16") -> float:
+    """Weights one GPU holds: layers sharded by tp (K/V projections replicated when tp > KV
+    heads), embedding and LM head split over the vocabulary."""
+    h = model.hidden
+    per_layer_dense = _attn_params_per_gpu(model, tp) + model.mlp_params(model.ffn) / tp + 2 * h
+    params = (model.layers - model.moe_layers) * per_layer_dense
+    if model.is_moe:
+        experts = (model.experts + model.shared_experts) * model.mlp_params(model.moe_ffn) / tp
+        router = h * model.experts
+        params += model.moe_layers * (_attn_params_per_gpu(model, tp) + experts + router + 2 * h)
+    params += 2 * model.vocab * h / tp + h
+    return params * DTYPE_BYTES[dtype]
+
+
+def workspace_bytes(model: Model, tp: int, max_batched_tokens: int, max_seqs: int) -> float:
+    """Peak activations of a step of max_batched_tokens tokens, fp32 logits of max_seqs rows,
+    and buffers outside PyTorch's allocator."""
+    h = model.hidden
+    ffn = (model.moe_ffn * (model.experts_per_token + model.shared_experts) if model.is_moe else model.ffn) / tp
+    qkv = (model.heads / tp + 2 * max(1.0, model.kv_heads / tp)) * model.head_dim
+    activations = max_batched_tokens * 2 * (4 * h + 2 * ffn + qkv)
+    logits = max_seqs * model.vocab * 4
+    non_torch = (NON_TORCH_TP_GIB if tp > 1 else NON_TORCH_GIB) * GIB
+    return activations + logits + non_torch
+
+
+def usable_bytes(gpu: GPU) -> float:
+    return (gpu.memory_gib - DRIVER_RESERVED_GIB) * GIB
+
+
+def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = 0.9,
+                max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16") -> MemoryPlan:
+    """Split one GPU's memory; raises ValueError (naming the smallest tp that fits) when the
+    weights and workspace leave no room for the KV cache."""
+    check_tp(model, tp)
+    if not 0.05 <= mem_util <= 1.0:
+        raise ValueError(f"memory utilisation {mem_util} is outside 0.05..1.0 (vLLM's default is 0.9)")
+    if block_size < 1 or block_size > 1024:
+        raise ValueError(f"block size {block_size} tokens is outside 1..1024 (vLLM's default is 16)")
+    usable = usable_bytes(gpu)
+    budget = usable * mem_util
+    weights = weight_bytes_per_gpu(model, tp, dtype)
+    work = workspace_bytes(model, tp, max_batched_tokens, max_seqs)
+    pool = budget - weights - work
+    kv_tok = kv_bytes_per_token_per_gpu(model, tp)
+    blocks = int(pool // (block_size * kv_tok)) if pool > 0 else 0
+    if blocks < 1:
+        need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype)
+        where = (f"at least {need} GPUs with tensor parallelism (tp={need})" if need
+                 else "more memory than tensor parallelism over 64 GPUs gives")
+        raise ValueError(
+            f"{model.label()} does not fit on {gpu.name} at tp={tp}: weights take {weights / 1e9:.1f} GB and the "
+            f"workspace {work / 1e9:.1f} GB of the {budget / 1e9:.1f} GB budget per GPU ({mem_util:.0%} of "
+            f"{usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs {where}"
+            + ("" if dtype == "fp8" else ", or fp8 weights") + ".")
+    return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util,
+                      usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
+                      kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size)
+
+
+def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = 0.9,
+                        max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16") -> int | None:
+    """The smallest tensor-parallel degree (a divisor of the head count, up to 64) whose
+    per-GPU weights and workspace leave room for at least one KV block."""
+    budget = usable_bytes(gpu) * mem_util
+    for tp in range(1, 65):
+        if model.heads % tp:
+            continue
+        pool = (budget - weight_bytes_per_gpu(model, tp, dtype)
+                - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
+        if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp):
+            return tp
+    return None

@@ -1,0 +1,59 @@
+"""`python -m core`: JSON on stdout, one-line errors with exit status 2."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_steptime_json():
+    r = run("steptime", "--gpu", "h200", "--model", "llama-3.1-8b", "--tp", "1", "--decode-batch", "32",
+            "--context", "2048", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["step_ms"] > 0 and out["comm_ms"] == 0
+    assert out["step_ms"] == pytest.approx(sum(out["breakdown_ms"].values()))
+
+
+def test_steptime_chunked_prefill_step_with_tp():
+    r = run("steptime", "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "4", "--decode-batch", "16",
+            "--context", "1024", "--prefill-tokens", "512", "--prefill-cached", "512", "--launch", "graph", "--json")
+    out = json.loads(r.stdout)
+    assert 0 < out["comm_ms"] < out["step_ms"]
+    assert out["breakdown_ms"]["attn_prefill"] > 0 and out["breakdown_ms"]["attn_decode"] > 0
+
+
+def test_memory_json():
+    out = json.loads(run("memory", "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "4", "--json").stdout)
+    assert out["weights_gb_per_gpu"] == pytest.approx(35.3, abs=0.1)
+    assert out["kv_blocks"] * 16 == out["kv_tokens"]
+    assert out["kv_bytes_per_token"] == 81920
+
+
+def test_catalog_json_lists_everything():
+    out = json.loads(run("catalog", "--json").stdout)
+    assert {"h100", "mi300x"} <= {g["id"] for g in out["gpus"]}
+    assert {"deepseek-v3", "mixtral-8x7b"} <= {m["id"] for m in out["models"]}
+
+
+@pytest.mark.parametrize("args", [
+    ["steptime", "--gpu", "h900", "--model", "llama-3.1-8b", "--decode-batch", "1", "--context", "9"],
+    ["steptime", "--gpu", "h200", "--model", "llama-3.1-8b", "--decode-batch", "many"],
+    ["steptime", "--gpu", "h200", "--model", "llama-3.1-8b"],
+    ["memory", "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "1"],
+    ["memory", "--gpu", "h100"],
+    ["nonsense"],
+])
+def test_bad_arguments_give_one_line_and_status_2(args):
+    r = run(*args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
