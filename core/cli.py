@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seqs", type=_positive_int, default=256, help="sequences per step")
     p.set_defaults(func=cmd_memory)
 
+    from . import cli_simulate  # the simulate command lives beside the engine
+    cli_simulate.register(sub)
+
     return parser
 
 

@@ -1,0 +1,107 @@
+"""`python -m core simulate`: a serving simulation from the command line."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import engine
+from .simulate import SCALE_METRICS, SimConfig, simulate
+from .workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
+
+
+def register(sub) -> None:
+    from .cli import _number, _positive_int  # shared argument types
+
+    p = sub.add_parser("simulate", help="simulate serving a workload, step by step")
+    p.add_argument("--gpu", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree of a replica")
+    p.add_argument("--gpus", type=_positive_int, default=None, help="GPUs in all (default: tp, one replica)")
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    p.add_argument("--rate", type=_number, default=5.0, help="mean request rate, req/s")
+    p.add_argument("--prompt", type=_number, default=None, help="mean prompt tokens (default: the distribution's)")
+    p.add_argument("--output", type=_number, default=None, help="mean output tokens (default: the distribution's)")
+    p.add_argument("--requests", type=_positive_int, default=1000)
+    p.add_argument("--policy", default="vllm", choices=engine.POLICIES)
+    p.add_argument("--length-dist", default="fixed", choices=LENGTH_DISTS)
+    p.add_argument("--spread", type=_number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
+    p.add_argument("--arrival", default="poisson", choices=ARRIVALS)
+    p.add_argument("--cv", type=_number, default=1.0, help="coefficient of variation of gamma gaps")
+    p.add_argument("--block-size", type=_positive_int, default=16)
+    p.add_argument("--max-seqs", type=_positive_int, default=256)
+    p.add_argument("--max-batched-tokens", type=_positive_int, default=8192)
+    p.add_argument("--chunk", type=_positive_int, default=512)
+    p.add_argument("--max-model-len", type=_positive_int, default=None)
+    p.add_argument("--mem-util", type=_number, default=0.9)
+    p.add_argument("--ttft-slo-ms", type=_number, default=1000.0)
+    p.add_argument("--tpot-slo-ms", type=_number, default=100.0)
+    p.add_argument("--seed", type=_positive_int, default=0)
+    p.add_argument("--trace", default=None, help="CSV file: arrival_s,prompt_tokens,output_tokens")
+    p.add_argument("--router", default="rr", choices=engine.ROUTERS)
+    p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
+    p.add_argument("--prefill-gpus", type=_positive_int, default=0)
+    p.add_argument("--prefill-tp", type=_positive_int, default=None)
+    p.add_argument("--decode-tp", type=_positive_int, default=None)
+    p.add_argument("--rate-schedule", default=None, help="'t0:r0,t1:r1,...' seconds:req/s (overrides --rate)")
+    p.add_argument("--diurnal", type=_number, default=None, metavar="PERIOD_S",
+                   help="a day of load compressed into PERIOD_S seconds around --rate")
+    p.add_argument("--autoscale", action="store_true", help="start and drain replicas on a load target")
+    p.add_argument("--min-replicas", type=_positive_int, default=1)
+    p.add_argument("--scale-metric", default="queue", choices=SCALE_METRICS)
+    p.add_argument("--scale-target", type=_number, default=4.0)
+    p.add_argument("--scale-interval", type=_number, default=5.0, help="seconds between autoscaler decisions")
+    p.add_argument("--startup-s", type=_number, default=30.0, help="fixed replica start-up before weight loading")
+    p.add_argument("--load-gbps", type=_number, default=5.0, help="weight loading bandwidth per GPU, GB/s")
+    p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_simulate)
+
+
+def config_from_args(args) -> SimConfig:
+    schedule = ()
+    if args.rate_schedule and args.diurnal:
+        raise ValueError("give either --rate-schedule or --diurnal, not both")
+    if args.rate_schedule:
+        schedule = parse_schedule(args.rate_schedule)
+    elif args.diurnal:
+        schedule = diurnal_schedule(args.rate, args.diurnal)
+    spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, arrival=args.arrival, cv=args.cv,
+                        prompt_mean=args.prompt, output_mean=args.output, length_dist=args.length_dist,
+                        spread=args.spread, rate_schedule=schedule, seed=args.seed)
+    trace = None
+    if args.trace:
+        try:
+            trace = Path(args.trace).read_text()
+        except OSError as e:
+            raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
+    return SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, policy=args.policy,
+                     block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
+                     chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
+                     trace_csv=trace, router=args.router, disagg=args.disagg, prefill_gpus=args.prefill_gpus,
+                     prefill_tp=args.prefill_tp, decode_tp=args.decode_tp, autoscale=args.autoscale,
+                     min_replicas=args.min_replicas, scale_metric=args.scale_metric, scale_target=args.scale_target,
+                     scale_interval_s=args.scale_interval, startup_fixed_s=args.startup_s, load_gbps=args.load_gbps,
+                     ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention)
+
+
+def cmd_simulate(args) -> None:
+    from .cli import _emit
+    result = simulate(config_from_args(args))
+    s = result.summary
+    lines = [
+        f"{s['requests']} requests, {s['replicas']} replica(s) of tp={s['tp']} ({s['gpus']} GPUs), policy {s['policy']}: "
+        f"{'stable' if s['stable'] else 'OVERLOADED (queue growing)'}",
+        f"  TTFT ms   mean {s['ttft_ms']['mean']:9.1f}  p50 {s['ttft_ms']['p50']:9.1f}  p99 {s['ttft_ms']['p99']:9.1f}",
+        f"  TPOT ms   mean {s['tpot_ms']['mean']:9.2f}  p50 {s['tpot_ms']['p50']:9.2f}  p99 {s['tpot_ms']['p99']:9.2f}",
+        f"  ITL ms    mean {s['itl_ms']['mean']:9.2f}  p50 {s['itl_ms']['p50']:9.2f}  p99 {s['itl_ms']['p99']:9.2f}",
+        f"  E2E s     mean {s['e2e_s']['mean']:9.2f}  p50 {s['e2e_s']['p50']:9.2f}  p99 {s['e2e_s']['p99']:9.2f}",
+        f"  throughput {s['throughput_tok_s']:.0f} tok/s, {s['throughput_req_s']:.2f} req/s; goodput "
+        f"{s['goodput_req_s']:.2f} req/s ({s['slo_attainment']:.1%} meet TTFT <= {s['ttft_slo_ms']:g} ms and TPOT <= "
+        f"{s['tpot_slo_ms']:g} ms)",
+        f"  KV: {s['kv_blocks_total']} blocks, peak {s['peak_kv_blocks_used']} used, utilisation "
+        f"{s['kv_utilization']:.1%}, {s['preemptions']} preemptions; mean batch {s['mean_batch']:.1f}",
+        f"  cost: {s['gpu_hours']:.3f} GPU-hours, ${s['cost_per_1m_tokens_usd']:.3f} per 1M output tokens "
+        f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",
+        f"  simulated in {s['sim_wall_s'] * 1e3:.0f} ms",
+    ]
+    _emit(s, args.json, lines)

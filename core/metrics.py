@@ -1,0 +1,140 @@
+"""Summary metrics of a simulation: latency percentiles, throughput, goodput, KV use, cost."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine as E
+
+PCTS = (50, 90, 99)
+
+
+def dist(x: np.ndarray) -> dict:
+    """mean, p50, p90, p99 of a sample (NaN-free); zeros for an empty sample."""
+    if len(x) == 0:
+        return dict(mean=0.0, p50=0.0, p90=0.0, p99=0.0)
+    p = np.percentile(x, PCTS)
+    return dict(mean=float(x.mean()), p50=float(p[0]), p90=float(p[1]), p99=float(p[2]))
+
+
+def itl_from_histogram(hist: np.ndarray, mean_s: float) -> dict:
+    """Inter-token latency percentiles (ms) from the engine's log-binned histogram (about 1%
+    resolution); the mean is exact (total decode time over decode tokens)."""
+    total = hist.sum()
+    if total == 0:
+        return dict(mean=0.0, p50=0.0, p90=0.0, p99=0.0)
+    cum = np.cumsum(hist) / total
+    out = dict(mean=mean_s * 1e3)
+    for q in PCTS:
+        b = int(np.searchsorted(cum, q / 100.0))
+        centre = 10 ** (E.ITL_LO + (b + 0.5) / E.ITL_PER_DECADE)
+        out[f"p{q}"] = float(centre * 1e3)
+    return out
+
+
+def backlog(arrival: np.ndarray, finish: np.ndarray, t: float) -> int:
+    """Requests that have arrived by time t and not yet finished."""
+    return int(np.searchsorted(arrival, t, side="right") - np.searchsorted(np.sort(finish), t, side="right"))
+
+
+def is_stable(arrival: np.ndarray, finish: np.ndarray) -> bool:
+    """Overloaded when the backlog keeps growing: the backlog at the last arrival is well above
+    the backlog half-way through the arrivals (a stable queue fluctuates around one level; an
+    overloaded one grows in proportion to time)."""
+    n = len(arrival)
+    if n < 20:
+        return True
+    mid = backlog(arrival, finish, arrival[n // 2])
+    end = backlog(arrival, finish, arrival[-1])
+    growing = end > 1.5 * mid + 3 * np.sqrt(mid + 1) + 5
+    return not (growing and end > 0.05 * n)
+
+
+def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall) -> dict:
+    arrival, first, finish = req["arrival_s"], req["first_token_s"], req["finish_s"]
+    out_tok = req["output_tokens"]
+    ttft = (first - arrival) * 1e3
+    e2e = finish - arrival
+    multi = out_tok > 1
+    tpot = (finish[multi] - first[multi]) / (out_tok[multi] - 1) * 1e3
+    tpot_all = np.zeros(len(arrival))
+    tpot_all[multi] = tpot
+    decode_s = float((finish[multi] - first[multi]).sum())
+    decode_tokens = int((out_tok[multi] - 1).sum())
+    start, end = float(arrival.min()), float(finish.max())
+    span = max(end - start, 1e-9)
+    good = (ttft <= cfg.ttft_slo_ms) & (tpot_all <= cfg.tpot_slo_ms)
+
+    replicas = int(sum(p.replicas for p in pools))
+    gpu_seconds = 0.0
+    r = 0
+    for p in pools:
+        gpu_seconds += float(PF[r:r + p.replicas, E.Q_GPU_S].sum()) * p.tp
+        r += p.replicas
+    gpu_hours = gpu_seconds / 3600
+    total_tokens = int(out_tok.sum())
+    cost = gpu_hours * gpu.price_usd_per_gpu_hour / (total_tokens / 1e6)
+    lam = len(arrival) / max(float(arrival[-1] - arrival[0]), 1e-9) if len(arrival) > 1 else 0.0
+
+    summary = dict(
+        requests=len(arrival),
+        ttft_ms=dist(ttft), tpot_ms=dist(tpot), itl_ms=itl_from_histogram(itl_hist, decode_s / max(decode_tokens, 1)),
+        e2e_s=dist(e2e), queue_wait_ms=dist((req["scheduled_s"] - arrival) * 1e3),
+        throughput_tok_s=total_tokens / span, throughput_req_s=len(arrival) / span,
+        goodput_req_s=float(good.sum()) / span, slo_attainment=float(good.mean()),
+        ttft_slo_ms=cfg.ttft_slo_ms, tpot_slo_ms=cfg.tpot_slo_ms,
+        kv_utilization=float(of[E.OF_KV_DATA_S] / of[E.OF_KV_ALLOC_S]) if of[E.OF_KV_ALLOC_S] > 0 else 0.0,
+        kv_blocks_total=int(PI[:, E.P_BLOCKS].sum()), kv_blocks_per_replica=[int(p.plan.kv_blocks) for p in pools],
+        peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), preemptions=int(oi[E.O_PREEMPTS]),
+        mean_batch=float(oi[E.O_SEQS_SCHEDULED] / max(oi[E.O_STEPS], 1)), steps=int(oi[E.O_STEPS]),
+        stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
+        mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
+        replicas=replicas, gpus=int(sum(p.replicas * p.tp for p in pools)), tp=pools[0].tp,
+        gpu_hours=gpu_hours, cost_per_1m_tokens_usd=cost,
+        price_usd_per_gpu_hour=gpu.price_usd_per_gpu_hour, price_date=gpu.price_date,
+        max_model_len=max_len, clipped_requests=wl.clipped, policy=cfg.policy,
+        sim_wall_s=wall,
+    )
+    summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span)
+    if cfg.disagg:
+        moved = req["xfer_done_s"] >= 0
+        summary["kv_transfer_ms"] = dist((req["xfer_done_s"][moved] - req["xfer_start_s"][moved]) * 1e3)
+        summary["kv_transfer_wait_ms"] = dist((req["xfer_start_s"][moved] - req["xfer_ready_s"][moved]) * 1e3)
+    else:
+        summary["kv_transfer_ms"] = dist(np.zeros(0))
+    return summary
+
+
+def _pool_metrics(cfg, pools, req, PI, PF, of, span) -> dict:
+    out = {}
+    r = 0
+    areas = {"serving": of[E.OF_AREA_FRONT], "prefill": of[E.OF_AREA_FRONT], "decode": of[E.OF_AREA_DECODE]}
+    arrival, first, finish = req["arrival_s"], req["first_token_s"], req["finish_s"]
+    moved = req["xfer_done_s"] >= 0
+    for p in pools:
+        sl = slice(r, r + p.replicas)
+        busy = float(PF[sl, E.Q_BUSY_S].sum())
+        steps = int(PI[sl, E.P_STEPS].sum())
+        if p.name == "decode":
+            t_in = finish[moved] - req["xfer_done_s"][moved]
+            t_arr = req["xfer_done_s"][moved]
+        elif p.name == "prefill":
+            t_in = first - arrival
+            t_arr = arrival
+        else:
+            t_in = finish - arrival
+            t_arr = arrival
+        out[p.name] = dict(
+            replicas=p.replicas, tp=p.tp, gpus=p.replicas * p.tp, kv_blocks_per_replica=int(p.plan.kv_blocks),
+            weights_gb_per_gpu=p.plan.weights_bytes / 1e9, steps=steps,
+            busy_fraction=busy / max(span * p.replicas, 1e-9),
+            peak_kv_blocks_used=int(PI[sl, E.P_PEAK].max()) if p.replicas else 0,
+            preemptions=int(PI[sl, E.P_PREEMPTS].sum()),
+            arrival_rate_req_s=len(t_arr) / span, mean_time_s=float(t_in.mean()) if len(t_in) else 0.0,
+            mean_in_pool=float(areas[p.name]) / span,
+        )
+        r += p.replicas
+    if "decode" in out:
+        out["transfer"] = dict(mean_in_transfer=float(of[E.OF_AREA_XFER]) / span,
+                               mean_time_s=float((req["xfer_done_s"][moved] - first[moved]).mean()) if moved.any() else 0.0,
+                               arrival_rate_req_s=int(moved.sum()) / span)
+    return out

@@ -1,0 +1,297 @@
+"""Run a serving simulation from plain inputs: build the engine's arrays, run it, read the results.
+
+    cfg = SimConfig(gpu="h100", model="llama-3.1-8b", workload=WorkloadSpec(rate=5, n_requests=1000))
+    result = simulate(cfg)
+    result.summary["ttft_ms"]["p99"]
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import catalog, costmodel, engine as E
+from .kvcache import blocks_for, watermark_blocks
+from .memory import MemoryPlan, plan_memory, weight_bytes_per_gpu
+from .metrics import summarize
+from .workload import Workload, WorkloadSpec, generate, load_trace
+
+SCALE_METRICS = ("queue", "kv")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    gpu: str = "h100"
+    model: str = "llama-3.1-8b"
+    tp: int = 1
+    gpus: int | None = None  # GPUs in all; None: one replica of tp GPUs
+    dtype: str = "bf16"
+    policy: str = "vllm"
+    block_size: int = 16
+    max_seqs: int = 256
+    max_batched_tokens: int = 8192
+    chunk: int = 512
+    max_model_len: int | None = None  # None: fitted to the workload (see default_max_model_len)
+    mem_util: float = 0.9
+    watermark: float = 0.01  # fraction of blocks admission keeps free (vLLM's default)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    trace_csv: str | None = None  # replaces the generated workload when given
+    router: str = "rr"
+    disagg: bool = False
+    prefill_gpus: int = 0
+    prefill_tp: int | None = None  # None: tp
+    decode_tp: int | None = None
+    autoscale: bool = False
+    min_replicas: int = 1
+    scale_metric: str = "queue"
+    scale_target: float = 4.0  # waiting requests per replica, or KV blocks in use / capacity
+    scale_down_frac: float = 0.25
+    scale_interval_s: float = 5.0
+    startup_fixed_s: float = 30.0  # container start, CUDA context, graph capture
+    load_gbps: float = 5.0  # weight loading bandwidth per GPU (local NVMe / cache), GB/s
+    ttft_slo_ms: float = 1000.0
+    tpot_slo_ms: float = 100.0
+    attn_kernel: str = "paged"
+    launch: str = "auto"
+    engine_overhead: str = "vllm"
+    trace_cap: int = 4096
+    stream_samples: int = 12
+    stream_cap: int = 4096
+
+
+@dataclass
+class Pool:
+    name: str
+    replicas: int
+    tp: int
+    plan: MemoryPlan
+    params: np.ndarray
+
+
+@dataclass
+class SimResult:
+    config: SimConfig
+    summary: dict
+    workload: Workload
+    requests: dict  # per-request arrays (seconds)
+    trace: dict  # per-step trace columns (bounded)
+    stream: dict  # token times of a few sampled requests
+    itl_hist: np.ndarray
+    pools: list
+    wall_s: float
+
+    def to_json(self) -> dict:
+        return self.summary
+
+
+def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
+    """Long enough for the workload's requests (a power of two, at least 2048), within the
+    model's context."""
+    p, o = spec.means()
+    longest = p + o if spec.length_dist == "fixed" else 4 * (p + o)
+    n = 2048
+    while n < longest:
+        n *= 2
+    return min(n, model.max_context)
+
+
+def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int) -> list[Pool]:
+    gpus = cfg.gpus if cfg.gpus is not None else cfg.tp
+    if not isinstance(gpus, (int, np.integer)) or gpus < 1:
+        raise ValueError(f"GPU count must be a whole number >= 1, not {gpus}")
+    if gpus > 4096:
+        raise ValueError(f"{gpus} GPUs is beyond what the simulator models: use at most 4096")
+
+    def pool(name, n_gpus, tp):
+        if tp < 1 or n_gpus % tp:
+            raise ValueError(f"tp={tp} does not divide the {name} pool's {n_gpus} GPUs: choose a GPU count "
+                             f"that is a multiple of tp")
+        budget = _budget(cfg, max_len)
+        plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, budget, cfg.max_seqs, cfg.dtype)
+        need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
+        if plan.kv_blocks < need:
+            raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
+                             f"request of the maximum model length ({max_len} tokens): lower the max model length "
+                             f"or raise tp")
+        p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead)
+        return Pool(name, n_gpus // tp, tp, plan, p)
+
+    if not cfg.disagg:
+        return [pool("serving", gpus, cfg.tp)]
+    ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
+    if not 0 < cfg.prefill_gpus < gpus:
+        raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of {gpus}), not {cfg.prefill_gpus}")
+    return [pool("prefill", cfg.prefill_gpus, ptp), pool("decode", gpus - cfg.prefill_gpus, dtp)]
+
+
+def _budget(cfg: SimConfig, max_len: int) -> int:
+    """Token budget of one step. Without chunked prefill a whole prompt must fit one step, so the
+    budget is at least the max model length (vLLM's own rule); static batching prefills the whole
+    batch at once."""
+    if cfg.policy == "sarathi":
+        return cfg.max_batched_tokens
+    if cfg.policy == "static":
+        return cfg.max_seqs * max_len
+    return max(cfg.max_batched_tokens, max_len)
+
+
+def validate(cfg: SimConfig) -> None:
+    if cfg.policy not in E.POLICIES:
+        raise ValueError(f"unknown policy '{cfg.policy}': choose {', '.join(E.POLICIES)}")
+    if cfg.router not in E.ROUTERS:
+        raise ValueError(f"unknown router '{cfg.router}': choose rr (round robin), lor (least outstanding "
+                         f"requests) or kv (least KV load)")
+    if cfg.max_seqs < 1:
+        raise ValueError(f"max sequences per step must be at least 1, not {cfg.max_seqs}")
+    if cfg.max_batched_tokens < 1 or cfg.chunk < 1:
+        raise ValueError("max batched tokens and chunk size must each be at least 1 token")
+    if not 0 <= cfg.watermark < 0.5:
+        raise ValueError(f"watermark {cfg.watermark} must be a fraction within 0..0.5 of the blocks")
+    for name, v in (("TTFT target", cfg.ttft_slo_ms), ("TPOT target", cfg.tpot_slo_ms)):
+        if not v > 0:
+            raise ValueError(f"{name} must be above 0 ms, not {v}")
+    if cfg.autoscale and cfg.disagg:
+        raise ValueError("autoscaling works on a colocated deployment: turn off disaggregation to autoscale")
+    if cfg.scale_metric not in SCALE_METRICS:
+        raise ValueError(f"unknown autoscaling metric '{cfg.scale_metric}': choose queue or kv")
+    if cfg.autoscale and not (cfg.scale_target > 0 and cfg.scale_interval_s > 0 and 0 <= cfg.scale_down_frac < 1):
+        raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
+    if cfg.trace_cap < 16 or cfg.trace_cap % 2:
+        raise ValueError("trace capacity must be an even number of at least 16 rows")
+
+
+def simulate(cfg: SimConfig) -> SimResult:
+    validate(cfg)
+    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
+    spec = cfg.workload
+    max_len = cfg.max_model_len or default_max_model_len(model, spec)
+    if max_len > model.max_context:
+        raise ValueError(f"max model length {max_len} exceeds {model.name}'s context of {model.max_context} tokens")
+    if cfg.trace_csv is not None:
+        wl = load_trace(cfg.trace_csv, max_len)
+    else:
+        wl = generate(replace(spec, max_total_tokens=max_len))
+    if int((wl.prompt_tokens + wl.output_tokens).max()) > max_len:
+        raise ValueError(f"a request is longer than the max model length of {max_len} tokens")
+    pools = _pools(cfg, gpu, model, max_len)
+    if cfg.autoscale and not 1 <= cfg.min_replicas <= pools[0].replicas:
+        raise ValueError(f"minimum replicas must be within 1..{pools[0].replicas} (GPUs / tp)")
+
+    t0 = time.perf_counter()
+    arrays = _build(cfg, wl, pools, max_len, gpu, model)
+    E.run(*arrays["args"])
+    wall = time.perf_counter() - t0
+    if arrays["oi"][E.O_DEADLOCK]:
+        raise RuntimeError("the simulation stopped with requests unserved (engine deadlock)")
+    return _result(cfg, wl, pools, arrays, wall, gpu, max_len)
+
+
+def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model) -> dict:
+    n = wl.n
+    R = sum(p.replicas for p in pools)
+    RI = np.zeros((n, E.NRI), np.int64)
+    RI[:, E.R_PROMPT] = wl.prompt_tokens
+    RI[:, E.R_OUTPUT] = wl.output_tokens
+    RI[:, E.R_NEXT] = -1
+    RI[:, E.R_REPLICA] = -1
+    RI[:, E.R_HOME] = -1
+    RI[:, E.R_STREAM] = -1
+    n_stream = min(n, cfg.stream_samples)
+    stream_ids = np.unique(np.linspace(0, n - 1, n_stream).round().astype(np.int64)) if n_stream else np.zeros(0, np.int64)
+    RI[stream_ids, E.R_STREAM] = np.arange(len(stream_ids))
+    RF = np.full((n, E.NRF), -1.0)
+    RF[:, E.F_ARRIVAL] = wl.arrival_s
+
+    PI = np.zeros((R, E.NPI), np.int64)
+    PF = np.zeros((R, E.NPF))
+    PI[:, [E.P_HEAD, E.P_TAIL, E.P_XHEAD, E.P_XTAIL, E.P_FHEAD, E.P_FTAIL]] = -1
+    PF[:, E.Q_BUSY] = np.inf
+    params = np.zeros((R, costmodel.N_PARAMS))
+    r = 0
+    for i, pool in enumerate(pools):
+        sl = slice(r, r + pool.replicas)
+        PI[sl, E.P_BLOCKS] = pool.plan.kv_blocks
+        PI[sl, E.P_POOL] = (E.POOL_MIXED if len(pools) == 1 else (E.POOL_PREFILL if i == 0 else E.POOL_DECODE))
+        PI[sl, E.P_STATE] = E.ON
+        params[sl] = pool.params
+        r += pool.replicas
+    if cfg.autoscale:
+        PI[cfg.min_replicas:, E.P_STATE] = E.OFF
+
+    max_seqs = 1 if cfg.policy == "serial" else cfg.max_seqs
+    cfg_i = np.zeros(E.NCI, np.int64)
+    cfg_i[E.C_POLICY] = E.POLICIES.index(cfg.policy)
+    cfg_i[E.C_BLOCK] = cfg.block_size
+    cfg_i[E.C_MAX_SEQS] = max_seqs
+    cfg_i[E.C_BUDGET] = _budget(cfg, max_len)
+    cfg_i[E.C_CHUNK] = cfg.chunk
+    cfg_i[E.C_MAX_LEN] = max_len
+    cfg_i[E.C_WATERMARK] = watermark_blocks(min(p.plan.kv_blocks for p in pools), cfg.watermark)
+    cfg_i[E.C_ROUTER] = E.ROUTERS.index(cfg.router)
+    cfg_i[E.C_N_PREFILL] = pools[0].replicas if cfg.disagg else 0
+    cfg_i[E.C_AUTOSCALE] = int(cfg.autoscale)
+    cfg_i[E.C_MIN_REPLICAS] = cfg.min_replicas
+    cfg_i[E.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
+    cfg_i[E.C_TRACE_CAP] = cfg.trace_cap
+    cfg_i[E.C_STREAM_CAP] = cfg.stream_cap
+    cfg_f = np.zeros(E.NCF)
+    if cfg.disagg:
+        cfg_f[E.G_XFER_BW], cfg_f[E.G_XFER_LAT] = kv_link(gpu, cfg, pools)
+    cfg_f[E.G_KV_BYTES_TOKEN] = model.kv_bytes_per_token()
+    cfg_f[E.G_SCALE_INTERVAL] = cfg.scale_interval_s
+    cfg_f[E.G_SCALE_TARGET] = cfg.scale_target
+    cfg_f[E.G_SCALE_DOWN_FRAC] = cfg.scale_down_frac
+    cfg_f[E.G_STARTUP_S] = startup_seconds(cfg, model, pools[0].tp)
+
+    RUN = np.zeros((R, max_seqs), np.int64)
+    SCH_REQ = np.zeros((R, max_seqs), np.int64)
+    SCH_N = np.zeros((R, max_seqs), np.int64)
+    trace = np.zeros((cfg.trace_cap, E.NT))
+    stream_t = np.full((len(stream_ids), cfg.stream_cap), np.nan)
+    itl_hist = np.zeros(E.ITL_BINS, np.int64)
+    oi = np.zeros(E.NOI, np.int64)
+    of = np.zeros(E.NOF)
+    args = (RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg_i, cfg_f, trace, stream_t, itl_hist, oi, of)
+    return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
+                itl_hist=itl_hist, oi=oi, of=of)
+
+
+def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool]) -> tuple[float, float]:
+    """Bandwidth (B/s) and latency (s) of moving one request's KV from a prefill to a decode
+    replica: each GPU of the narrower replica sends its shard over its own link; within one node
+    that is the scale-up link, across nodes the NIC."""
+    lanes = min(pools[0].tp, pools[1].tp)
+    gpus = sum(p.replicas * p.tp for p in pools)
+    if gpus <= gpu.gpus_per_node:
+        per_gpu, latency = gpu.tp_link_gbps(2), 10e-6
+    else:
+        per_gpu, latency = gpu.internode_gbps_per_dir, 50e-6
+    return lanes * per_gpu * 1e9 * costmodel.fitted().link_eff, latency
+
+
+def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
+    """A new replica serves after its process starts and every GPU loads its weight shard."""
+    if cfg.load_gbps <= 0 or cfg.startup_fixed_s < 0:
+        raise ValueError("weight loading bandwidth must be above 0 GB/s and the fixed start-up time >= 0 s")
+    return cfg.startup_fixed_s + weight_bytes_per_gpu(model, tp, cfg.dtype) / (cfg.load_gbps * 1e9)
+
+
+def _result(cfg, wl, pools, a, wall, gpu, max_len) -> SimResult:
+    RI, RF, PI, PF, oi, of = a["RI"], a["RF"], a["PI"], a["PF"], a["oi"], a["of"]
+    requests = dict(arrival_s=RF[:, E.F_ARRIVAL].copy(), scheduled_s=RF[:, E.F_SCHED].copy(),
+                    first_token_s=RF[:, E.F_FIRST].copy(), finish_s=RF[:, E.F_FINISH].copy(),
+                    prompt_tokens=RI[:, E.R_PROMPT].copy(), output_tokens=RI[:, E.R_OUTPUT].copy(),
+                    generated_tokens=RI[:, E.R_GENERATED].copy(), preemptions=RI[:, E.R_PREEMPTS].copy(),
+                    replica=RI[:, E.R_REPLICA].copy(), xfer_ready_s=RF[:, E.F_XFER_READY].copy(),
+                    xfer_start_s=RF[:, E.F_XFER_START].copy(), xfer_done_s=RF[:, E.F_XFER_DONE].copy())
+    k = int(oi[E.O_TRACE_N])
+    names = ("time_s", "step_s", "prefill_tokens", "decode_tokens", "running", "waiting", "kv_blocks_used",
+             "kv_slots_empty", "replica", "active_replicas", "kv_transfers")
+    trace = {name: a["trace"][:k, i].copy() for i, name in enumerate(names)}
+    trace["stride"] = int(oi[E.O_TRACE_STRIDE])
+    stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], E.F_ARRIVAL],
+                  token_s=a["stream_t"])
+    summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall)
+    return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall)

@@ -1,0 +1,258 @@
+"""Workloads: request arrival times and token lengths as numpy arrays, seeded; or a CSV trace.
+
+Arrivals follow a rate that may change over time (a piecewise-constant schedule): a unit-rate
+process (Poisson, gamma-distributed gaps with a chosen coefficient of variation, or fixed
+spacing) is drawn in "operational time" and mapped through the inverse of the cumulative rate,
+so every arrival process obeys every schedule.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+ARRIVALS = ("poisson", "gamma", "fixed")
+LENGTH_DISTS = ("fixed", "uniform", "exponential", "lognormal", "sharegpt", "longprompt")
+
+# Presets: log-normal lengths with cited means; the spread (sigma of log length) from the
+# median/mean ratio where the source gives both (sigma = sqrt(2 ln(mean / median))).
+PRESETS = {
+    # vLLM paper (Kwon et al., SOSP 2023), Fig. 11: ShareGPT mean input 161.31, mean output 337.99
+    # tokens. The paper gives no medians; sigma 1.0 is the Lab's assumption (a long right tail).
+    "sharegpt": dict(prompt_mean=161.31, output_mean=337.99, prompt_sigma=1.0, output_sigma=1.0,
+                     source="vLLM paper Fig. 11 (ShareGPT means 161 / 338 tokens); spread assumed"),
+    # Azure LLM inference trace 2023, code (Splitwise): prompt mean 2048 / median 1469, output mean
+    # 27.9 / median 13 tokens (computed from AzureLLMInferenceTrace_code.csv).
+    "longprompt": dict(prompt_mean=2048.0, output_mean=27.9, prompt_sigma=math.sqrt(2 * math.log(2048 / 1469)),
+                       output_sigma=math.sqrt(2 * math.log(27.9 / 13)),
+                       source="Azure LLM inference trace 2023 (code): means 2048 / 27.9, medians 1469 / 13"),
+}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    n_requests: int = 1000
+    rate: float = 5.0  # mean requests per second (scaled over time by rate_schedule)
+    arrival: str = "poisson"
+    cv: float = 1.0  # coefficient of variation of gaps, for gamma arrivals (> 1: bursts)
+    prompt_mean: float | None = None  # None: the distribution's own mean (presets)
+    output_mean: float | None = None
+    length_dist: str = "fixed"
+    spread: float = 0.5  # uniform: +-fraction of the mean; lognormal: sigma of the log length
+    rate_schedule: tuple[tuple[float, float], ...] = ()  # ((t0, r0), (t1, r1), ...), t0 == 0
+    max_total_tokens: int = 4096  # prompt + output of one request (the engine's max model length)
+    seed: int = 0
+
+    def means(self) -> tuple[float, float]:
+        preset = PRESETS.get(self.length_dist, {})
+        p = self.prompt_mean if self.prompt_mean is not None else preset.get("prompt_mean", 512.0)
+        o = self.output_mean if self.output_mean is not None else preset.get("output_mean", 128.0)
+        return float(p), float(o)
+
+
+@dataclass(frozen=True)
+class Workload:
+    arrival_s: np.ndarray  # float64, sorted
+    prompt_tokens: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64
+    clipped: int = 0  # requests shortened to fit max_total_tokens
+
+    @property
+    def n(self) -> int:
+        return len(self.arrival_s)
+
+
+# ---------------------------------------------------------------- validation
+
+def validate(spec: WorkloadSpec) -> None:
+    if not isinstance(spec.n_requests, (int, np.integer)) or spec.n_requests < 1:
+        raise ValueError(f"number of requests must be at least 1, not {spec.n_requests}")
+    if spec.n_requests > 5_000_000:
+        raise ValueError(f"{spec.n_requests} requests is more than the simulator keeps in memory: use at most 5,000,000")
+    if not (spec.rate > 0 and math.isfinite(spec.rate)):
+        raise ValueError(f"request rate must be above 0 req/s, not {spec.rate}")
+    if spec.arrival not in ARRIVALS:
+        raise ValueError(f"unknown arrival process '{spec.arrival}': choose {', '.join(ARRIVALS)}")
+    if spec.arrival == "gamma" and not (0.05 <= spec.cv <= 20):
+        raise ValueError(f"coefficient of variation {spec.cv} is outside 0.05..20 (1 is Poisson-like, >1 bursty)")
+    if spec.length_dist not in LENGTH_DISTS:
+        raise ValueError(f"unknown length distribution '{spec.length_dist}': choose {', '.join(LENGTH_DISTS)}")
+    p, o = spec.means()
+    if not p >= 1:
+        raise ValueError(f"average prompt length must be at least 1 token, not {p}")
+    if not o >= 1:
+        raise ValueError(f"average output length must be at least 1 token, not {o}")
+    if spec.max_total_tokens < 2:
+        raise ValueError("max model length must be at least 2 tokens")
+    if spec.length_dist == "fixed" and round(p) + round(o) > spec.max_total_tokens:
+        raise ValueError(f"a request of {round(p)} prompt + {round(o)} output tokens exceeds the maximum model "
+                         f"length of {spec.max_total_tokens}: shorten it or raise the max model length")
+    if spec.length_dist != "fixed" and p + o > spec.max_total_tokens:
+        raise ValueError(f"average prompt + output ({p:.0f} + {o:.0f} tokens) exceeds the maximum model length of "
+                         f"{spec.max_total_tokens}: shorten them or raise the max model length")
+    if spec.length_dist == "uniform" and not 0 <= spec.spread <= 1:
+        raise ValueError(f"uniform spread {spec.spread} must be within 0..1 (a fraction of the mean)")
+    if spec.length_dist == "lognormal" and not 0 < spec.spread <= 3:
+        raise ValueError(f"log-normal spread {spec.spread} must be within 0..3 (sigma of the log length)")
+    check_schedule(spec.rate_schedule)
+
+
+def check_schedule(schedule) -> None:
+    if not schedule:
+        return
+    times = [t for t, _ in schedule]
+    if times[0] != 0:
+        raise ValueError("a rate schedule starts at time 0 (write it as '0:r0,t1:r1,...')")
+    if any(b <= a for a, b in zip(times, times[1:])):
+        raise ValueError("rate schedule times must increase")
+    if any(not (r >= 0 and math.isfinite(r)) for _, r in schedule):
+        raise ValueError("rate schedule rates must be >= 0 req/s")
+    if schedule[-1][1] <= 0:
+        raise ValueError("the last segment of a rate schedule must have a rate above 0 req/s (it lasts forever)")
+
+
+def parse_schedule(text: str) -> tuple[tuple[float, float], ...]:
+    """'0:2,60:10,120:4' -> ((0, 2), (60, 10), (120, 4)): seconds:req/s, each rate holding until the next."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            t, r = part.split(":")
+            out.append((float(t), float(r)))
+        except ValueError:
+            raise ValueError(f"cannot read rate schedule segment '{part}': write 'seconds:rate', e.g. '0:2,60:10'") from None
+    sched = tuple(out)
+    check_schedule(sched)
+    return sched
+
+
+def diurnal_schedule(mean_rate: float, period_s: float, segments: int = 24, swing: float = 0.6):
+    """A day compressed into period_s: the rate follows a cosine between (1-swing) and (1+swing)
+    times the mean, lowest at the start ("night") and highest half-way ("afternoon")."""
+    if not 0 <= swing < 1:
+        raise ValueError("diurnal swing must be within 0..1")
+    if period_s <= 0:
+        raise ValueError("diurnal period must be above 0 s")
+    return tuple((period_s * i / segments,
+                  mean_rate * (1 - swing * math.cos(2 * math.pi * (i + 0.5) / segments))) for i in range(segments))
+
+
+# ---------------------------------------------------------------- generation
+
+def generate(spec: WorkloadSpec) -> Workload:
+    validate(spec)
+    rng = np.random.default_rng(spec.seed)
+    n = spec.n_requests
+    arrivals = _arrivals(spec, rng, n)
+    prompt, output, clipped = _lengths(spec, rng, n)
+    return Workload(arrivals, prompt, output, clipped)
+
+
+def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
+    if spec.arrival == "poisson":
+        gaps = rng.exponential(1.0, n)
+    elif spec.arrival == "gamma":
+        shape = 1.0 / spec.cv**2
+        gaps = rng.gamma(shape, 1.0 / shape, n)
+    else:
+        gaps = np.ones(n)
+    gaps[0] = 0.0 if spec.arrival == "fixed" else gaps[0]
+    operational = np.cumsum(gaps)  # arrivals of a unit-rate process
+    schedule = spec.rate_schedule or ((0.0, spec.rate),)
+    if spec.rate_schedule:  # rates relative to the schedule itself
+        return _through_schedule(operational, schedule)
+    return operational / spec.rate
+
+
+def _through_schedule(operational: np.ndarray, schedule) -> np.ndarray:
+    """Map unit-rate arrival 'work' through the inverse of the cumulative rate Lambda(t)."""
+    starts = np.array([t for t, _ in schedule], dtype=float)
+    rates = np.array([r for _, r in schedule], dtype=float)
+    seg_len = np.diff(starts)
+    cum = np.concatenate([[0.0], np.cumsum(rates[:-1] * seg_len)])  # Lambda at each segment start
+    seg = np.searchsorted(cum, operational, side="right") - 1
+    # skip zero-rate segments: an arrival never lands inside one
+    out = np.empty_like(operational)
+    for i in range(len(starts)):
+        m = seg == i
+        if not m.any():
+            continue
+        if rates[i] > 0:
+            out[m] = starts[i] + (operational[m] - cum[i]) / rates[i]
+        else:  # work that lands exactly on a zero-rate segment starts at the next segment
+            out[m] = starts[i + 1] if i + 1 < len(starts) else starts[i]
+    return out
+
+
+def _lengths(spec: WorkloadSpec, rng: np.random.Generator, n: int):
+    p_mean, o_mean = spec.means()
+    dist = spec.length_dist
+    if dist == "fixed":
+        prompt = np.full(n, round(p_mean), dtype=np.int64)
+        output = np.full(n, round(o_mean), dtype=np.int64)
+        return prompt, output, 0
+    if dist == "uniform":
+        prompt = rng.uniform(p_mean * (1 - spec.spread), p_mean * (1 + spec.spread), n)
+        output = rng.uniform(o_mean * (1 - spec.spread), o_mean * (1 + spec.spread), n)
+    elif dist == "exponential":
+        prompt = rng.exponential(p_mean, n)
+        output = rng.exponential(o_mean, n)
+    else:
+        if dist == "lognormal":
+            sp = so = spec.spread
+        else:
+            sp, so = PRESETS[dist]["prompt_sigma"], PRESETS[dist]["output_sigma"]
+        prompt = rng.lognormal(math.log(p_mean) - sp**2 / 2, sp, n)
+        output = rng.lognormal(math.log(o_mean) - so**2 / 2, so, n)
+    prompt = np.maximum(1, np.rint(prompt)).astype(np.int64)
+    output = np.maximum(1, np.rint(output)).astype(np.int64)
+    return _clip(prompt, output, spec.max_total_tokens)
+
+
+def _clip(prompt, output, max_total):
+    """Fit every request into the maximum model length, as benchmark loaders filter ShareGPT."""
+    too_long = prompt + output > max_total
+    prompt = np.minimum(prompt, max_total - 1)
+    output = np.minimum(output, max_total - prompt)
+    return prompt, output, int(too_long.sum())
+
+
+# ---------------------------------------------------------------- traces
+
+TRACE_HEADER = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+def load_trace(text: str, max_total_tokens: int | None = None) -> Workload:
+    """Read a CSV trace with columns arrival_s,prompt_tokens,output_tokens (header required).
+    Rows may come in any order; they are sorted by arrival. Errors name the offending line."""
+    reader = csv.reader(io.StringIO(text))
+    rows = [(i + 1, r) for i, r in enumerate(reader) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise ValueError("the trace is empty: it needs a header 'arrival_s,prompt_tokens,output_tokens' and rows")
+    line, header = rows[0]
+    if tuple(c.strip().lower() for c in header) != TRACE_HEADER:
+        raise ValueError(f"trace line {line}: the header must be 'arrival_s,prompt_tokens,output_tokens', "
+                         f"not '{','.join(header)}'")
+    if len(rows) == 1:
+        raise ValueError("the trace has a header but no requests")
+    arr, pr, out = [], [], []
+    for line, r in rows[1:]:
+        if len(r) != 3:
+            raise ValueError(f"trace line {line}: expected 3 values (arrival_s,prompt_tokens,output_tokens), got {len(r)}")
+        try:
+            a, p, o = float(r[0]), int(r[1]), int(r[2])
+        except ValueError:
+            raise ValueError(f"trace line {line}: cannot read '{','.join(r)}' as seconds and two whole token counts") from None
+        if not (a >= 0 and math.isfinite(a)):
+            raise ValueError(f"trace line {line}: arrival time {r[0]} must be a time >= 0 s")
+        if p < 1 or o < 1:
+            raise ValueError(f"trace line {line}: prompt and output must each be at least 1 token")
+        if max_total_tokens and p + o > max_total_tokens:
+            raise ValueError(f"trace line {line}: {p} + {o} tokens exceed the maximum model length of {max_total_tokens}")
+        arr.append(a)
+        pr.append(p)
+        out.append(o)
+    order = np.argsort(np.array(arr), kind="stable")
+    return Workload(np.array(arr)[order], np.array(pr, dtype=np.int64)[order], np.array(out, dtype=np.int64)[order])
