@@ -32,7 +32,6 @@ FITTED = [
     ("eta_gemm", 0.3, 1.0),  # large GEMMs: fraction of datasheet dense FLOP/s
     ("eta_attn", 0.2, 1.0),  # flash attention: fraction of datasheet dense FLOP/s
     ("cta_saturation", 0.1, 4.0),  # thread blocks per SM that saturate HBM in decode attention
-    ("knee", 1.0, 8.0),  # soft-max exponent at the roofline ridge
     ("t_layer_us", 0.0, 200.0),  # per-layer small-kernel overhead inside a CUDA graph
     ("t_issue_decode_us", 20.0, 1000.0),  # eager host issue time per layer, decode path
     ("t_issue_prefill_us", 20.0, 1000.0),  # eager host issue time per layer, prefill path
@@ -168,7 +167,6 @@ def write_report(runs, errors, loo, eff, rooflines, med, worst) -> None:
         "cta_saturation": f"decode attention saturates HBM at this many thread blocks per SM "
                           f"({eff.cta_saturation * gpu.sms:.0f} blocks on {gpu.sms} SMs); below that its "
                           f"bandwidth grows with the blocks ({gpu.hbm_tbps * eff.eta_bw / (eff.cta_saturation * gpu.sms) * 1e3:.0f} GB/s each)",
-        "knee": "exponent of the soft maximum joining compute and memory time at the roofline ridge",
         "t_layer_us": "per-layer GPU time of small kernels (launch, ramp-up, tail) inside a CUDA graph, µs",
         "t_issue_decode_us": "eager mode: host time to issue one layer of a decode step, µs",
         "t_issue_prefill_us": "eager mode: host time to issue one layer of a prefill step, µs",

@@ -1,8 +1,8 @@
 """Time of one engine step of one replica, from the step's token mix: a per-operator roofline.
 
 Kernels run one after another, so operator times add; inside one kernel, compute and memory
-traffic overlap, so each operator takes the larger of its FLOP time and its byte time (joined
-by a soft maximum: near the ridge point neither unit runs at its peak). Per GPU of a replica of
+traffic overlap, so each operator takes about the larger of its FLOP time and its byte time
+(their quadrature sum: near the ridge point neither unit runs at its peak). Per GPU of a replica of
 `tp` GPUs:
 
   linear       weight streaming vs GEMM FLOPs of the projections and MLP, every layer
@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from numba import njit
+from .jit import engine_jit
 
 from .catalog import DTYPE_BYTES, GPU, Model
 
@@ -60,19 +60,18 @@ BW = 18  # effective HBM read bandwidth, B/s
 BW_PER_CTA = 19  # bandwidth one attention thread block can pull, B/s
 F_GEMM = 20  # effective GEMM FLOP/s
 F_ATTN = 21  # effective attention FLOP/s
-KNEE = 22  # soft-maximum exponent joining compute and memory time
-MOE_BW_EFF = 23  # fraction of BW that grouped expert GEMMs reach
-T_LAYER = 24  # per-layer small-kernel overhead on the GPU, s
-T_ISSUE_DECODE = 25  # eager: host time to issue one layer of a decode step, s
-T_ISSUE_PREFILL = 26  # eager: host time to issue one layer of a prefill step, s
-ISSUE_SHARED = 27  # fraction of a prefill layer's issue time shared with the decode path
-LAUNCH = 28  # 0 CUDA graphs, 1 eager, 2 auto (graphs for decode-only steps)
-TP = 29
-LINK_BW = 30  # all-reduce bandwidth per GPU per direction, B/s
-LINK_LAT = 31  # latency of one all-reduce, s
-T_STEP = 32  # serving engine's per-step host overhead, s
-KV_SPLIT = 33  # split-KV partition of the decode attention kernel in tokens (0: no split)
-N_PARAMS = 34
+MOE_BW_EFF = 22  # fraction of BW that grouped expert GEMMs reach
+T_LAYER = 23  # per-layer small-kernel overhead on the GPU, s
+T_ISSUE_DECODE = 24  # eager: host time to issue one layer of a decode step, s
+T_ISSUE_PREFILL = 25  # eager: host time to issue one layer of a prefill step, s
+ISSUE_SHARED = 26  # fraction of a prefill layer's issue time shared with the decode path
+LAUNCH = 27  # 0 CUDA graphs, 1 eager, 2 auto (graphs for decode-only steps)
+TP = 28
+LINK_BW = 29  # all-reduce bandwidth per GPU per direction, B/s
+LINK_LAT = 30  # latency of one all-reduce, s
+T_STEP = 31  # serving engine's per-step host overhead, s
+KV_SPLIT = 32  # split-KV partition of the decode attention kernel in tokens (0: no split)
+N_PARAMS = 33
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
@@ -86,7 +85,6 @@ class Efficiency:
     eta_gemm: float
     eta_attn: float
     cta_saturation: float  # thread blocks per SM at which decode attention saturates HBM
-    knee: float
     t_layer_us: float
     t_issue_decode_us: float
     t_issue_prefill_us: float
@@ -160,7 +158,6 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[BW_PER_CTA] = p[BW] / (eff.cta_saturation * gpu.sms)
     p[F_GEMM] = gpu.peak_flops(dtype) * eff.eta_gemm
     p[F_ATTN] = gpu.peak_flops("bf16") * eff.eta_attn
-    p[KNEE] = eff.knee
     p[MOE_BW_EFF] = eff.moe_bw_eff
     p[T_LAYER] = eff.t_layer_us * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
@@ -209,18 +206,15 @@ def kv_bytes_per_token_per_gpu(model: Model, tp: int, kv_dtype_bytes: int = 2) -
 
 # ---------------------------------------------------------------- operators (jitted)
 
-@njit(cache=True)
-def soft_max(a, b, k):
-    """Smooth roofline join: max(a, b) for very unequal terms, above it near the ridge."""
-    if a <= 0.0:
-        return b
-    if b <= 0.0:
-        return a
-    m = max(a, b)
-    return m * ((a / m) ** k + (b / m) ** k) ** (1.0 / k)
+@engine_jit
+def soft_max(a, b):
+    """Roofline join of compute time a and memory time b: their quadrature sum, which is the
+    larger of the two when they differ a lot, and up to sqrt(2) times it at the ridge point, where
+    neither unit runs at its peak (a fit of the exponent to the H200 measurements gives 1.97)."""
+    return math.sqrt(a * a + b * b)
 
 
-@njit(cache=True)
+@engine_jit
 def experts_touched(p, tokens):
     """Expected distinct routed experts per MoE layer for `tokens` tokens under uniform top-k routing."""
     e = p[N_EXPERTS]
@@ -229,34 +223,34 @@ def experts_touched(p, tokens):
     return e * (1.0 - (1.0 - p[TOPK] / e) ** tokens)
 
 
-@njit(cache=True)
+@engine_jit
 def linear_time(p, tokens):
     """Projection and MLP GEMMs of all layers for `tokens` new tokens."""
     if tokens <= 0:
         return 0.0
     dense_layers = p[LAYERS] - p[MOE_LAYERS]
-    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens / p[F_GEMM], p[DENSE_W] / p[BW], p[KNEE])
+    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens / p[F_GEMM], p[DENSE_W] / p[BW])
     if p[MOE_LAYERS] > 0:
-        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens / p[F_GEMM], p[MOE_DENSE_W] / p[BW], p[KNEE])
+        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens / p[F_GEMM], p[MOE_DENSE_W] / p[BW])
     return t
 
 
-@njit(cache=True)
+@engine_jit
 def experts_time(p, tokens):
     """Routed-expert grouped GEMMs of all MoE layers."""
     if p[MOE_LAYERS] <= 0 or tokens <= 0:
         return 0.0
     flops = p[EXPERT_FLOPS] * p[TOPK] * tokens
     bytes_ = experts_touched(p, tokens) * p[EXPERT_W]
-    return p[MOE_LAYERS] * soft_max(flops / p[F_GEMM], bytes_ / (p[BW] * p[MOE_BW_EFF]), p[KNEE])
+    return p[MOE_LAYERS] * soft_max(flops / p[F_GEMM], bytes_ / (p[BW] * p[MOE_BW_EFF]))
 
 
-@njit(cache=True)
+@engine_jit
 def elementwise_time(p, tokens):
     return p[LAYERS] * tokens * p[ACT_BYTES] / p[BW]
 
 
-@njit(cache=True)
+@engine_jit
 def decode_ctas(p, ctx):
     """Thread blocks a decode attention kernel gives one sequence of `ctx` cached tokens."""
     if p[KV_SPLIT] > 0:
@@ -264,7 +258,7 @@ def decode_ctas(p, ctx):
     return p[KV_HEADS]
 
 
-@njit(cache=True)
+@engine_jit
 def decode_attention_time(p, sum_ctx, ctas):
     """All decoding sequences of a step: read every cached token's K and V once per layer."""
     if sum_ctx <= 0:
@@ -275,7 +269,7 @@ def decode_attention_time(p, sum_ctx, ctas):
     return max(t_mem, t_flops)
 
 
-@njit(cache=True)
+@engine_jit
 def prefill_attention_time(p, new_tokens, cached):
     """One prefill chunk of `new_tokens` queries, causal over `cached` + itself."""
     if new_tokens <= 0:
@@ -286,14 +280,14 @@ def prefill_attention_time(p, new_tokens, cached):
     return max(t_flops, t_mem)
 
 
-@njit(cache=True)
+@engine_jit
 def lm_head_time(p, rows):
     if rows <= 0:
         return 0.0
-    return soft_max(p[HEAD_FLOPS] * rows / p[F_GEMM], p[HEAD_W] / p[BW], p[KNEE])
+    return soft_max(p[HEAD_FLOPS] * rows / p[F_GEMM], p[HEAD_W] / p[BW])
 
 
-@njit(cache=True)
+@engine_jit
 def allreduce_time(p, tokens):
     """Ring all-reduce of the activations after attention and after the MLP, every layer."""
     tp = p[TP]
@@ -304,7 +298,7 @@ def allreduce_time(p, tokens):
     return 2.0 * p[LAYERS] * one
 
 
-@njit(cache=True)
+@engine_jit
 def host_issue_time(p, n_decode, n_chunks):
     """Eager mode: the CPU issues each layer's kernels; per layer, the decode path's ops, the
     prefill path's ops, and the ops both share counted once."""
@@ -325,7 +319,7 @@ BREAKDOWN_NAMES = ("linear", "experts", "elementwise", "attn_decode", "attn_pref
                    "layer_overhead", "host_issue_wait", "scheduler")
 
 
-@njit(cache=True)
+@engine_jit
 def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, out):
     """Fill `out` (len 10) with each operator's share of the step; return the step time (s).
 
@@ -350,12 +344,6 @@ def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, r
         out[B_HOST_WAIT] = max(0.0, host_issue_time(p, n_decode, n_chunks) - gpu)
     out[B_SCHEDULER] = p[T_STEP]
     return gpu + out[B_HOST_WAIT] + out[B_SCHEDULER]
-
-
-@njit(cache=True)
-def step_time(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows):
-    scratch = np.empty(10)
-    return step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, scratch)
 
 
 # ---------------------------------------------------------------- Python entry point

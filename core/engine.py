@@ -6,8 +6,9 @@ block is free the newest running request is preempted and recomputed later), the
 requests are admitted in arrival order while the budget, the sequence slots and the free blocks
 allow. Prefill and decode are not separate paths: a request is "computed" up to some number of
 its known tokens (prompt + generated so far); a step processes some of the rest, and a request
-that reaches its known length samples its next token. A decode is simply a request one token
-behind.
+that reaches its known length samples its next token. A decode is a request one token behind;
+a replica keeps all of those as one aggregate, its decode cohort (cohort.py), so that a step
+costs O(1) for them however large the batch.
 
 The five policies are rules on this loop:
   serial   one request at a time (max_seqs = 1), KV reserved for the maximum length
@@ -23,61 +24,23 @@ load). With disaggregation, replicas [0, n_prefill) only prefill; a request that
 token moves its KV to a decode replica (which must first have the blocks free) over a link, then
 decodes there. An autoscaler can start replicas (after a start-up delay) and drain them.
 
-Everything here is arrays and scalars (numba), laid out by the column constants below; the
-Python side (simulate.py) builds the inputs and reads the results.
+Tables and their columns are named in layout.py; simulate.py builds them and reads the results.
 """
 import math
 
 import numpy as np
 from numba import njit
 
+from .jit import engine_jit
+
+from . import cohort
 from . import costmodel as cm
 from .kvcache import blocks_for, can_admit, paged_growth
-
-# ---- policies
-SERIAL, STATIC, ORCA, VLLM, SARATHI = 0, 1, 2, 3, 4
-POLICIES = ("serial", "static", "orca", "vllm", "sarathi")
-ROUTERS = ("rr", "lor", "kv")
-
-# ---- request table, int columns
-R_PROMPT, R_OUTPUT, R_STATE, R_REPLICA, R_COMPUTED, R_GENERATED, R_BLOCKS, R_NEXT, R_PREEMPTS, \
-    R_HOME, R_STREAM, NRI = range(12)
-# ---- request table, float columns
-F_ARRIVAL, F_SCHED, F_FIRST, F_FINISH, F_LAST, F_XFER_START, F_XFER_DONE, F_XFER_READY, NRF = range(9)
-# request states
-S_PENDING, S_WAITING, S_RUNNING, S_XFER_WAIT, S_XFER, S_HELD, S_DONE = range(7)
-
-# ---- replica table, int columns
-P_HEAD, P_TAIL, P_NWAIT, P_NRUN, P_BLOCKS, P_USED, P_POOL, P_STATE, P_NSCHED, P_STORED, P_QTOKENS, \
-    P_XHEAD, P_XTAIL, P_FHEAD, P_FTAIL, P_NXFER, P_PEAK, P_STEPS, P_PREEMPTS, P_NHELD, NPI = range(21)
-# ---- replica table, float columns
-Q_BUSY, Q_READY_AT, Q_ON_SINCE, Q_GPU_S, Q_INGRESS, Q_BUSY_S, Q_STEP_START, NPF = range(8)
-# replica states and pools
-OFF, STARTING, ON, DRAINING = range(4)
-POOL_MIXED, POOL_PREFILL, POOL_DECODE = range(3)
-
-# ---- integer configuration
-C_POLICY, C_BLOCK, C_MAX_SEQS, C_BUDGET, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL, \
-    C_AUTOSCALE, C_MIN_REPLICAS, C_INIT_REPLICAS, C_SCALE_METRIC, C_TRACE_CAP, C_STREAM_CAP, NCI = range(16)
-# ---- float configuration
-G_XFER_BW, G_XFER_LAT, G_KV_BYTES_TOKEN, G_SCALE_INTERVAL, G_SCALE_TARGET, G_SCALE_DOWN_FRAC, \
-    G_STARTUP_S, G_TP, NCF = range(9)
-
-# ---- step trace columns
-T_TIME, T_STEP, T_PREFILL, T_DECODE, T_RUNNING, T_WAITING, T_USED, T_EMPTY_SLOTS, T_REPLICA, T_ACTIVE, \
-    T_XFER, NT = range(12)
-
-# ---- inter-token gap histogram: log-spaced bins from 10 us to 10^4 s
-ITL_LO, ITL_PER_DECADE, ITL_BINS = -5.0, 200, 1800
-
-# ---- scalar outputs
-O_STEPS, O_PREEMPTS, O_PEAK_USED, O_MIN_FREE, O_TRACE_N, O_TRACE_STRIDE, O_DEADLOCK, O_SEQS_SCHEDULED, \
-    O_MAX_ACTIVE, NOI = range(10)
-OF_KV_DATA_S, OF_KV_ALLOC_S, OF_END, OF_MAX_ITL, OF_BATCH_S, OF_AREA_FRONT, OF_AREA_XFER, OF_AREA_DECODE, \
-    NOF = range(9)  # areas: integral over time of requests in the gateway's pool, in transfer, in decode
+from .layout import *  # noqa: F403 (column names of the engine's tables)
+from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
 
 
-@njit(cache=True)
+@engine_jit
 def itl_bin(gap):
     if gap <= 0.0:
         return 0
@@ -89,45 +52,15 @@ def itl_bin(gap):
     return b
 
 
-# ---------------------------------------------------------------- queues (linked lists through R_NEXT)
-
-@njit(cache=True)
-def push_back(RI, PI, r, q, head, tail):
-    RI[q, R_NEXT] = -1
-    if PI[r, tail] < 0:
-        PI[r, head] = q
-    else:
-        RI[PI[r, tail], R_NEXT] = q
-    PI[r, tail] = q
-
-
-@njit(cache=True)
-def push_front(RI, PI, r, q, head, tail):
-    RI[q, R_NEXT] = PI[r, head]
-    PI[r, head] = q
-    if PI[r, tail] < 0:
-        PI[r, tail] = q
-
-
-@njit(cache=True)
-def pop_front(RI, PI, r, head, tail):
-    q = PI[r, head]
-    PI[r, head] = RI[q, R_NEXT]
-    if PI[r, head] < 0:
-        PI[r, tail] = -1
-    RI[q, R_NEXT] = -1
-    return q
-
-
-@njit(cache=True)
+@engine_jit
 def known_tokens(RI, q):
     return RI[q, R_PROMPT] + RI[q, R_GENERATED]
 
 
 # ---------------------------------------------------------------- routing
 
-@njit(cache=True)
-def route(RI, PI, cfg, lo, hi, rr_state):
+@engine_jit
+def route(PI, cfg, lo, hi, rr_state):
     """Pick a replica in [lo, hi) that accepts work (state ON)."""
     router = cfg[C_ROUTER]
     best, best_load = -1, 1e300
@@ -155,7 +88,7 @@ def route(RI, PI, cfg, lo, hi, rr_state):
     return best
 
 
-@njit(cache=True)
+@engine_jit
 def enqueue(RI, PI, r, q):
     RI[q, R_STATE] = S_WAITING
     RI[q, R_REPLICA] = r
@@ -164,17 +97,39 @@ def enqueue(RI, PI, r, q):
     PI[r, P_QTOKENS] += known_tokens(RI, q) - RI[q, R_COMPUTED]
 
 
-# ---------------------------------------------------------------- one step of one replica
+# ---------------------------------------------------------------- running requests outside the cohort
 
-@njit(cache=True)
-def preempt(RI, PI, RUN, r, cfg):
-    """Recompute preemption of the newest running request: free its blocks, back to the queue front."""
-    k = PI[r, P_NRUN] - 1
-    v = RUN[r, k]
-    PI[r, P_NRUN] = k
-    PI[r, P_USED] -= RI[v, R_BLOCKS]
-    PI[r, P_STORED] -= RI[v, R_COMPUTED]
-    RI[v, R_BLOCKS] = 0
+@engine_jit
+def pre_remove(SLOTS, PI, r, q):
+    n = PI[r, P_NPRE]
+    for i in range(n):
+        if SLOTS[r, L_PRE, i] == q:
+            for j in range(i, n - 1):
+                SLOTS[r, L_PRE, j] = SLOTS[r, L_PRE, j + 1]
+            PI[r, P_NPRE] = n - 1
+            return
+
+
+@engine_jit
+def release(RI, PI, r, q):
+    PI[r, P_USED] -= RI[q, R_BLOCKS]
+    PI[r, P_STORED] -= RI[q, R_COMPUTED]
+    RI[q, R_BLOCKS] = 0
+
+
+@engine_jit
+def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, r, cfg):
+    """Recompute preemption of the newest running request: free its blocks, queue it first."""
+    v = PI[r, P_RTAIL]
+    if RI[v, R_STATE] == S_DECODE:
+        cohort.leave(RI, RF, PI, PF, SLOTS, BKT, r, v, cfg, True)
+    else:
+        pre_remove(SLOTS, PI, r, v)
+        for k in range(PI[r, P_NSCHED]):  # drop it from this step's plan
+            if SLOTS[r, L_SCH_REQ, k] == v:
+                SLOTS[r, L_SCH_N, k] = 0
+    run_remove(RI, PI, r, v)
+    release(RI, PI, r, v)
     RI[v, R_COMPUTED] = 0
     RI[v, R_PREEMPTS] += 1
     PI[r, P_PREEMPTS] += 1
@@ -185,53 +140,88 @@ def preempt(RI, PI, RUN, r, cfg):
     return v
 
 
-@njit(cache=True)
-def schedule_running(RI, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, paged, chunked):
-    """Serve running requests in admission order; returns (budget left, preempted any)."""
+@engine_jit
+def add_explicit(RI, PI, SLOTS, r, q, n, p, mix):
+    """n tokens of request q in this step: one token after a cached context is a decode;
+    anything else a prefill chunk."""
+    c = RI[q, R_COMPUTED]
+    mix[M_TOKENS] += n
+    if n == 1 and c > 0:
+        mix[M_DECODES] += 1
+        mix[M_SUM_CTX] += c + 1
+        mix[M_CTAS] += cm.decode_ctas(p, c + 1)
+    else:
+        mix[M_CHUNKS] += 1
+        mix[M_PREFILL_ATTN] += cm.prefill_attention_time(p, n, c)
+    if c + n == known_tokens(RI, q):
+        mix[M_ROWS] += 1  # completes its known tokens: samples a token this step
+
+
+# ---------------------------------------------------------------- one step of one replica
+
+@njit(cache=True, _nrt=False, inline="always")
+def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p, mix):
+    """The running requests' share of the step: the cohort decodes (one token each), and prompt
+    chunks in progress continue in admission order. When KV blocks run out, the newest running
+    requests are preempted until the rest fit. Returns (budget left, preempted any)."""
     bs = cfg[C_BLOCK]
-    preempted = False
-    i = 0
-    while i < PI[r, P_NRUN] and budget > 0:
-        q = RUN[r, i]
-        if RI[q, R_STATE] == S_HELD:  # static batching: finished, slot held until the batch ends
-            i += 1
-            continue
+    budget -= PI[r, P_COH_N]
+    # plan the chunks in progress
+    PI[r, P_NSCHED] = 0
+    need = cohort.blocks_needed(PI, BKT, r, cfg) if paged else 0
+    left = budget
+    for i in range(PI[r, P_NPRE]):
+        q = SLOTS[r, L_PRE, i]
         n = known_tokens(RI, q) - RI[q, R_COMPUTED]
         if chunked and n > cfg[C_CHUNK]:
             n = cfg[C_CHUNK]
-        if n > budget:
+        if n > left:
             if not chunked:
                 break
-            n = budget
-        if paged:
-            need = paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
-            self_preempted = False
-            while need > PI[r, P_BLOCKS] - PI[r, P_USED]:
-                victim = preempt(RI, PI, RUN, r, cfg)
-                preempted = True
-                if victim == q:
-                    self_preempted = True
-                    break
-            if self_preempted:
-                break
-            RI[q, R_BLOCKS] += need
-            PI[r, P_USED] += need
+            n = left
+        if n <= 0:
+            break
         k = PI[r, P_NSCHED]
-        SCH_REQ[r, k] = q
-        SCH_N[r, k] = n
+        SLOTS[r, L_SCH_REQ, k] = q
+        SLOTS[r, L_SCH_N, k] = n
         PI[r, P_NSCHED] = k + 1
+        left -= n
+        if paged:
+            need += paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
+    # not enough blocks: evict the newest until the rest fit
+    preempted = False
+    while paged and need > PI[r, P_BLOCKS] - PI[r, P_USED] and PI[r, P_NRUN] > 0:
+        v = PI[r, P_RTAIL]
+        if RI[v, R_STATE] == S_DECODE:
+            if cohort.needs_block(RI, PI, r, v, cfg):
+                need -= 1
+        else:
+            for k in range(PI[r, P_NSCHED]):
+                if SLOTS[r, L_SCH_REQ, k] == v and SLOTS[r, L_SCH_N, k] > 0:
+                    need -= paged_growth(RI[v, R_COMPUTED] + SLOTS[r, L_SCH_N, k], RI[v, R_BLOCKS], bs)
+        preempt_newest(RI, RF, PI, PF, SLOTS, BKT, r, cfg)
+        preempted = True
+    # take the blocks and build the step's token mix
+    cohort.add_step(PI, BKT, r, cfg, p[cm.KV_HEADS], paged, mix)
+    for k in range(PI[r, P_NSCHED]):
+        q, n = SLOTS[r, L_SCH_REQ, k], SLOTS[r, L_SCH_N, k]
+        if n == 0:
+            continue
+        if paged:
+            grow = paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
+            RI[q, R_BLOCKS] += grow
+            PI[r, P_USED] += grow
+        add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
-        i += 1
     return budget, preempted
 
 
-@njit(cache=True)
-def admit_waiting(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, paged, chunked, t):
+@njit(cache=True, _nrt=False, inline="always")
+def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
     """Admit waiting requests in arrival order while budget, slots and blocks allow."""
     bs = cfg[C_BLOCK]
-    max_seqs = cfg[C_MAX_SEQS]
     admitted = 0
-    while PI[r, P_HEAD] >= 0 and PI[r, P_NRUN] < max_seqs and budget > 0:
+    while PI[r, P_HEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
         q = PI[r, P_HEAD]
         n = known_tokens(RI, q) - RI[q, R_COMPUTED]
         if chunked:
@@ -255,91 +245,123 @@ def admit_waiting(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, paged, chunke
         PI[r, P_QTOKENS] -= known_tokens(RI, q) - RI[q, R_COMPUTED]
         RI[q, R_BLOCKS] += need
         PI[r, P_USED] += need
-        RI[q, R_STATE] = S_RUNNING
+        RI[q, R_STATE] = S_PREFILL
         if RF[q, F_SCHED] < 0:
             RF[q, F_SCHED] = t
-        RUN[r, PI[r, P_NRUN]] = q
-        PI[r, P_NRUN] += 1
+        run_append(RI, PI, r, q)
+        SLOTS[r, L_PRE, PI[r, P_NPRE]] = q
+        PI[r, P_NPRE] += 1
         k = PI[r, P_NSCHED]
-        SCH_REQ[r, k] = q
-        SCH_N[r, k] = n
+        SLOTS[r, L_SCH_REQ, k] = q
+        SLOTS[r, L_SCH_N, k] = n
         PI[r, P_NSCHED] = k + 1
+        add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
         admitted += 1
     return budget, admitted
 
 
-@njit(cache=True)
-def schedule_step(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, t):
-    """Choose what replica r computes in its next step (fills SCH_REQ/SCH_N)."""
+@njit(cache=True, _nrt=False, inline="always")
+def schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix):
+    """Choose what replica r computes in its next step; returns the tokens it will process."""
     policy = cfg[C_POLICY]
     paged = policy >= VLLM
     chunked = policy == SARATHI
     PI[r, P_NSCHED] = 0
+    PI[r, P_COH_STEPPED] = 0
+    mix[:] = 0.0
     budget = cfg[C_BUDGET]
-    if policy == STATIC:
-        if PI[r, P_NRUN] == 0:  # the replica is idle: form a new batch
-            admit_waiting(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, False, False, t)
-        else:
-            schedule_running(RI, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, False, False)
-        return
-    if policy == VLLM:  # prefill-first: a step admits new prompts, or else serves the running
-        budget, admitted = admit_waiting(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, True, False, t)
+    if policy == STATIC and PI[r, P_NRUN] == 0:  # the replica is idle: form a new batch
+        admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, False, False, t, p, mix)
+    elif policy == STATIC:
+        serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, False, False, p, mix)
+    elif policy == VLLM:  # prefill-first: a step admits new prompts, or else serves the running
+        budget, admitted = admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, True, False, t, p, mix)
         if admitted == 0:
-            schedule_running(RI, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, True, False)
-        return
-    budget, preempted = schedule_running(RI, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, paged, chunked)
-    if not preempted:
-        admit_waiting(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, budget, paged, chunked, t)
+            serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, True, False, p, mix)
+    else:
+        budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p, mix)
+        if not preempted:
+            admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix)
+    return mix[M_TOKENS]
 
 
-@njit(cache=True)
-def step_duration(RI, PI, SCH_REQ, SCH_N, r, p, mix):
-    """Cost-model time of replica r's scheduled step; fills mix = (prefill tokens, decode tokens)."""
-    tokens = 0
-    n_dec = 0
-    sum_ctx = 0.0
-    ctas = 0.0
-    pre_attn = 0.0
-    n_chunks = 0
-    rows = 0
-    for k in range(PI[r, P_NSCHED]):
-        q = SCH_REQ[r, k]
-        n = SCH_N[r, k]
-        c = RI[q, R_COMPUTED]
-        tokens += n
-        if n == 1 and c > 0:
-            n_dec += 1
-            sum_ctx += c + 1
-            ctas += cm.decode_ctas(p, c + 1)
-        else:
-            n_chunks += 1
-            pre_attn += cm.prefill_attention_time(p, n, c)
-        if c + n == known_tokens(RI, q):
-            rows += 1
-    mix[0] = tokens - n_dec
-    mix[1] = n_dec
-    return cm.step_time(p, tokens, n_dec, sum_ctx, ctas, pre_attn, n_chunks, rows)
+@njit(cache=True, _nrt=False, inline="always")
+def step_duration(p, mix, scratch):
+    """Cost-model time of the scheduled step's token mix."""
+    return cm.step_breakdown(p, mix[M_TOKENS], mix[M_DECODES], mix[M_SUM_CTX], mix[M_CTAS], mix[M_PREFILL_ATTN],
+                             mix[M_CHUNKS], mix[M_ROWS], scratch)
 
 
 # ---------------------------------------------------------------- step completion
 
-@njit(cache=True)
-def release(RI, PI, r, q):
-    PI[r, P_USED] -= RI[q, R_BLOCKS]
-    PI[r, P_STORED] -= RI[q, R_COMPUTED]
-    RI[q, R_BLOCKS] = 0
+@engine_jit
+def finish(RI, RF, PI, r, q, t, static):
+    RF[q, F_FINISH] = t
+    if static:  # keeps its slot and reservation until the batch ends
+        RI[q, R_STATE] = S_HELD
+        PI[r, P_NHELD] += 1
+    else:
+        RI[q, R_STATE] = S_DONE
+        run_remove(RI, PI, r, q)
+        release(RI, PI, r, q)
 
 
-@njit(cache=True)
-def complete_step(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, t, itl_hist, stream_t, of):
+@njit(cache=True, _nrt=False, inline="always")
+def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of, static, paged):
+    """The cohort's tokens of a finished step: gaps, streamed samples, and the members done."""
+    m = PI[r, P_COH_N]
+    fresh = 0
+    for i in range(PI[r, P_NFRESH]):  # members decoding for the first time: their own gap
+        q = SLOTS[r, L_FRESH, i]
+        if RI[q, R_FRESH] == 1 and RI[q, R_STATE] == S_DECODE and RI[q, R_REPLICA] == r:
+            RI[q, R_FRESH] = 0
+            gap = t - RF[q, F_LAST]
+            itl_hist[itl_bin(gap)] += 1
+            of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
+            fresh += 1
+    PI[r, P_NFRESH] = 0
+    gap = t - PF[r, Q_LAST_DECODE]  # everyone else decoded in the cohort's previous step
+    if m > fresh:
+        itl_hist[itl_bin(gap)] += m - fresh
+        of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
+    PI[r, P_S] += 1
+    PF[r, Q_LAST_DECODE] = t
+    S = PI[r, P_S]
+    if PI[r, P_NSAMPLED] > 0:
+        for s in range(len(stream_ids)):
+            q = stream_ids[s]
+            if RI[q, R_STATE] == S_DECODE and RI[q, R_REPLICA] == r:
+                g = RI[q, R_W] + S
+                if g <= stream_t.shape[1]:
+                    stream_t[s, g - 1] = t
+    finished = 0
+    while True:
+        q = heap_top(SLOTS, PI, r)
+        if q < 0 or finish_step(RI, q) > S:
+            break
+        cohort.leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged)
+        finish(RI, RF, PI, r, q, t, static)
+        finished += 1
+    return finished
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of, rr_decode):
     """Apply replica r's finished step at time t; returns the number of requests that finished."""
     policy = cfg[C_POLICY]
+    static = policy == STATIC
+    paged = policy >= VLLM
     finished = 0
+    if PI[r, P_COH_STEPPED] == 1:
+        finished += complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of,
+                                    static, paged)
+        PI[r, P_COH_STEPPED] = 0
     leaving = 0
     for k in range(PI[r, P_NSCHED]):
-        q = SCH_REQ[r, k]
-        n = SCH_N[r, k]
+        q, n = SLOTS[r, L_SCH_REQ, k], SLOTS[r, L_SCH_N, k]
+        if n == 0:
+            continue
         RI[q, R_COMPUTED] += n
         PI[r, P_STORED] += n
         if RI[q, R_COMPUTED] < known_tokens(RI, q):
@@ -351,54 +373,50 @@ def complete_step(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, t, itl_hist, stream_t
         else:
             gap = t - RF[q, F_LAST]
             itl_hist[itl_bin(gap)] += 1
-            if gap > of[OF_MAX_ITL]:
-                of[OF_MAX_ITL] = gap
+            of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
         RF[q, F_LAST] = t
         s = RI[q, R_STREAM]
         if s >= 0 and g <= stream_t.shape[1]:
             stream_t[s, g - 1] = t
+        leaving += 1
         if g == RI[q, R_OUTPUT]:
-            RF[q, F_FINISH] = t
+            finish(RI, RF, PI, r, q, t, static)
             finished += 1
-            if policy == STATIC:
-                RI[q, R_STATE] = S_HELD  # keeps its slot and reservation until the batch ends
-                PI[r, P_NHELD] += 1
-            else:
-                RI[q, R_STATE] = S_DONE
-                release(RI, PI, r, q)
-                leaving += 1
-        elif PI[r, P_POOL] == POOL_PREFILL:
-            RI[q, R_STATE] = S_XFER_WAIT  # first token out: the KV cache moves to a decode replica
-            leaving += 1
-    if policy == STATIC:
-        all_held = PI[r, P_NRUN] > 0
-        for i in range(PI[r, P_NRUN]):
-            if RI[RUN[r, i], R_STATE] != S_HELD:
-                all_held = False
-                break
-        if all_held:  # the batch is over: every member leaves together
-            for i in range(PI[r, P_NRUN]):
-                q = RUN[r, i]
-                RI[q, R_STATE] = S_DONE
-                release(RI, PI, r, q)
-            PI[r, P_NRUN] = 0
-            PI[r, P_NHELD] = 0
-        return finished
-    if leaving > 0:  # compact the running list, keeping admission order
+        elif PI[r, P_POOL] == POOL_PREFILL:  # first token out: the KV cache moves to a decode replica
+            RI[q, R_STATE] = S_XFER_WAIT
+            run_remove(RI, PI, r, q)
+            d = route(PI, cfg, cfg[C_N_PREFILL], PI.shape[0], rr_decode)
+            RI[q, R_HOME] = r
+            RI[q, R_REPLICA] = d
+            RF[q, F_XFER_READY] = t
+            push_back(RI, PI, d, q, P_XHEAD, P_XTAIL)
+            PI[d, P_NXFER] += 1
+        else:
+            cohort.join(RI, PI, SLOTS, BKT, r, q, cfg)
+    if leaving > 0:  # keep only requests still computing their prompt
         j = 0
-        for i in range(PI[r, P_NRUN]):
-            q = RUN[r, i]
-            st = RI[q, R_STATE]
-            if st == S_RUNNING:
-                RUN[r, j] = q
+        for i in range(PI[r, P_NPRE]):
+            q = SLOTS[r, L_PRE, i]
+            if RI[q, R_STATE] == S_PREFILL:
+                SLOTS[r, L_PRE, j] = q
                 j += 1
-        PI[r, P_NRUN] = j
+        PI[r, P_NPRE] = j
+    PI[r, P_NSCHED] = 0
+    if static and PI[r, P_NRUN] > 0 and PI[r, P_NHELD] == PI[r, P_NRUN]:
+        q = PI[r, P_RHEAD]  # the batch is over: every member leaves together
+        while q >= 0:
+            nxt = RI[q, R_RNEXT]
+            RI[q, R_STATE] = S_DONE
+            run_remove(RI, PI, r, q)
+            release(RI, PI, r, q)
+            q = nxt
+        PI[r, P_NHELD] = 0
     return finished
 
 
 # ---------------------------------------------------------------- disaggregation: KV transfers
 
-@njit(cache=True)
+@engine_jit
 def start_transfers(RI, RF, PI, PF, r, cfg, cf, t):
     """Decode replica r takes queued KV transfers in order while it has the blocks free; its
     ingress link carries one transfer at a time."""
@@ -419,14 +437,13 @@ def start_transfers(RI, RF, PI, PF, r, cfg, cf, t):
         push_back(RI, PI, r, q, P_FHEAD, P_FTAIL)
 
 
-@njit(cache=True)
+@engine_jit
 def finish_transfers(RI, RF, PI, r, cfg, t):
     """Transfers into replica r that have landed: the source frees its copy, the request waits
     here for a decode slot with its KV already in place."""
     while PI[r, P_FHEAD] >= 0 and RF[PI[r, P_FHEAD], F_XFER_DONE] <= t:
         q = pop_front(RI, PI, r, P_FHEAD, P_FTAIL)
-        src = RI[q, R_HOME]
-        release(RI, PI, src, q)
+        release(RI, PI, RI[q, R_HOME], q)
         RI[q, R_BLOCKS] = blocks_for(RI[q, R_COMPUTED] + 1, cfg[C_BLOCK])
         PI[r, P_STORED] += RI[q, R_COMPUTED]
         PI[r, P_NXFER] -= 1
@@ -435,7 +452,7 @@ def finish_transfers(RI, RF, PI, r, cfg, t):
 
 # ---------------------------------------------------------------- autoscaling
 
-@njit(cache=True)
+@engine_jit
 def autoscale(PI, PF, cfg, cf, t):
     """One tick: start a replica when the load metric is above target, drain one when it is
     well below; one change at a time, none while a replica is still starting."""
@@ -476,32 +493,31 @@ def autoscale(PI, PF, cfg, cf, t):
 
 # ---------------------------------------------------------------- step trace (bounded)
 
-@njit(cache=True)
-def record(trace, oi, t, dt, mix, r, PI, bs, events):
+@engine_jit
+def stored_tokens(PI, r):
+    return PI[r, P_STORED] + PI[r, P_COH_V] + PI[r, P_COH_N] * PI[r, P_S]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def record(trace, oi, t, dt, mix, r, PI, bs):
     """Keep every stride-th step; when full, drop every other row and double the stride, so a
     run of any length keeps at most trace.shape[0] evenly spread rows."""
-    if events % oi[O_TRACE_STRIDE] != 0:
+    if oi[O_EVENTS] % oi[O_TRACE_STRIDE] != 0:
         return
-    cap = trace.shape[0]
     k = oi[O_TRACE_N]
-    running = 0
-    waiting = 0
-    used = 0
-    empty = 0
-    active = 0
-    xfer = 0
+    running = waiting = used = empty = active = xfer = 0
     for j in range(PI.shape[0]):
         running += PI[j, P_NRUN]
         waiting += PI[j, P_NWAIT]
         used += PI[j, P_USED]
-        empty += PI[j, P_USED] * bs - PI[j, P_STORED]
+        empty += PI[j, P_USED] * bs - stored_tokens(PI, j)
         xfer += PI[j, P_NXFER]
         if PI[j, P_STATE] != OFF:
             active += 1
     trace[k, T_TIME] = t
     trace[k, T_STEP] = dt
-    trace[k, T_PREFILL] = mix[0]
-    trace[k, T_DECODE] = mix[1]
+    trace[k, T_PREFILL] = mix[M_TOKENS] - mix[M_DECODES]
+    trace[k, T_DECODE] = mix[M_DECODES]
     trace[k, T_RUNNING] = running
     trace[k, T_WAITING] = waiting
     trace[k, T_USED] = used
@@ -510,10 +526,11 @@ def record(trace, oi, t, dt, mix, r, PI, bs, events):
     trace[k, T_ACTIVE] = active
     trace[k, T_XFER] = xfer
     k += 1
-    if k == cap:
-        half = cap // 2
+    if k == trace.shape[0]:
+        half = k // 2
         for i in range(half):
-            trace[i, :] = trace[2 * i, :]
+            for c in range(NT):
+                trace[i, c] = trace[2 * i, c]
         k = half
         oi[O_TRACE_STRIDE] *= 2
     oi[O_TRACE_N] = k
@@ -521,17 +538,19 @@ def record(trace, oi, t, dt, mix, r, PI, bs, events):
 
 # ---------------------------------------------------------------- the loop
 
-@njit(cache=True)
-def run(RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg, cf, trace, stream_t, itl_hist, oi, of):
-    """Simulate until every request has finished. Requests must be sorted by arrival."""
+@engine_jit
+def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, oi, of, work_i, work_f):
+    """Simulate until every request has finished. Requests must be sorted by arrival.
+    work_i (2 ints) and work_f (NM + 10 floats) are scratch space."""
     n = RI.shape[0]
     R = PI.shape[0]
     bs = cfg[C_BLOCK]
     n_pre = cfg[C_N_PREFILL]
     gate_hi = n_pre if n_pre > 0 else R
-    rr = np.zeros(1, np.int64)
-    rr_decode = np.zeros(1, np.int64)
-    mix = np.zeros(2)
+    rr = work_i[0:1]  # round-robin positions at the gateway and in the decode pool
+    rr_decode = work_i[1:2]
+    mix = work_f[0:NM]
+    scratch = work_f[NM:NM + 10]
     inf = np.inf
     next_tick = cf[G_SCALE_INTERVAL] if cfg[C_AUTOSCALE] else inf
     oi[O_TRACE_STRIDE] = 1
@@ -539,7 +558,6 @@ def run(RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg, cf, trace, stream_t, i
     t = 0.0
     nxt = 0
     done = 0
-    events = 0
     while done < n:
         # ---- the next event: an arrival, a step or transfer ending, a replica ready, a tick
         t_next = RF[nxt, F_ARRIVAL] if nxt < n else inf
@@ -568,21 +586,12 @@ def run(RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg, cf, trace, stream_t, i
 
         # ---- steps that end now
         for r in range(R):
-            if PF[r, Q_BUSY] <= t:
-                PF[r, Q_BUSY] = inf
-                PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
-                done += complete_step(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, t, itl_hist, stream_t, of)
-                if PI[r, P_POOL] == POOL_PREFILL:
-                    for k in range(PI[r, P_NSCHED]):
-                        q = SCH_REQ[r, k]
-                        if RI[q, R_STATE] == S_XFER_WAIT:
-                            d = route(RI, PI, cfg, n_pre, R, rr_decode)
-                            RI[q, R_HOME] = r
-                            RI[q, R_REPLICA] = d
-                            RF[q, F_XFER_READY] = t
-                            push_back(RI, PI, d, q, P_XHEAD, P_XTAIL)
-                            PI[d, P_NXFER] += 1
-                PI[r, P_NSCHED] = 0
+            if PF[r, Q_BUSY] > t:
+                continue
+            PF[r, Q_BUSY] = inf
+            PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
+            done += complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of,
+                                  rr_decode)
 
         # ---- replicas and transfers
         for r in range(R):
@@ -593,8 +602,7 @@ def run(RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg, cf, trace, stream_t, i
 
         # ---- arrivals, routed at the gateway
         while nxt < n and RF[nxt, F_ARRIVAL] <= t:
-            r = route(RI, PI, cfg, 0, gate_hi, rr)
-            RI[nxt, R_HOME] = -1
+            r = route(PI, cfg, 0, gate_hi, rr)
             enqueue(RI, PI, r, nxt)
             nxt += 1
 
@@ -615,19 +623,19 @@ def run(RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg, cf, trace, stream_t, i
                 continue
             if PI[r, P_NWAIT] == 0 and PI[r, P_NRUN] == 0:
                 continue
-            schedule_step(RI, RF, PI, RUN, SCH_REQ, SCH_N, r, cfg, t)
-            if PI[r, P_NSCHED] == 0:
+            p = params[r]
+            if schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix) == 0:
                 continue
-            dt = step_duration(RI, PI, SCH_REQ, SCH_N, r, params[r], mix)
+            dt = step_duration(p, mix, scratch)
             PF[r, Q_BUSY] = t + dt
             PF[r, Q_STEP_START] = t
             PI[r, P_STEPS] += 1
             oi[O_STEPS] += 1
-            oi[O_SEQS_SCHEDULED] += PI[r, P_NSCHED]
-            stored_after = PI[r, P_STORED] + mix[0] + mix[1]
+            oi[O_SEQS_SCHEDULED] += PI[r, P_COH_N] * PI[r, P_COH_STEPPED] + PI[r, P_NSCHED]
+            explicit = mix[M_TOKENS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
+            stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r)
             of[OF_KV_DATA_S] += stored_after * dt
             of[OF_KV_ALLOC_S] += PI[r, P_USED] * bs * dt
-            of[OF_BATCH_S] += PI[r, P_NSCHED] * dt
             if PI[r, P_USED] > PI[r, P_PEAK]:
                 PI[r, P_PEAK] = PI[r, P_USED]
             free = PI[r, P_BLOCKS] - PI[r, P_USED]
@@ -638,14 +646,13 @@ def run(RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg, cf, trace, stream_t, i
                 total_used += PI[j, P_USED]
             if total_used > oi[O_PEAK_USED]:
                 oi[O_PEAK_USED] = total_used
-            record(trace, oi, t, dt, mix, r, PI, bs, events)
-            events += 1
+            record(trace, oi, t, dt, mix, r, PI, bs)
+            oi[O_EVENTS] += 1
 
     # ---- close the books
-    end = t
     for r in range(R):
         if PI[r, P_STATE] != OFF:
-            PF[r, Q_GPU_S] += end - PF[r, Q_ON_SINCE]
+            PF[r, Q_GPU_S] += t - PF[r, Q_ON_SINCE]
         oi[O_PREEMPTS] += PI[r, P_PREEMPTS]
     oi[O_MIN_FREE] = min_free
-    of[OF_END] = end
+    of[OF_END] = t

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import engine as E
+from . import layout as E
 
 PCTS = (50, 90, 99)
 
@@ -84,7 +84,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
         ttft_slo_ms=cfg.ttft_slo_ms, tpot_slo_ms=cfg.tpot_slo_ms,
         kv_utilization=float(of[E.OF_KV_DATA_S] / of[E.OF_KV_ALLOC_S]) if of[E.OF_KV_ALLOC_S] > 0 else 0.0,
         kv_blocks_total=int(PI[:, E.P_BLOCKS].sum()), kv_blocks_per_replica=[int(p.plan.kv_blocks) for p in pools],
-        peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), preemptions=int(oi[E.O_PREEMPTS]),
+        peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), min_free_kv_blocks=int(oi[E.O_MIN_FREE]),
+        preemptions=int(oi[E.O_PREEMPTS]),
         mean_batch=float(oi[E.O_SEQS_SCHEDULED] / max(oi[E.O_STEPS], 1)), steps=int(oi[E.O_STEPS]),
         stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,

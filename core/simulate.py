@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import catalog, costmodel, engine as E
+from . import catalog, costmodel, engine, layout as L
 from .kvcache import blocks_for, watermark_blocks
 from .memory import MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .metrics import summarize
@@ -128,25 +128,25 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int)
 
 def _budget(cfg: SimConfig, max_len: int) -> int:
     """Token budget of one step. Without chunked prefill a whole prompt must fit one step, so the
-    budget is at least the max model length (vLLM's own rule); static batching prefills the whole
-    batch at once."""
+    budget is at least the max model length (vLLM's own rule)."""
     if cfg.policy == "sarathi":
         return cfg.max_batched_tokens
-    if cfg.policy == "static":
-        return cfg.max_seqs * max_len
-    return max(cfg.max_batched_tokens, max_len)
+    return max(cfg.max_batched_tokens, max_len, cfg.max_seqs)
 
 
 def validate(cfg: SimConfig) -> None:
-    if cfg.policy not in E.POLICIES:
-        raise ValueError(f"unknown policy '{cfg.policy}': choose {', '.join(E.POLICIES)}")
-    if cfg.router not in E.ROUTERS:
+    if cfg.policy not in L.POLICIES:
+        raise ValueError(f"unknown policy '{cfg.policy}': choose {', '.join(L.POLICIES)}")
+    if cfg.router not in L.ROUTERS:
         raise ValueError(f"unknown router '{cfg.router}': choose rr (round robin), lor (least outstanding "
                          f"requests) or kv (least KV load)")
     if cfg.max_seqs < 1:
         raise ValueError(f"max sequences per step must be at least 1, not {cfg.max_seqs}")
     if cfg.max_batched_tokens < 1 or cfg.chunk < 1:
         raise ValueError("max batched tokens and chunk size must each be at least 1 token")
+    if cfg.policy == "sarathi" and cfg.max_batched_tokens < cfg.max_seqs:
+        raise ValueError(f"max batched tokens ({cfg.max_batched_tokens}) must be at least max sequences "
+                         f"({cfg.max_seqs}), so that every running sequence can decode in a step (vLLM's rule)")
     if not 0 <= cfg.watermark < 0.5:
         raise ValueError(f"watermark {cfg.watermark} must be a fraction within 0..0.5 of the blocks")
     for name, v in (("TTFT target", cfg.ttft_slo_ms), ("TPOT target", cfg.tpot_slo_ms)):
@@ -158,6 +158,8 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError(f"unknown autoscaling metric '{cfg.scale_metric}': choose queue or kv")
     if cfg.autoscale and not (cfg.scale_target > 0 and cfg.scale_interval_s > 0 and 0 <= cfg.scale_down_frac < 1):
         raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
+    if not 1 <= cfg.block_size <= 1024:
+        raise ValueError(f"block size {cfg.block_size} tokens is outside 1..1024 (vLLM's default is 16)")
     if cfg.trace_cap < 16 or cfg.trace_cap % 2:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
@@ -181,9 +183,9 @@ def simulate(cfg: SimConfig) -> SimResult:
 
     t0 = time.perf_counter()
     arrays = _build(cfg, wl, pools, max_len, gpu, model)
-    E.run(*arrays["args"])
+    engine.run(*arrays["args"])
     wall = time.perf_counter() - t0
-    if arrays["oi"][E.O_DEADLOCK]:
+    if arrays["oi"][L.O_DEADLOCK]:
         raise RuntimeError("the simulation stopped with requests unserved (engine deadlock)")
     return _result(cfg, wl, pools, arrays, wall, gpu, max_len)
 
@@ -191,69 +193,68 @@ def simulate(cfg: SimConfig) -> SimResult:
 def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model) -> dict:
     n = wl.n
     R = sum(p.replicas for p in pools)
-    RI = np.zeros((n, E.NRI), np.int64)
-    RI[:, E.R_PROMPT] = wl.prompt_tokens
-    RI[:, E.R_OUTPUT] = wl.output_tokens
-    RI[:, E.R_NEXT] = -1
-    RI[:, E.R_REPLICA] = -1
-    RI[:, E.R_HOME] = -1
-    RI[:, E.R_STREAM] = -1
+    RI = np.zeros((n, L.NRI), np.int64)
+    RI[:, L.R_PROMPT] = wl.prompt_tokens
+    RI[:, L.R_OUTPUT] = wl.output_tokens
+    for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS):
+        RI[:, col] = -1
     n_stream = min(n, cfg.stream_samples)
     stream_ids = np.unique(np.linspace(0, n - 1, n_stream).round().astype(np.int64)) if n_stream else np.zeros(0, np.int64)
-    RI[stream_ids, E.R_STREAM] = np.arange(len(stream_ids))
-    RF = np.full((n, E.NRF), -1.0)
-    RF[:, E.F_ARRIVAL] = wl.arrival_s
+    RI[stream_ids, L.R_STREAM] = np.arange(len(stream_ids))
+    RF = np.full((n, L.NRF), -1.0)
+    RF[:, L.F_ARRIVAL] = wl.arrival_s
 
-    PI = np.zeros((R, E.NPI), np.int64)
-    PF = np.zeros((R, E.NPF))
-    PI[:, [E.P_HEAD, E.P_TAIL, E.P_XHEAD, E.P_XTAIL, E.P_FHEAD, E.P_FTAIL]] = -1
-    PF[:, E.Q_BUSY] = np.inf
+    PI = np.zeros((R, L.NPI), np.int64)
+    PF = np.zeros((R, L.NPF))
+    PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL]] = -1
+    PF[:, L.Q_BUSY] = np.inf
     params = np.zeros((R, costmodel.N_PARAMS))
     r = 0
     for i, pool in enumerate(pools):
         sl = slice(r, r + pool.replicas)
-        PI[sl, E.P_BLOCKS] = pool.plan.kv_blocks
-        PI[sl, E.P_POOL] = (E.POOL_MIXED if len(pools) == 1 else (E.POOL_PREFILL if i == 0 else E.POOL_DECODE))
-        PI[sl, E.P_STATE] = E.ON
+        PI[sl, L.P_BLOCKS] = pool.plan.kv_blocks
+        PI[sl, L.P_POOL] = (L.POOL_MIXED if len(pools) == 1 else (L.POOL_PREFILL if i == 0 else L.POOL_DECODE))
+        PI[sl, L.P_STATE] = L.ON
         params[sl] = pool.params
         r += pool.replicas
     if cfg.autoscale:
-        PI[cfg.min_replicas:, E.P_STATE] = E.OFF
+        PI[cfg.min_replicas:, L.P_STATE] = L.OFF
 
     max_seqs = 1 if cfg.policy == "serial" else cfg.max_seqs
-    cfg_i = np.zeros(E.NCI, np.int64)
-    cfg_i[E.C_POLICY] = E.POLICIES.index(cfg.policy)
-    cfg_i[E.C_BLOCK] = cfg.block_size
-    cfg_i[E.C_MAX_SEQS] = max_seqs
-    cfg_i[E.C_BUDGET] = _budget(cfg, max_len)
-    cfg_i[E.C_CHUNK] = cfg.chunk
-    cfg_i[E.C_MAX_LEN] = max_len
-    cfg_i[E.C_WATERMARK] = watermark_blocks(min(p.plan.kv_blocks for p in pools), cfg.watermark)
-    cfg_i[E.C_ROUTER] = E.ROUTERS.index(cfg.router)
-    cfg_i[E.C_N_PREFILL] = pools[0].replicas if cfg.disagg else 0
-    cfg_i[E.C_AUTOSCALE] = int(cfg.autoscale)
-    cfg_i[E.C_MIN_REPLICAS] = cfg.min_replicas
-    cfg_i[E.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
-    cfg_i[E.C_TRACE_CAP] = cfg.trace_cap
-    cfg_i[E.C_STREAM_CAP] = cfg.stream_cap
-    cfg_f = np.zeros(E.NCF)
+    split = costmodel.PAGED_KV_SPLIT if cfg.attn_kernel == "paged" else 0
+    cfg_i = np.zeros(L.NCI, np.int64)
+    cfg_i[L.C_POLICY] = L.POLICIES.index(cfg.policy)
+    cfg_i[L.C_BLOCK] = cfg.block_size
+    cfg_i[L.C_MAX_SEQS] = max_seqs
+    cfg_i[L.C_BUDGET] = _budget(cfg, max_len)
+    cfg_i[L.C_CHUNK] = cfg.chunk
+    cfg_i[L.C_MAX_LEN] = max_len
+    cfg_i[L.C_WATERMARK] = watermark_blocks(min(p.plan.kv_blocks for p in pools), cfg.watermark)
+    cfg_i[L.C_ROUTER] = L.ROUTERS.index(cfg.router)
+    cfg_i[L.C_N_PREFILL] = pools[0].replicas if cfg.disagg else 0
+    cfg_i[L.C_AUTOSCALE] = int(cfg.autoscale)
+    cfg_i[L.C_MIN_REPLICAS] = cfg.min_replicas
+    cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
+    cfg_i[L.C_SPLIT] = split
+    cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
-        cfg_f[E.G_XFER_BW], cfg_f[E.G_XFER_LAT] = kv_link(gpu, cfg, pools)
-    cfg_f[E.G_KV_BYTES_TOKEN] = model.kv_bytes_per_token()
-    cfg_f[E.G_SCALE_INTERVAL] = cfg.scale_interval_s
-    cfg_f[E.G_SCALE_TARGET] = cfg.scale_target
-    cfg_f[E.G_SCALE_DOWN_FRAC] = cfg.scale_down_frac
-    cfg_f[E.G_STARTUP_S] = startup_seconds(cfg, model, pools[0].tp)
+        cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools)
+    cfg_f[L.G_KV_BYTES_TOKEN] = model.kv_bytes_per_token()
+    cfg_f[L.G_SCALE_INTERVAL] = cfg.scale_interval_s
+    cfg_f[L.G_SCALE_TARGET] = cfg.scale_target
+    cfg_f[L.G_SCALE_DOWN_FRAC] = cfg.scale_down_frac
+    cfg_f[L.G_STARTUP_S] = startup_seconds(cfg, model, pools[0].tp)
 
-    RUN = np.zeros((R, max_seqs), np.int64)
-    SCH_REQ = np.zeros((R, max_seqs), np.int64)
-    SCH_N = np.zeros((R, max_seqs), np.int64)
-    trace = np.zeros((cfg.trace_cap, E.NT))
+    SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
+    BKT = np.zeros((R, L.NB, max(cfg.block_size, split)), np.int64)
+    trace = np.zeros((cfg.trace_cap, L.NT))
     stream_t = np.full((len(stream_ids), cfg.stream_cap), np.nan)
-    itl_hist = np.zeros(E.ITL_BINS, np.int64)
-    oi = np.zeros(E.NOI, np.int64)
-    of = np.zeros(E.NOF)
-    args = (RI, RF, PI, PF, params, RUN, SCH_REQ, SCH_N, cfg_i, cfg_f, trace, stream_t, itl_hist, oi, of)
+    itl_hist = np.zeros(L.ITL_BINS, np.int64)
+    oi = np.zeros(L.NOI, np.int64)
+    of = np.zeros(L.NOF)
+    work_i, work_f = np.zeros(2, np.int64), np.zeros(L.NM + 10)
+    args = (RI, RF, PI, PF, SLOTS, BKT, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, oi, of,
+            work_i, work_f)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
                 itl_hist=itl_hist, oi=oi, of=of)
 
@@ -280,18 +281,16 @@ def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
 
 def _result(cfg, wl, pools, a, wall, gpu, max_len) -> SimResult:
     RI, RF, PI, PF, oi, of = a["RI"], a["RF"], a["PI"], a["PF"], a["oi"], a["of"]
-    requests = dict(arrival_s=RF[:, E.F_ARRIVAL].copy(), scheduled_s=RF[:, E.F_SCHED].copy(),
-                    first_token_s=RF[:, E.F_FIRST].copy(), finish_s=RF[:, E.F_FINISH].copy(),
-                    prompt_tokens=RI[:, E.R_PROMPT].copy(), output_tokens=RI[:, E.R_OUTPUT].copy(),
-                    generated_tokens=RI[:, E.R_GENERATED].copy(), preemptions=RI[:, E.R_PREEMPTS].copy(),
-                    replica=RI[:, E.R_REPLICA].copy(), xfer_ready_s=RF[:, E.F_XFER_READY].copy(),
-                    xfer_start_s=RF[:, E.F_XFER_START].copy(), xfer_done_s=RF[:, E.F_XFER_DONE].copy())
-    k = int(oi[E.O_TRACE_N])
-    names = ("time_s", "step_s", "prefill_tokens", "decode_tokens", "running", "waiting", "kv_blocks_used",
-             "kv_slots_empty", "replica", "active_replicas", "kv_transfers")
-    trace = {name: a["trace"][:k, i].copy() for i, name in enumerate(names)}
-    trace["stride"] = int(oi[E.O_TRACE_STRIDE])
-    stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], E.F_ARRIVAL],
+    requests = dict(arrival_s=RF[:, L.F_ARRIVAL].copy(), scheduled_s=RF[:, L.F_SCHED].copy(),
+                    first_token_s=RF[:, L.F_FIRST].copy(), finish_s=RF[:, L.F_FINISH].copy(),
+                    prompt_tokens=RI[:, L.R_PROMPT].copy(), output_tokens=RI[:, L.R_OUTPUT].copy(),
+                    generated_tokens=RI[:, L.R_GENERATED].copy(), preemptions=RI[:, L.R_PREEMPTS].copy(),
+                    replica=RI[:, L.R_REPLICA].copy(), xfer_ready_s=RF[:, L.F_XFER_READY].copy(),
+                    xfer_start_s=RF[:, L.F_XFER_START].copy(), xfer_done_s=RF[:, L.F_XFER_DONE].copy())
+    k = int(oi[L.O_TRACE_N])
+    trace = {name: a["trace"][:k, i].copy() for i, name in enumerate(L.TRACE_COLUMNS)}
+    trace["stride"] = int(oi[L.O_TRACE_STRIDE])
+    stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], L.F_ARRIVAL],
                   token_s=a["stream_t"])
     summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall)
     return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall)

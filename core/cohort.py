@@ -1,0 +1,124 @@
+"""A replica's decode cohort: its running requests that are one token behind, as one aggregate.
+
+Every step, each decoding sequence adds one token, reads its whole KV cache, and maybe takes one
+more KV block. Doing that request by request makes a step cost O(batch); instead each replica
+keeps a decode-step counter S and each member an offset, so that at any time
+
+    computed tokens = R_V + S        generated tokens = R_W + S
+
+and the step's aggregates follow from sums kept as members join and leave:
+
+    summed context      = sum(R_V) + members * (S + 1)
+    new KV blocks       = members whose next token starts a block: a bucket count by
+                          (-R_V) mod block_size, read at S mod block_size
+    attention partitions of a split-KV kernel: likewise by (-R_V) mod the partition size
+    finishing members   = the top of a min-heap on R_OUTPUT - R_W (the S at which they are done)
+
+A step then costs O(1) for the whole cohort, plus O(log n) when a request joins or leaves;
+a member's own columns are written back ("materialised") when it leaves.
+"""
+from .jit import engine_jit
+
+from .kvcache import blocks_for
+from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_ROWS,
+                     M_SUM_CTX, M_TOKENS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_NFRESH, P_NSAMPLED,
+                     P_S, P_STORED, P_USED, Q_LAST_DECODE, R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_STATE,
+                     R_STREAM, R_V, R_W, S_DECODE)
+from .queues import heap_push, heap_remove
+
+
+@engine_jit
+def split_parts(tokens, split):
+    return (tokens + split - 1) // split
+
+
+@engine_jit
+def join(RI, PI, SLOTS, BKT, r, q, cfg):
+    """Request q (KV cached up to R_COMPUTED, one token behind) starts decoding with the cohort."""
+    S = PI[r, P_S]
+    c = RI[q, R_COMPUTED]
+    v = c - S
+    RI[q, R_V] = v
+    RI[q, R_W] = RI[q, R_GENERATED] - S
+    RI[q, R_STATE] = S_DECODE
+    PI[r, P_COH_N] += 1
+    PI[r, P_COH_V] += v
+    PI[r, P_STORED] -= c  # now counted by the cohort's sums
+    BKT[r, B_BLOCK, (-v) % cfg[C_BLOCK]] += 1
+    split = cfg[C_SPLIT]
+    if split > 0:
+        BKT[r, B_SPLIT, (-v) % split] += 1
+        PI[r, P_COH_PARTS] += split_parts(c, split)
+    heap_push(RI, SLOTS, PI, r, q)
+    RI[q, R_FRESH] = 1  # its first cohort step has its own inter-token gap
+    SLOTS[r, L_FRESH, PI[r, P_NFRESH]] = q
+    PI[r, P_NFRESH] += 1
+    if RI[q, R_STREAM] >= 0:
+        PI[r, P_NSAMPLED] += 1
+
+
+@engine_jit
+def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
+    """Request q leaves the cohort (finished or preempted): write its own columns back."""
+    S = PI[r, P_S]
+    v = RI[q, R_V]
+    c = v + S
+    RI[q, R_COMPUTED] = c
+    RI[q, R_GENERATED] = RI[q, R_W] + S
+    if paged:
+        RI[q, R_BLOCKS] = blocks_for(c, cfg[C_BLOCK])
+    if RI[q, R_FRESH] == 1:
+        RI[q, R_FRESH] = 0  # never decoded with the cohort: its last token time stands
+    else:
+        RF[q, F_LAST] = PF[r, Q_LAST_DECODE]
+    PI[r, P_COH_N] -= 1
+    PI[r, P_COH_V] -= v
+    PI[r, P_STORED] += c
+    BKT[r, B_BLOCK, (-v) % cfg[C_BLOCK]] -= 1
+    split = cfg[C_SPLIT]
+    if split > 0:
+        BKT[r, B_SPLIT, (-v) % split] -= 1
+        PI[r, P_COH_PARTS] -= split_parts(c, split)
+    heap_remove(RI, SLOTS, PI, r, q)
+    if RI[q, R_STREAM] >= 0:
+        PI[r, P_NSAMPLED] -= 1
+
+
+@engine_jit
+def blocks_needed(PI, BKT, r, cfg):
+    """New KV blocks the cohort takes this step (paged KV)."""
+    return BKT[r, B_BLOCK, PI[r, P_S] % cfg[C_BLOCK]]
+
+
+@engine_jit
+def needs_block(RI, PI, r, q, cfg):
+    return (RI[q, R_V] + PI[r, P_S]) % cfg[C_BLOCK] == 0
+
+
+@engine_jit
+def add_step(PI, BKT, r, cfg, kv_heads, paged, mix):
+    """The cohort decodes in this step: take its blocks and add it to the step's token mix."""
+    m = PI[r, P_COH_N]
+    if m == 0:
+        return
+    S = PI[r, P_S]
+    if paged:
+        PI[r, P_USED] += BKT[r, B_BLOCK, S % cfg[C_BLOCK]]
+    split = cfg[C_SPLIT]
+    if split > 0:  # split-KV kernel: one thread block per partition of each context
+        PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, S % split]  # contexts entering a new partition
+        mix[M_CTAS] += kv_heads * PI[r, P_COH_PARTS]
+    else:  # one thread block per sequence and KV head
+        mix[M_CTAS] += kv_heads * m
+    mix[M_TOKENS] += m
+    mix[M_DECODES] += m
+    mix[M_SUM_CTX] += PI[r, P_COH_V] + m * (S + 1)
+    mix[M_ROWS] += m
+    PI[r, P_COH_STEPPED] = 1
+
+
+@engine_jit
+def stored_after_step(PI, r):
+    """Tokens the cohort holds once its scheduled step completes."""
+    S = PI[r, P_S] + PI[r, P_COH_STEPPED]
+    return PI[r, P_COH_V] + PI[r, P_COH_N] * S

@@ -1,0 +1,74 @@
+"""Table layouts shared by the jitted engine and its Python driver (simulate.py).
+
+The engine keeps its state in a few numpy tables (structure of arrays, one row per request or
+replica); these constants name their columns. Numba freezes module-level integers into the
+compiled code, so they cost nothing at run time.
+"""
+# ---- policies and routers, in the order the engine numbers them
+SERIAL, STATIC, ORCA, VLLM, SARATHI = 0, 1, 2, 3, 4
+POLICIES = ("serial", "static", "orca", "vllm", "sarathi")
+ROUTERS = ("rr", "lor", "kv")
+
+# ---- requests: int table RI
+(R_PROMPT, R_OUTPUT, R_STATE, R_REPLICA, R_COMPUTED, R_GENERATED, R_BLOCKS, R_NEXT, R_PREEMPTS, R_HOME,
+ R_STREAM, R_RPREV, R_RNEXT, R_V, R_W, R_HPOS, R_FRESH, NRI) = range(18)
+# R_COMPUTED: tokens whose KV is cached; R_GENERATED: tokens sampled so far. A decoding request
+# keeps them implicitly: computed = R_V + (its replica's decode-step counter), generated = R_W + it.
+
+# ---- requests: float table RF (seconds; -1 = not yet)
+F_ARRIVAL, F_SCHED, F_FIRST, F_FINISH, F_LAST, F_XFER_START, F_XFER_DONE, F_XFER_READY, NRF = range(9)
+
+# ---- request states
+S_PENDING, S_WAITING, S_PREFILL, S_DECODE, S_XFER_WAIT, S_XFER, S_HELD, S_DONE = range(8)
+# S_PREFILL: running, computing its prompt (or recomputing it, or landing after a KV transfer)
+# S_DECODE: running, one token behind its known length: part of the replica's decode cohort
+# S_HELD: static batching: finished, but its slot and KV are held until the batch ends
+
+# ---- replicas: int table PI
+(P_HEAD, P_TAIL, P_NWAIT, P_NRUN, P_BLOCKS, P_USED, P_POOL, P_STATE, P_NSCHED, P_STORED, P_QTOKENS,
+ P_XHEAD, P_XTAIL, P_FHEAD, P_FTAIL, P_NXFER, P_PEAK, P_STEPS, P_PREEMPTS, P_NHELD, P_RHEAD, P_RTAIL,
+ P_NPRE, P_S, P_COH_N, P_COH_V, P_COH_PARTS, P_NFRESH, P_HEAPN, P_NSAMPLED, P_COH_STEPPED, NPI) = range(32)
+# waiting queue (P_HEAD/P_TAIL), running list in admission order (P_RHEAD/P_RTAIL, through
+# R_RPREV/R_RNEXT), KV transfers waiting for blocks (P_XHEAD/P_XTAIL) and in flight
+# (P_FHEAD/P_FTAIL); P_STORED counts cached tokens of requests outside the decode cohort.
+
+# ---- replicas: float table PF
+Q_BUSY, Q_READY_AT, Q_ON_SINCE, Q_GPU_S, Q_INGRESS, Q_BUSY_S, Q_STEP_START, Q_LAST_DECODE, NPF = range(9)
+
+# ---- replica states and pools
+OFF, STARTING, ON, DRAINING = range(4)
+POOL_MIXED, POOL_PREFILL, POOL_DECODE = range(3)
+
+# ---- per-replica slot lists: SLOTS[r, list, i]
+L_PRE, L_SCH_REQ, L_SCH_N, L_FRESH, L_HEAP, NL = range(6)
+# L_PRE: running requests outside the cohort; L_SCH_*: this step's explicit entries;
+# L_FRESH: cohort members yet to decode with it; L_HEAP: cohort min-heap on finishing step
+
+# ---- per-replica cohort buckets: BKT[r, kind, phase]
+B_BLOCK, B_SPLIT, NB = range(3)
+
+# ---- integer configuration
+(C_POLICY, C_BLOCK, C_MAX_SEQS, C_BUDGET, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL,
+ C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, NCI) = range(14)
+# ---- float configuration
+(G_XFER_BW, G_XFER_LAT, G_KV_BYTES_TOKEN, G_SCALE_INTERVAL, G_SCALE_TARGET, G_SCALE_DOWN_FRAC, G_STARTUP_S,
+ NCF) = range(8)
+
+# ---- step trace columns
+(T_TIME, T_STEP, T_PREFILL, T_DECODE, T_RUNNING, T_WAITING, T_USED, T_EMPTY_SLOTS, T_REPLICA, T_ACTIVE,
+ T_XFER, NT) = range(12)
+TRACE_COLUMNS = ("time_s", "step_s", "prefill_tokens", "decode_tokens", "running", "waiting", "kv_blocks_used",
+                 "kv_slots_empty", "replica", "active_replicas", "kv_transfers")
+
+# ---- inter-token gap histogram: log-spaced bins from 10 us to 10^4 s
+ITL_LO, ITL_PER_DECADE, ITL_BINS = -5.0, 200, 1800
+
+# ---- the token mix of the step being scheduled
+M_TOKENS, M_DECODES, M_SUM_CTX, M_CTAS, M_PREFILL_ATTN, M_CHUNKS, M_ROWS, NM = range(8)
+
+# ---- scalar outputs
+(O_STEPS, O_PREEMPTS, O_PEAK_USED, O_MIN_FREE, O_TRACE_N, O_TRACE_STRIDE, O_DEADLOCK, O_SEQS_SCHEDULED,
+ O_EVENTS, NOI) = range(10)
+(OF_KV_DATA_S, OF_KV_ALLOC_S, OF_END, OF_MAX_ITL, OF_AREA_FRONT, OF_AREA_XFER, OF_AREA_DECODE,
+ NOF) = range(8)
+# areas: requests in the gateway's pool, in KV transfer, and in the decode pool, integrated over time

@@ -1,0 +1,191 @@
+"""The serving engine: invariants over random workloads, queueing theory, and the published shapes."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.simulate import SimConfig, simulate
+from core.workload import WorkloadSpec
+
+POLICIES = ["serial", "static", "orca", "vllm", "sarathi"]
+
+
+def run(**kw):
+    wl = kw.pop("workload", None) or WorkloadSpec(**kw.pop("wl", {}))
+    return simulate(SimConfig(workload=wl, **kw))
+
+
+@st.composite
+def scenarios(draw):
+    policy = draw(st.sampled_from(POLICIES))
+    # a small GPU with a tight KV pool, so that blocks run out and preemption happens
+    mem_util = draw(st.floats(0.8, 0.92))
+    dist = draw(st.sampled_from(["fixed", "uniform", "exponential", "lognormal", "sharegpt"]))
+    wl = WorkloadSpec(n_requests=draw(st.integers(1, 150)), rate=draw(st.floats(0.5, 200)),
+                      arrival=draw(st.sampled_from(["poisson", "gamma", "fixed"])), cv=draw(st.floats(0.5, 4)),
+                      prompt_mean=draw(st.floats(1, 600)), output_mean=draw(st.floats(1, 400)),
+                      length_dist=dist, seed=draw(st.integers(0, 10_000)))
+    return dict(gpu="l4", model="llama-3.1-8b", policy=policy, mem_util=mem_util, workload=wl,
+                block_size=draw(st.sampled_from([1, 8, 16, 32])), max_seqs=draw(st.integers(1, 64)),
+                max_batched_tokens=draw(st.integers(64, 4096)), chunk=draw(st.integers(16, 1024)),
+                max_model_len=1024)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_invariants_over_random_workloads_and_knobs(kw):
+    r = run(**kw)
+    q = r.requests
+    # every request finishes, once, with exactly its output tokens
+    assert (q["finish_s"] > 0).all()
+    assert (q["generated_tokens"] == q["output_tokens"]).all()
+    # times are ordered
+    assert (q["arrival_s"] <= q["scheduled_s"]).all()
+    assert (q["scheduled_s"] <= q["first_token_s"]).all()
+    assert (q["first_token_s"] <= q["finish_s"]).all()
+    # blocks in use never exceed the pool and never go negative
+    s = r.summary
+    assert 0 <= s["peak_kv_blocks_used"] <= s["kv_blocks_total"]
+    assert s["min_free_kv_blocks"] >= 0
+    assert (r.trace["kv_blocks_used"] >= 0).all() and (r.trace["kv_blocks_used"] <= s["kv_blocks_total"]).all()
+    assert (r.trace["kv_slots_empty"] >= 0).all()
+    # only paged policies preempt; reservation never needs to
+    if kw["policy"] in ("serial", "static", "orca"):
+        assert s["preemptions"] == 0
+    assert 0 < s["kv_utilization"] <= 1
+
+
+def test_preemption_happens_when_blocks_run_out_and_everything_still_finishes():
+    r = run(gpu="l4", model="llama-3.1-8b", policy="vllm", mem_util=0.75, max_model_len=2048,
+            wl=dict(n_requests=300, rate=100, prompt_mean=200, output_mean=900, length_dist="fixed"))
+    assert r.summary["preemptions"] > 0
+    assert (r.requests["generated_tokens"] == 900).all()
+    assert r.requests["preemptions"].sum() == r.summary["preemptions"]
+
+
+def test_same_seed_same_results_and_another_seed_differs():
+    kw = dict(gpu="h100", model="llama-3.1-8b", wl=dict(n_requests=400, rate=8, length_dist="sharegpt", seed=3))
+    a, b = run(**kw), run(**kw)
+    for k in a.requests:
+        np.testing.assert_array_equal(a.requests[k], b.requests[k])
+    c = run(gpu="h100", model="llama-3.1-8b", wl=dict(n_requests=400, rate=8, length_dist="sharegpt", seed=4))
+    assert not np.array_equal(a.requests["finish_s"], c.requests["finish_s"])
+
+
+def test_serial_matches_the_md1_mean_wait():
+    # one request at a time, fixed lengths: a deterministic service time D; Poisson arrivals at
+    # utilisation 0.5 must wait rho*D / (2(1-rho)) = D/2 on average (Pollaczek-Khinchine)
+    alone = run(gpu="h100", model="llama-3.1-8b", policy="serial",
+                wl=dict(n_requests=1, rate=1, prompt_mean=256, output_mean=64))
+    D = alone.requests["finish_s"][0] - alone.requests["scheduled_s"][0]
+    rho = 0.5
+    r = run(gpu="h100", model="llama-3.1-8b", policy="serial",
+            wl=dict(n_requests=50_000, rate=rho / D, prompt_mean=256, output_mean=64, seed=1))
+    q = r.requests
+    service = q["finish_s"] - q["scheduled_s"]
+    np.testing.assert_allclose(service, D, rtol=1e-9)
+    wait = (q["scheduled_s"] - q["arrival_s"]).mean()
+    assert wait == pytest.approx(rho * D / (2 * (1 - rho)), rel=0.05)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_littles_law(policy):
+    # the engine's own queue counters, integrated over time, against lambda x W from request times
+    r = run(gpu="h100", model="llama-3.1-8b", policy=policy,
+            wl=dict(n_requests=3000, rate=6 if policy != "serial" else 0.5, length_dist="sharegpt", seed=2))
+    s = r.summary
+    assert s["mean_in_system"] == pytest.approx(s["throughput_req_s"] * s["e2e_s"]["mean"], rel=0.05)
+
+
+def test_paged_kv_keeps_utilisation_high_where_reservation_wastes_it():
+    # vLLM paper, Fig. 2: only 20.4%-38.2% of reserved KV holds tokens in Orca; vLLM 96.3%
+    wl = dict(n_requests=3000, rate=30, length_dist="sharegpt", seed=5)
+    paged = run(gpu="a100-40gb", model="llama-2-13b", policy="vllm", wl=wl)
+    reserved = run(gpu="a100-40gb", model="llama-2-13b", policy="orca", wl=wl)
+    assert paged.summary["kv_utilization"] >= 0.90
+    assert reserved.summary["kv_utilization"] < 0.40
+
+
+def test_sustainable_rate_orders_the_policies_at_saturation():
+    # every request arrives at once: throughput is the sustainable rate
+    wl = dict(n_requests=600, rate=10_000, length_dist="sharegpt", seed=7)
+    tput = {p: run(gpu="a100-40gb", model="llama-2-13b", policy=p, wl=wl).summary["throughput_req_s"]
+            for p in ("serial", "static", "orca", "vllm")}
+    assert tput["vllm"] > tput["orca"] > tput["static"] > tput["serial"]
+    assert tput["vllm"] > 1.5 * tput["orca"]  # paging packs more sequences per step
+
+
+def test_chunked_prefill_lowers_p99_inter_token_latency_among_long_prompts():
+    # chat decodes, with a long document prompt among every ten requests
+    rows = ["arrival_s,prompt_tokens,output_tokens"]
+    rng = np.random.default_rng(0)
+    t = 0.0
+    for i in range(1500):
+        t += rng.exponential(1 / 12)
+        rows.append(f"{t:.4f},200,300" if i % 10 else f"{t:.4f},7000,20")
+    trace = "\n".join(rows)
+    kw = dict(gpu="h100", model="llama-3.1-8b", max_model_len=8192, trace_csv=trace)
+    whole = simulate(SimConfig(policy="vllm", **kw)).summary
+    chunked = simulate(SimConfig(policy="sarathi", chunk=512, max_batched_tokens=1024, **kw)).summary
+    assert chunked["itl_ms"]["p99"] < 0.5 * whole["itl_ms"]["p99"]
+
+
+def test_static_batching_holds_finished_members_until_the_batch_ends():
+    # two requests together: the short one's slot stays taken until the long one finishes, so a
+    # third request cannot start before then
+    trace = "arrival_s,prompt_tokens,output_tokens\n0,100,5\n0,100,200\n0.001,100,5\n"
+    r = simulate(SimConfig(gpu="h100", model="llama-3.1-8b", policy="static", max_seqs=2, trace_csv=trace))
+    q = r.requests
+    assert q["finish_s"][0] < q["finish_s"][1]
+    assert q["scheduled_s"][2] >= q["finish_s"][1]
+    orca = simulate(SimConfig(gpu="h100", model="llama-3.1-8b", policy="orca", max_seqs=2, trace_csv=trace))
+    assert orca.requests["scheduled_s"][2] < q["finish_s"][1]
+
+
+def test_overload_is_reported():
+    light = run(gpu="h100", model="llama-3.1-8b", wl=dict(n_requests=2000, rate=2))
+    heavy = run(gpu="h100", model="llama-3.1-8b", policy="serial", wl=dict(n_requests=2000, rate=20))
+    assert light.summary["stable"] and not heavy.summary["stable"]
+
+
+def test_goodput_counts_requests_within_both_targets():
+    r = run(gpu="h100", model="llama-3.1-8b", ttft_slo_ms=50, tpot_slo_ms=9.5,
+            wl=dict(n_requests=1000, rate=8, length_dist="sharegpt"))
+    s, q = r.summary, r.requests
+    ttft = (q["first_token_s"] - q["arrival_s"]) * 1e3
+    tpot = np.where(q["output_tokens"] > 1, (q["finish_s"] - q["first_token_s"]) / np.maximum(q["output_tokens"] - 1, 1) * 1e3, 0)
+    ok = (ttft <= 50) & (tpot <= 9.5)
+    assert s["slo_attainment"] == pytest.approx(ok.mean())
+    assert 0 < s["goodput_req_s"] < s["throughput_req_s"]
+
+
+def test_step_trace_is_bounded():
+    r = run(gpu="h100", model="llama-3.1-8b", trace_cap=64, wl=dict(n_requests=2000, rate=5))
+    assert len(r.trace["time_s"]) <= 64 and r.trace["stride"] > 1
+    assert np.all(np.diff(r.trace["time_s"]) >= 0)
+
+
+def test_streaming_sample_records_every_token():
+    r = run(gpu="h100", model="llama-3.1-8b", wl=dict(n_requests=50, rate=2, prompt_mean=100, output_mean=40))
+    times = r.stream["token_s"]
+    for row, req in zip(times, r.stream["request"]):
+        got = row[~np.isnan(row)]
+        assert len(got) == 40
+        assert got[0] == pytest.approx(r.requests["first_token_s"][req])
+        assert got[-1] == pytest.approx(r.requests["finish_s"][req])
+        assert np.all(np.diff(got) > 0)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(policy="fifo"), "policy"), (dict(router="random"), "router"), (dict(max_seqs=0), "at least 1"),
+    (dict(gpus=3, tp=2), "multiple of tp"), (dict(max_model_len=300_000), "context"),
+    (dict(ttft_slo_ms=0), "TTFT"), (dict(model="llama-3.1-70b", gpus=1), "tp=2"),
+])
+def test_bad_configurations_raise_value_errors(kw, match):
+    with pytest.raises(ValueError, match=match):
+        run(gpu=kw.pop("gpu", "h100"), **{"model": "llama-3.1-8b", **kw}, wl=dict(n_requests=5))
+
+
+def test_prompt_longer_than_the_context_is_refused():
+    with pytest.raises(ValueError, match="exceeds the maximum model length"):
+        run(gpu="h100", model="llama-2-7b", wl=dict(n_requests=5, prompt_mean=5000, output_mean=10))
