@@ -14,7 +14,8 @@ traffic overlap, so each operator takes about the larger of its FLOP time and it
   attn_prefill causal attention FLOPs of each prefill chunk against its cached prefix
   lm_head      vocabulary projection for the rows that sample a token
   comm         tensor parallelism: two all-reduces of the step's activations per layer
-  layer_overhead  per-layer cost of small kernels (launch, ramp-up, tail) inside a CUDA graph
+  layer_overhead  per-layer cost of small kernels (launch, ramp-up, tail) inside a CUDA graph;
+               fewer in a serving engine that fuses norms, rotary and activations
   host         eager mode: the CPU issues every kernel; the step lasts at least that long
   scheduler    the serving engine's per-step host work (scheduling, input preparation, sampling)
 
@@ -85,7 +86,7 @@ class Efficiency:
     eta_gemm: float
     eta_attn: float
     cta_saturation: float  # thread blocks per SM at which decode attention saturates HBM
-    t_layer_us: float
+    t_layer_us: float  # the reference PyTorch model of the calibration runs
     t_issue_decode_us: float
     t_issue_prefill_us: float
     issue_shared: float
@@ -93,6 +94,7 @@ class Efficiency:
     link_eff: float
     link_latency_us: float
     engine_step_us: float
+    t_layer_engine_us: float  # a serving engine's fused kernels (vLLM)
 
 
 @lru_cache(maxsize=1)
@@ -159,7 +161,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[F_GEMM] = gpu.peak_flops(dtype) * eff.eta_gemm
     p[F_ATTN] = gpu.peak_flops("bf16") * eff.eta_attn
     p[MOE_BW_EFF] = eff.moe_bw_eff
-    p[T_LAYER] = eff.t_layer_us * 1e-6
+    p[T_LAYER] = (eff.t_layer_engine_us if engine == "vllm" else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
     p[ISSUE_SHARED] = eff.issue_shared

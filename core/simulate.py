@@ -53,8 +53,8 @@ class SimConfig:
     load_gbps: float = 5.0  # weight loading bandwidth per GPU (local NVMe / cache), GB/s
     ttft_slo_ms: float = 1000.0
     tpot_slo_ms: float = 100.0
-    attn_kernel: str = "paged"
-    launch: str = "auto"
+    attn_kernel: str = "paged"  # split-KV decode attention, as serving engines run it
+    launch: str = "graph"  # serving engines replay CUDA graphs (vLLM v1: piecewise, for every step)
     engine_overhead: str = "vllm"
     trace_cap: int = 4096
     stream_samples: int = 12
@@ -97,7 +97,7 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
     return min(n, model.max_context)
 
 
-def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int) -> list[Pool]:
+def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
     gpus = cfg.gpus if cfg.gpus is not None else cfg.tp
     if not isinstance(gpus, (int, np.integer)) or gpus < 1:
         raise ValueError(f"GPU count must be a whole number >= 1, not {gpus}")
@@ -115,7 +115,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int)
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
                              f"request of the maximum model length ({max_len} tokens): lower the max model length "
                              f"or raise tp")
-        p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead)
+        p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff)
         return Pool(name, n_gpus // tp, tp, plan, p)
 
     if not cfg.disagg:
@@ -164,7 +164,8 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
 
-def simulate(cfg: SimConfig) -> SimResult:
+def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None) -> SimResult:
+    """Run one simulation; `eff` replaces the fitted cost-model constants (for calibration)."""
     validate(cfg)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     spec = cfg.workload
@@ -177,12 +178,12 @@ def simulate(cfg: SimConfig) -> SimResult:
         wl = generate(replace(spec, max_total_tokens=max_len))
     if int((wl.prompt_tokens + wl.output_tokens).max()) > max_len:
         raise ValueError(f"a request is longer than the max model length of {max_len} tokens")
-    pools = _pools(cfg, gpu, model, max_len)
+    pools = _pools(cfg, gpu, model, max_len, eff)
     if cfg.autoscale and not 1 <= cfg.min_replicas <= pools[0].replicas:
         raise ValueError(f"minimum replicas must be within 1..{pools[0].replicas} (GPUs / tp)")
 
     t0 = time.perf_counter()
-    arrays = _build(cfg, wl, pools, max_len, gpu, model)
+    arrays = _build(cfg, wl, pools, max_len, gpu, model, eff)
     engine.run(*arrays["args"])
     wall = time.perf_counter() - t0
     if arrays["oi"][L.O_DEADLOCK]:
@@ -190,7 +191,7 @@ def simulate(cfg: SimConfig) -> SimResult:
     return _result(cfg, wl, pools, arrays, wall, gpu, max_len)
 
 
-def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model) -> dict:
+def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) -> dict:
     n = wl.n
     R = sum(p.replicas for p in pools)
     RI = np.zeros((n, L.NRI), np.int64)
@@ -238,7 +239,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model) -> dict:
     cfg_i[L.C_SPLIT] = split
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
-        cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools)
+        cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)
     cfg_f[L.G_KV_BYTES_TOKEN] = model.kv_bytes_per_token()
     cfg_f[L.G_SCALE_INTERVAL] = cfg.scale_interval_s
     cfg_f[L.G_SCALE_TARGET] = cfg.scale_target
@@ -259,7 +260,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model) -> dict:
                 itl_hist=itl_hist, oi=oi, of=of)
 
 
-def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool]) -> tuple[float, float]:
+def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool], eff=None) -> tuple[float, float]:
     """Bandwidth (B/s) and latency (s) of moving one request's KV from a prefill to a decode
     replica: each GPU of the narrower replica sends its shard over its own link; within one node
     that is the scale-up link, across nodes the NIC."""
@@ -269,7 +270,7 @@ def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool]) -> tuple[float,
         per_gpu, latency = gpu.tp_link_gbps(2), 10e-6
     else:
         per_gpu, latency = gpu.internode_gbps_per_dir, 50e-6
-    return lanes * per_gpu * 1e9 * costmodel.fitted().link_eff, latency
+    return lanes * per_gpu * 1e9 * (eff or costmodel.fitted()).link_eff, latency
 
 
 def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
