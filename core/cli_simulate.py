@@ -47,8 +47,9 @@ def register(sub) -> None:
                    help="a day of load compressed into PERIOD_S seconds around --rate")
     p.add_argument("--autoscale", action="store_true", help="start and drain replicas on a load target")
     p.add_argument("--min-replicas", type=_positive_int, default=1)
-    p.add_argument("--scale-metric", default="queue", choices=SCALE_METRICS)
-    p.add_argument("--scale-target", type=_number, default=4.0)
+    p.add_argument("--scale-metric", default="concurrency", choices=SCALE_METRICS,
+                   help="concurrency: requests per replica; kv: share of KV blocks in use")
+    p.add_argument("--scale-target", type=_number, default=64.0, help="per-replica target of the metric")
     p.add_argument("--scale-interval", type=_number, default=5.0, help="seconds between autoscaler decisions")
     p.add_argument("--startup-s", type=_number, default=30.0, help="fixed replica start-up before weight loading")
     p.add_argument("--load-gbps", type=_number, default=5.0, help="weight loading bandwidth per GPU, GB/s")

@@ -454,8 +454,10 @@ def finish_transfers(RI, RF, PI, r, cfg, t):
 
 @engine_jit
 def autoscale(PI, PF, cfg, cf, t):
-    """One tick: start a replica when the load metric is above target, drain one when it is
-    well below; one change at a time, none while a replica is still starting."""
+    """One tick of a concurrency (or KV) autoscaler, in the manner of Knative's: the replicas
+    wanted are the load over the per-replica target. Start the missing ones at once (they serve
+    after the start-up delay); drain one when the load would fit one replica fewer at a fraction
+    of the target (hysteresis, so that it does not flap)."""
     R = PI.shape[0]
     n_on = 0
     starting = 0
@@ -466,25 +468,30 @@ def autoscale(PI, PF, cfg, cf, t):
             starting += 1
         if st == ON:
             n_on += 1
-            if cfg[C_SCALE_METRIC] == 0:
-                load += PI[r, P_NWAIT]
-            else:
+            if cfg[C_SCALE_METRIC] == 0:  # requests in the replica, waiting or running
+                load += PI[r, P_NWAIT] + PI[r, P_NRUN]
+            else:  # share of its KV blocks in use
                 load += PI[r, P_USED] / max(1, PI[r, P_BLOCKS])
-    if n_on == 0 or starting > 0:
+    if n_on == 0:
         return
-    load /= n_on
-    if load > cf[G_SCALE_TARGET]:
-        for r in range(R):  # a replica still draining comes back at once
-            if PI[r, P_STATE] == DRAINING:
-                PI[r, P_STATE] = ON
-                return
-        for r in range(R):
-            if PI[r, P_STATE] == OFF:
-                PI[r, P_STATE] = STARTING
-                PF[r, Q_READY_AT] = t + cf[G_STARTUP_S]
-                PF[r, Q_ON_SINCE] = t
-                return
-    elif load < cf[G_SCALE_TARGET] * cf[G_SCALE_DOWN_FRAC] and n_on > cfg[C_MIN_REPLICAS]:
+    target = cf[G_SCALE_TARGET]
+    wanted = int(math.ceil(load / target))
+    missing = wanted - n_on - starting
+    for r in range(R):  # replicas still draining come back first, at once
+        if missing <= 0:
+            break
+        if PI[r, P_STATE] == DRAINING:
+            PI[r, P_STATE] = ON
+            missing -= 1
+    for r in range(R):
+        if missing <= 0:
+            break
+        if PI[r, P_STATE] == OFF:
+            PI[r, P_STATE] = STARTING
+            PF[r, Q_READY_AT] = t + cf[G_STARTUP_S]
+            PF[r, Q_ON_SINCE] = t
+            missing -= 1
+    if starting == 0 and n_on > cfg[C_MIN_REPLICAS] and load <= (n_on - 1) * target * cf[G_SCALE_DOWN_FRAC]:
         for r in range(R - 1, -1, -1):
             if PI[r, P_STATE] == ON:
                 PI[r, P_STATE] = DRAINING

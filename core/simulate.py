@@ -18,7 +18,7 @@ from .memory import MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace
 
-SCALE_METRICS = ("queue", "kv")
+SCALE_METRICS = ("concurrency", "kv")
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,9 @@ class SimConfig:
     decode_tp: int | None = None
     autoscale: bool = False
     min_replicas: int = 1
-    scale_metric: str = "queue"
-    scale_target: float = 4.0  # waiting requests per replica, or KV blocks in use / capacity
-    scale_down_frac: float = 0.25
+    scale_metric: str = "concurrency"
+    scale_target: float = 64.0  # requests per replica (waiting + running), or KV blocks in use / capacity
+    scale_down_frac: float = 0.7  # drain when the load fits one replica fewer at this share of the target
     scale_interval_s: float = 5.0
     startup_fixed_s: float = 30.0  # container start, CUDA context, graph capture
     load_gbps: float = 5.0  # weight loading bandwidth per GPU (local NVMe / cache), GB/s
@@ -155,7 +155,7 @@ def validate(cfg: SimConfig) -> None:
     if cfg.autoscale and cfg.disagg:
         raise ValueError("autoscaling works on a colocated deployment: turn off disaggregation to autoscale")
     if cfg.scale_metric not in SCALE_METRICS:
-        raise ValueError(f"unknown autoscaling metric '{cfg.scale_metric}': choose queue or kv")
+        raise ValueError(f"unknown autoscaling metric '{cfg.scale_metric}': choose concurrency or kv")
     if cfg.autoscale and not (cfg.scale_target > 0 and cfg.scale_interval_s > 0 and 0 <= cfg.scale_down_frac < 1):
         raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
     if not 1 <= cfg.block_size <= 1024:
