@@ -218,9 +218,18 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
 
 @njit(cache=True, _nrt=False, inline="always")
 def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
-    """Admit waiting requests in arrival order while budget, slots and blocks allow."""
+    """Admit waiting requests in arrival order while budget, slots and blocks allow; requests whose
+    KV cache has landed from a prefill replica come first."""
     bs = cfg[C_BLOCK]
     admitted = 0
+    while PI[r, P_LHEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
+        q = pop_front(RI, PI, r, P_LHEAD, P_LTAIL)
+        PI[r, P_NWAIT] -= 1
+        need = paged_growth(RI[q, R_COMPUTED] + 1, RI[q, R_BLOCKS], bs)
+        RI[q, R_BLOCKS] += need
+        PI[r, P_USED] += need
+        _admit(RI, PI, SLOTS, r, q, 1, p, mix)
+        budget -= 1  # a decode, not a new prompt: not counted as admitted
     while PI[r, P_HEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
         q = PI[r, P_HEAD]
         n = known_tokens(RI, q) - RI[q, R_COMPUTED]
@@ -245,20 +254,26 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
         PI[r, P_QTOKENS] -= known_tokens(RI, q) - RI[q, R_COMPUTED]
         RI[q, R_BLOCKS] += need
         PI[r, P_USED] += need
-        RI[q, R_STATE] = S_PREFILL
         if RF[q, F_SCHED] < 0:
             RF[q, F_SCHED] = t
-        run_append(RI, PI, r, q)
-        SLOTS[r, L_PRE, PI[r, P_NPRE]] = q
-        PI[r, P_NPRE] += 1
-        k = PI[r, P_NSCHED]
-        SLOTS[r, L_SCH_REQ, k] = q
-        SLOTS[r, L_SCH_N, k] = n
-        PI[r, P_NSCHED] = k + 1
-        add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
+        _admit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
         admitted += 1
     return budget, admitted
+
+
+@engine_jit
+def _admit(RI, PI, SLOTS, r, q, n, p, mix):
+    """q joins the running requests, with n tokens in this step."""
+    RI[q, R_STATE] = S_PREFILL
+    run_append(RI, PI, r, q)
+    SLOTS[r, L_PRE, PI[r, P_NPRE]] = q
+    PI[r, P_NPRE] += 1
+    k = PI[r, P_NSCHED]
+    SLOTS[r, L_SCH_REQ, k] = q
+    SLOTS[r, L_SCH_N, k] = n
+    PI[r, P_NSCHED] = k + 1
+    add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -440,14 +455,18 @@ def start_transfers(RI, RF, PI, PF, r, cfg, cf, t):
 @engine_jit
 def finish_transfers(RI, RF, PI, r, cfg, t):
     """Transfers into replica r that have landed: the source frees its copy, the request waits
-    here for a decode slot with its KV already in place."""
+    here for a decode slot with its KV already in place (admitted before any prompt, since the
+    blocks it holds are what the replica needs back)."""
     while PI[r, P_FHEAD] >= 0 and RF[PI[r, P_FHEAD], F_XFER_DONE] <= t:
         q = pop_front(RI, PI, r, P_FHEAD, P_FTAIL)
         release(RI, PI, RI[q, R_HOME], q)
         RI[q, R_BLOCKS] = blocks_for(RI[q, R_COMPUTED] + 1, cfg[C_BLOCK])
         PI[r, P_STORED] += RI[q, R_COMPUTED]
         PI[r, P_NXFER] -= 1
-        enqueue(RI, PI, r, q)
+        RI[q, R_STATE] = S_WAITING
+        RI[q, R_REPLICA] = r
+        push_back(RI, PI, r, q, P_LHEAD, P_LTAIL)  # holds its blocks: it must not queue behind prompts
+        PI[r, P_NWAIT] += 1
 
 
 # ---------------------------------------------------------------- autoscaling
@@ -566,6 +585,9 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
     nxt = 0
     done = 0
     while done < n:
+        if oi[O_STEPS] >= cfg[C_MAX_STEPS]:
+            oi[O_STEP_LIMIT] = 1
+            break
         # ---- the next event: an arrival, a step or transfer ending, a replica ready, a tick
         t_next = RF[nxt, F_ARRIVAL] if nxt < n else inf
         for r in range(R):

@@ -27,10 +27,12 @@ S_PENDING, S_WAITING, S_PREFILL, S_DECODE, S_XFER_WAIT, S_XFER, S_HELD, S_DONE =
 # ---- replicas: int table PI
 (P_HEAD, P_TAIL, P_NWAIT, P_NRUN, P_BLOCKS, P_USED, P_POOL, P_STATE, P_NSCHED, P_STORED, P_QTOKENS,
  P_XHEAD, P_XTAIL, P_FHEAD, P_FTAIL, P_NXFER, P_PEAK, P_STEPS, P_PREEMPTS, P_NHELD, P_RHEAD, P_RTAIL,
- P_NPRE, P_S, P_COH_N, P_COH_V, P_COH_PARTS, P_NFRESH, P_HEAPN, P_NSAMPLED, P_COH_STEPPED, NPI) = range(32)
+ P_NPRE, P_S, P_COH_N, P_COH_V, P_COH_PARTS, P_NFRESH, P_HEAPN, P_NSAMPLED, P_COH_STEPPED, P_LHEAD, P_LTAIL,
+ NPI) = range(34)
 # waiting queue (P_HEAD/P_TAIL), running list in admission order (P_RHEAD/P_RTAIL, through
 # R_RPREV/R_RNEXT), KV transfers waiting for blocks (P_XHEAD/P_XTAIL) and in flight
-# (P_FHEAD/P_FTAIL); P_STORED counts cached tokens of requests outside the decode cohort.
+# (P_FHEAD/P_FTAIL), and landed with their KV in place, waiting for a decode slot (P_LHEAD/P_LTAIL);
+# P_STORED counts cached tokens of requests outside the decode cohort.
 
 # ---- replicas: float table PF
 Q_BUSY, Q_READY_AT, Q_ON_SINCE, Q_GPU_S, Q_INGRESS, Q_BUSY_S, Q_STEP_START, Q_LAST_DECODE, NPF = range(9)
@@ -49,7 +51,7 @@ B_BLOCK, B_SPLIT, NB = range(3)
 
 # ---- integer configuration
 (C_POLICY, C_BLOCK, C_MAX_SEQS, C_BUDGET, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL,
- C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, NCI) = range(14)
+ C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, C_MAX_STEPS, NCI) = range(15)
 # ---- float configuration
 (G_XFER_BW, G_XFER_LAT, G_KV_BYTES_TOKEN, G_SCALE_INTERVAL, G_SCALE_TARGET, G_SCALE_DOWN_FRAC, G_STARTUP_S,
  NCF) = range(8)
@@ -68,7 +70,7 @@ M_TOKENS, M_DECODES, M_SUM_CTX, M_CTAS, M_PREFILL_ATTN, M_CHUNKS, M_ROWS, NM = r
 
 # ---- scalar outputs
 (O_STEPS, O_PREEMPTS, O_PEAK_USED, O_MIN_FREE, O_TRACE_N, O_TRACE_STRIDE, O_DEADLOCK, O_SEQS_SCHEDULED,
- O_EVENTS, NOI) = range(10)
+ O_EVENTS, O_STEP_LIMIT, NOI) = range(11)
 (OF_KV_DATA_S, OF_KV_ALLOC_S, OF_END, OF_MAX_ITL, OF_AREA_FRONT, OF_AREA_XFER, OF_AREA_DECODE,
  NOF) = range(8)
 # areas: requests in the gateway's pool, in KV transfer, and in the decode pool, integrated over time

@@ -56,6 +56,7 @@ class SimConfig:
     attn_kernel: str = "paged"  # split-KV decode attention, as serving engines run it
     launch: str = "graph"  # serving engines replay CUDA graphs (vLLM v1: piecewise, for every step)
     engine_overhead: str = "vllm"
+    max_steps: int = 50_000_000  # a guard: a run needing more engine steps stops with a clear error
     trace_cap: int = 4096
     stream_samples: int = 12
     stream_cap: int = 4096
@@ -186,6 +187,10 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None) -> SimResu
     arrays = _build(cfg, wl, pools, max_len, gpu, model, eff)
     engine.run(*arrays["args"])
     wall = time.perf_counter() - t0
+    if arrays["oi"][L.O_STEP_LIMIT]:
+        raise ValueError(f"simulating this workload needs more than {cfg.max_steps:,} engine steps (a deeply "
+                         f"overloaded queue served slowly): lower the number of requests, the output length or "
+                         f"the request rate")
     if arrays["oi"][L.O_DEADLOCK]:
         raise RuntimeError("the simulation stopped with requests unserved (engine deadlock)")
     return _result(cfg, wl, pools, arrays, wall, gpu, max_len)
@@ -207,7 +212,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
 
     PI = np.zeros((R, L.NPI), np.int64)
     PF = np.zeros((R, L.NPF))
-    PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL]] = -1
+    PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL, L.P_LHEAD,
+           L.P_LTAIL]] = -1
     PF[:, L.Q_BUSY] = np.inf
     params = np.zeros((R, costmodel.N_PARAMS))
     r = 0
@@ -237,6 +243,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_MIN_REPLICAS] = cfg.min_replicas
     cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
     cfg_i[L.C_SPLIT] = split
+    cfg_i[L.C_MAX_STEPS] = cfg.max_steps
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
         cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)

@@ -189,3 +189,48 @@ def test_bad_configurations_raise_value_errors(kw, match):
 def test_prompt_longer_than_the_context_is_refused():
     with pytest.raises(ValueError, match="exceeds the maximum model length"):
         run(gpu="h100", model="llama-2-7b", wl=dict(n_requests=5, prompt_mean=5000, output_mean=10))
+
+
+@st.composite
+def cluster_scenarios(draw):
+    disagg = draw(st.booleans())
+    gpus = draw(st.integers(2, 4))
+    wl = WorkloadSpec(n_requests=draw(st.integers(1, 200)), rate=draw(st.floats(1, 300)),
+                      prompt_mean=draw(st.floats(1, 700)), output_mean=draw(st.floats(1, 300)),
+                      length_dist=draw(st.sampled_from(["fixed", "exponential", "lognormal"])),
+                      seed=draw(st.integers(0, 10_000)))
+    return dict(gpu="l4", model="llama-3.1-8b", gpus=gpus, policy=draw(st.sampled_from(["orca", "vllm", "sarathi"])),
+                mem_util=draw(st.floats(0.8, 0.92)), router=draw(st.sampled_from(["rr", "lor", "kv"])),
+                disagg=disagg, prefill_gpus=draw(st.integers(1, gpus - 1)) if disagg else 0, workload=wl,
+                max_seqs=draw(st.integers(1, 64)), max_batched_tokens=draw(st.integers(64, 4096)), max_model_len=1024)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_scenarios())
+def test_invariants_across_replicas_and_disaggregated_pools(kw):
+    if kw["policy"] == "sarathi":
+        kw["max_batched_tokens"] = max(kw["max_batched_tokens"], kw["max_seqs"])
+    r = run(**kw)
+    q, s = r.requests, r.summary
+    assert (q["generated_tokens"] == q["output_tokens"]).all()
+    assert (q["arrival_s"] <= q["scheduled_s"]).all() and (q["first_token_s"] <= q["finish_s"]).all()
+    assert 0 <= s["peak_kv_blocks_used"] <= s["kv_blocks_total"] and s["min_free_kv_blocks"] >= 0
+    if kw["disagg"]:
+        moved = q["xfer_done_s"] >= 0
+        assert (moved == (q["output_tokens"] > 1)).all()  # every request with more to say moved its KV
+
+
+def test_disaggregated_decode_pool_under_preemption_does_not_deadlock():
+    # landed KV transfers hold decode-pool blocks: they must not queue behind recomputing prompts
+    from core.lab import LabInputs, stage_config
+    for seed in range(3):
+        inp = LabInputs(model="llama-3.1-70b", gpus=8, rate=20, prompt_tokens=4000, tensor_parallel=True,
+                        requests=300, seed=seed)
+        s = simulate(stage_config(inp, 5, prefill_gpus=4)).summary
+        assert s["requests"] == 300 and s["preemptions"] > 0
+
+
+def test_a_run_beyond_the_step_guard_stops_with_a_clear_error():
+    with pytest.raises(ValueError, match="engine steps"):
+        run(gpu="h100", model="llama-3.1-8b", policy="serial", max_steps=1000,
+            wl=dict(n_requests=100, rate=100, prompt_mean=100, output_mean=100))

@@ -1,0 +1,192 @@
+"""The Lab's inputs and how they become simulations.
+
+A person sets a workload (request rate, prompt and output lengths, model, GPUs, a p99
+time-to-first-token target) and two toggles (continuous batching with paged attention; tensor
+parallel sharding). `LabInputs` holds them; `current_config` turns them into the deployment they
+describe, and `stage_config` into each of the five architecture stages the design evolves
+through, on the same workload:
+
+  1 one GPU serving one request at a time      (policy serial, every GPU its own replica)
+  2 a KV cache with request-level batching     (policy static)
+  3 continuous batching + paged attention      (policy sarathi, or vllm without chunked prefill)
+  4 tensor-parallel sharding                   (stage 3, each replica sharded over tp GPUs)
+  5 prefill/decode disaggregation              (stage 4, GPUs split into a prefill and a decode pool)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+from . import catalog
+from .memory import plan_memory, smallest_fitting_tp
+from .simulate import SimConfig
+from .workload import LENGTH_DISTS, WorkloadSpec
+
+STAGES = {
+    1: "One GPU, one request at a time",
+    2: "KV cache with batching",
+    3: "Continuous batching + paged attention",
+    4: "Tensor-parallel sharding",
+    5: "Prefill/decode disaggregation",
+}
+
+
+@dataclass(frozen=True)
+class LabInputs:
+    # the seed's workload inputs
+    rate: float = 4.0  # requests per second
+    prompt_tokens: int = 512  # average
+    output_tokens: int = 256  # average
+    model: str = "llama-3.1-8b"  # catalog id, or "dense-<N>b" for the model-size slider
+    gpus: int = 1
+    gpu: str = "h100"
+    ttft_p99_ms: float = 1000.0
+    # the seed's two toggles
+    continuous_batching: bool = True  # continuous batching + paged attention
+    tensor_parallel: bool = False
+    # advanced
+    chunked_prefill: bool = True
+    tp: int = 0  # 0: the smallest degree that fits (at least 2) when sharding is on
+    block_size: int = 16
+    max_seqs: int = 256
+    max_batched_tokens: int = 2048
+    length_dist: str = "lognormal"
+    spread: float = 0.5
+    tpot_ms: float = 100.0
+    requests: int = 2000
+    seed: int = 0
+    router: str = "lor"
+    dtype: str = "bf16"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LabInputs":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def validate(self) -> None:
+        catalog.get_gpu(self.gpu)
+        catalog.get_model(self.model)
+        if not self.rate > 0:
+            raise ValueError(f"request rate must be above 0 req/s, not {self.rate:g}: move the request-rate slider up")
+        if self.prompt_tokens < 1 or self.output_tokens < 1:
+            raise ValueError("prompt and output lengths must each be at least 1 token")
+        if self.gpus < 1:
+            raise ValueError("the GPU count must be at least 1")
+        if not self.ttft_p99_ms > 0:
+            raise ValueError("the p99 time-to-first-token target must be above 0 ms")
+        if self.length_dist not in LENGTH_DISTS:
+            raise ValueError(f"unknown length distribution '{self.length_dist}'")
+        context = catalog.get_model(self.model).max_context
+        if self.prompt_tokens + self.output_tokens > context:
+            raise ValueError(f"{self.prompt_tokens} prompt + {self.output_tokens} output tokens exceed "
+                             f"{catalog.get_model(self.model).name}'s context of {context} tokens: shorten them")
+
+
+def workload(inputs: LabInputs) -> WorkloadSpec:
+    return WorkloadSpec(n_requests=inputs.requests, rate=inputs.rate, prompt_mean=inputs.prompt_tokens,
+                        output_mean=inputs.output_tokens, length_dist=inputs.length_dist, spread=inputs.spread,
+                        seed=inputs.seed)
+
+
+def max_model_len(inputs: LabInputs, tp: int = 1) -> int:
+    """Long enough for the workload's long tail (requests beyond it are shortened), within the
+    model's context and within what one replica's KV cache holds."""
+    model = catalog.get_model(inputs.model)
+    longest = inputs.prompt_tokens + inputs.output_tokens
+    if inputs.length_dist != "fixed":
+        longest *= 2
+    n = 2048
+    while n < longest:
+        n *= 2
+    n = min(n, model.max_context)
+    try:
+        plan = plan_memory(catalog.get_gpu(inputs.gpu), model, tp, inputs.block_size, 0.9,
+                           max(inputs.max_batched_tokens, inputs.max_seqs), inputs.max_seqs, inputs.dtype)
+    except ValueError:
+        return n  # the configuration fails later with the planner's own message
+    room = int(plan.kv_blocks * 0.98) * inputs.block_size  # leave the admission watermark free
+    fixed_need = inputs.prompt_tokens + inputs.output_tokens
+    return max(min(n, room), fixed_need if inputs.length_dist == "fixed" else min(n, fixed_need))
+
+
+def min_tp(inputs: LabInputs) -> int | None:
+    """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
+    return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, 0.9,
+                               inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
+
+
+def auto_tp(inputs: LabInputs) -> int:
+    """The tensor-parallel degree when sharding is on: the user's choice, or the smallest degree
+    (at least 2) that fits the model, divides its heads and divides the GPU count."""
+    model = catalog.get_model(inputs.model)
+    if inputs.tp:
+        return inputs.tp
+    need = max(2, min_tp(inputs) or 2)
+    for tp in range(need, inputs.gpus + 1):
+        if inputs.gpus % tp == 0 and model.heads % tp == 0:
+            return tp
+    raise ValueError(f"tensor-parallel sharding needs at least {need} GPUs per replica for {model.label()} on "
+                     f"{catalog.get_gpu(inputs.gpu).name}: raise the GPU count to {need} or more")
+
+
+def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
+    return SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype, tp=tp,
+                     block_size=inputs.block_size, max_seqs=inputs.max_seqs,
+                     max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
+                     chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp),
+                     workload=workload(inputs), router=inputs.router, ttft_slo_ms=inputs.ttft_p99_ms,
+                     tpot_slo_ms=inputs.tpot_ms, **kw)
+
+
+def continuous_policy(inputs: LabInputs) -> str:
+    return "sarathi" if inputs.chunked_prefill else "vllm"
+
+
+def current_config(inputs: LabInputs) -> SimConfig:
+    """The deployment the toggles describe."""
+    inputs.validate()
+    policy = continuous_policy(inputs) if inputs.continuous_batching else "static"
+    tp = auto_tp(inputs) if inputs.tensor_parallel else 1
+    if not inputs.tensor_parallel and (min_tp(inputs) or 99) > 1:
+        need = min_tp(inputs)
+        raise ValueError(f"{catalog.get_model(inputs.model).label()} does not fit one "
+                         f"{catalog.get_gpu(inputs.gpu).name}: turn on tensor-parallel sharding "
+                         + (f"(it needs tp >= {need})" if need else "(it needs more GPUs than one node holds)"))
+    return _base(inputs, policy=policy, tp=tp)
+
+
+def stage_config(inputs: LabInputs, stage: int, prefill_gpus: int | None = None) -> SimConfig:
+    """Stage 1..5 on the inputs' workload and GPUs (toggles ignored). Raises ValueError when the
+    stage cannot run there (the model does not fit one GPU; too few GPUs to shard or split)."""
+    inputs.validate()
+    if stage not in STAGES:
+        raise ValueError(f"stage must be 1..5, not {stage}")
+    if stage <= 3:
+        need = min_tp(inputs)
+        if need is None or need > 1:
+            raise ValueError(f"{catalog.get_model(inputs.model).label()} does not fit one "
+                             f"{catalog.get_gpu(inputs.gpu).name}, so no single-GPU design can serve it")
+        policy = {1: "serial", 2: "static", 3: continuous_policy(inputs)}[stage]
+        return _base(inputs, policy=policy, tp=1)
+    if stage == 4:
+        return _base(inputs, policy=continuous_policy(inputs), tp=auto_tp(inputs))
+    # stage 5: a prefill pool and a decode pool of sharded replicas, each at least one replica
+    tp = auto_tp(replace(inputs, gpus=max(1, inputs.gpus // 2))) if (min_tp(inputs) or 99) > 1 else 1
+    replicas = inputs.gpus // tp
+    if replicas < 2:
+        raise ValueError(f"disaggregation needs room for two replicas of tp={tp} (a prefill and a decode pool): "
+                         f"raise the GPU count to {2 * tp} or more")
+    pre = prefill_gpus if prefill_gpus is not None else tp * max(1, replicas // 4)
+    return _base(inputs, policy=continuous_policy(inputs), tp=tp, disagg=True, prefill_gpus=pre)
+
+
+def prefill_splits(inputs: LabInputs) -> list[int]:
+    """Candidate prefill-pool sizes (GPUs) for stage 5: a quarter, a third and a half of the
+    replicas, at least one each side."""
+    cfg = stage_config(inputs, 5)
+    tp = cfg.tp
+    replicas = inputs.gpus // tp
+    shares = sorted({max(1, min(replicas - 1, round(replicas * f))) for f in (0.25, 1 / 3, 0.5)})
+    return [s * tp for s in shares]
