@@ -157,6 +157,20 @@ class Gauge:
     knob: str
     detail: str = ""
 
+    @property
+    def reading(self) -> str:
+        """The value against its limit, in words with units."""
+        return READINGS[self.id](self)
+
+
+READINGS = {
+    "kv": lambda g: f"peak {g.ratio:.0%} of KV blocks in use",
+    "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB per GPU ({g.ratio:.0%})",
+    "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({g.ratio:.0%})",
+    "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({g.ratio:.0%})",
+    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} of a {fmt_ms(g.limit)} target ({g.ratio:.0%})",
+}
+
 
 def _status(ratio: float, warn: float, bad: float) -> str:
     return "bad" if ratio >= bad else ("warn" if ratio >= warn else "ok")
@@ -259,7 +273,7 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
         dict(label="Goodput", value=f"{s['goodput_req_s']:.2f} req/s",
              help=f"{s['slo_attainment']:.1%} of requests meet both targets"),
         dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}", help=f"tp={s['tp']} per replica"),
-        dict(label="Cost", value=f"${s['cost_per_1m_tokens_usd']:.2f} /1M tok",
+        dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
              help=f"at ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})"),
     ]
 

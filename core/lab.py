@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from . import catalog
 from .memory import plan_memory, smallest_fitting_tp
 from .simulate import SimConfig
-from .workload import LENGTH_DISTS, WorkloadSpec
+from .workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 STAGES = {
     1: "One GPU, one request at a time",
@@ -56,9 +56,10 @@ class LabInputs:
     seed: int = 0
     router: str = "lor"
     dtype: str = "bf16"
+    trace_csv: str | None = None  # a replayed trace replaces the generated workload
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "LabInputs":
@@ -68,12 +69,15 @@ class LabInputs:
     def validate(self) -> None:
         catalog.get_gpu(self.gpu)
         catalog.get_model(self.model)
+        if self.gpus < 1:
+            raise ValueError("the GPU count must be at least 1")
+        if self.trace_csv is not None:
+            load_trace(self.trace_csv)  # raises with the offending line
+            return
         if not self.rate > 0:
             raise ValueError(f"request rate must be above 0 req/s, not {self.rate:g}: move the request-rate slider up")
         if self.prompt_tokens < 1 or self.output_tokens < 1:
             raise ValueError("prompt and output lengths must each be at least 1 token")
-        if self.gpus < 1:
-            raise ValueError("the GPU count must be at least 1")
         if not self.ttft_p99_ms > 0:
             raise ValueError("the p99 time-to-first-token target must be above 0 ms")
         if self.length_dist not in LENGTH_DISTS:
@@ -136,8 +140,8 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      block_size=inputs.block_size, max_seqs=inputs.max_seqs,
                      max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
                      chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp),
-                     workload=workload(inputs), router=inputs.router, ttft_slo_ms=inputs.ttft_p99_ms,
-                     tpot_slo_ms=inputs.tpot_ms, **kw)
+                     workload=workload(inputs), trace_csv=inputs.trace_csv, router=inputs.router,
+                     ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, **kw)
 
 
 def continuous_policy(inputs: LabInputs) -> str:

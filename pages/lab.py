@@ -1,0 +1,52 @@
+"""The Lab: the recommended shape, the bottlenecks and the live charts for the current workload."""
+import streamlit as st
+
+from core.advisor import describe_config
+from ui import cache, charts, state, widgets
+
+st.title("LLM Serving Design Lab")
+st.markdown(
+    "LLM inference is autoregressive: each request's KV cache grows by one token per step and fills GPU memory, "
+    "so batching and memory layout decide throughput. Move the sliders on the left: every change re-simulates "
+    "the requests step by step, over paged KV blocks on sharded GPUs.")
+
+inputs = state.inputs()
+try:
+    view = cache.lab_view(inputs)
+except ValueError as e:
+    widgets.show_error(e, "This workload")
+    st.info("The other pages and the sidebar keep working: change an input to continue.", icon=":material/info:")
+    st.stop()
+
+res, cfg, rec = view["result"], view["config"], view["recommendation"]
+s = res.summary
+
+st.subheader(f"Recommended shape: stage {rec.stage}, {rec.name}")
+st.markdown(rec.reason)
+st.graphviz_chart(widgets.diagram_dot(view["path"]), width="stretch")
+with st.expander("What each component does"):
+    for c in view["path"]:
+        st.markdown(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}")
+
+st.subheader("Current architecture")
+st.caption(f"Simulated: {describe_config(cfg)}; {s['requests']:,} requests, {s['steps']:,} engine steps in "
+           f"{s['sim_wall_s'] * 1e3:.0f} ms.")
+if view["current_misses"]:
+    st.warning("The toggles' architecture misses the targets: " + "; ".join(view["current_misses"]) + ".",
+               icon=":material/warning:")
+widgets.headline(view["headline"])
+
+st.subheader("Bottlenecks")
+cols = st.columns(2)
+for i, g in enumerate(view["gauges"]):
+    with cols[i % 2]:
+        widgets.gauge(g)
+
+st.subheader("Live charts")
+a, b = st.columns(2)
+a.altair_chart(charts.queue_and_batch(res), width="stretch")
+b.altair_chart(charts.kv_blocks(res), width="stretch")
+a, b = st.columns(2)
+a.altair_chart(charts.ttft_cdf(res, inputs.ttft_p99_ms), width="stretch")
+b.altair_chart(charts.memory_split(view["memory"]), width="stretch")
+st.altair_chart(charts.token_timeline(res), width="stretch")

@@ -1,0 +1,138 @@
+"""Altair charts of simulation results. Every axis carries its unit."""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from core.simulate import SimResult
+
+COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3aed", "muted": "#9ca3af"}
+
+
+def _thin(df: pd.DataFrame, n: int = 1500) -> pd.DataFrame:
+    return df if len(df) <= n else df.iloc[np.linspace(0, len(df) - 1, n).astype(int)]
+
+
+def queue_and_batch(res: SimResult) -> alt.Chart:
+    tr = res.trace
+    df = pd.DataFrame({"time (s)": tr["time_s"], "waiting in queue": tr["waiting"], "running batch": tr["running"]})
+    df = _thin(df).melt("time (s)", var_name="requests", value_name="count")
+    return alt.Chart(df).mark_line(interpolate="step-after").encode(
+        x=alt.X("time (s):Q", title="simulated time (s)"),
+        y=alt.Y("count:Q", title="requests (all replicas)"),
+        color=alt.Color("requests:N", scale=alt.Scale(domain=["running batch", "waiting in queue"],
+                                                      range=[COLORS["accent"], COLORS["bad"]]),
+                        legend=alt.Legend(orient="top", title=None)),
+        tooltip=["time (s):Q", "requests:N", "count:Q"],
+    ).properties(height=240, title="Queue and running batch over time")
+
+
+def kv_blocks(res: SimResult) -> alt.Chart:
+    tr = res.trace
+    cap = res.summary["kv_blocks_total"]
+    df = _thin(pd.DataFrame({"time (s)": tr["time_s"], "blocks used": tr["kv_blocks_used"]}))
+    area = alt.Chart(df).mark_area(opacity=0.5, color=COLORS["accent"], interpolate="step-after").encode(
+        x=alt.X("time (s):Q", title="simulated time (s)"),
+        y=alt.Y("blocks used:Q", title=f"KV blocks ({res.config.block_size} tokens each)",
+                scale=alt.Scale(domain=[0, cap * 1.05])),
+        tooltip=["time (s):Q", "blocks used:Q"])
+    rule = alt.Chart(pd.DataFrame({"capacity": [cap]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
+        y="capacity:Q", tooltip=[alt.Tooltip("capacity:Q", title="KV blocks in all")])
+    label = alt.Chart(pd.DataFrame({"capacity": [cap], "text": [f"capacity {cap:,} blocks"]})).mark_text(
+        align="left", dy=-6, color=COLORS["bad"]).encode(y="capacity:Q", text="text:N", x=alt.value(4))
+    return (area + rule + label).properties(height=240, title="KV blocks used against capacity")
+
+
+def ttft_cdf(res: SimResult, target_ms: float) -> alt.Chart:
+    q = res.requests
+    ttft = np.sort((q["first_token_s"] - q["arrival_s"]) * 1e3)
+    frac = np.arange(1, len(ttft) + 1) / len(ttft)
+    df = _thin(pd.DataFrame({"TTFT (ms)": np.maximum(ttft, 1e-3), "share of requests": frac}))
+    line = alt.Chart(df).mark_line(color=COLORS["accent"], interpolate="step-after").encode(
+        x=alt.X("TTFT (ms):Q", title="time to first token (ms, log scale)", scale=alt.Scale(type="log")),
+        y=alt.Y("share of requests:Q", title="share of requests at or below", axis=alt.Axis(format="%")),
+        tooltip=[alt.Tooltip("TTFT (ms):Q", format=".1f"), alt.Tooltip("share of requests:Q", format=".1%")])
+    t = pd.DataFrame({"target": [target_ms], "text": [f"p99 target {target_ms:g} ms"]})
+    rule = alt.Chart(t).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(x="target:Q")
+    text = alt.Chart(t).mark_text(align="left", dx=4, dy=-80, color=COLORS["bad"]).encode(x="target:Q", text="text:N")
+    p99 = alt.Chart(pd.DataFrame({"y": [0.99]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2]).encode(y="y:Q")
+    return (line + rule + text + p99).properties(height=240, title="Time-to-first-token distribution (CDF)")
+
+
+def memory_split(rows: list[dict]) -> alt.Chart:
+    df = pd.DataFrame(rows)
+    order = ["weights", "KV cache", "workspace", "unused"]
+    df["order"] = df["part"].map(order.index)
+    return alt.Chart(df).mark_bar(size=34).encode(
+        y=alt.Y("pool:N", title=None),
+        x=alt.X("gb:Q", title="memory per GPU (GB)", stack="zero"),
+        color=alt.Color("part:N", sort=order, title=None, legend=alt.Legend(orient="top"),
+                        scale=alt.Scale(domain=order, range=["#475569", COLORS["accent"], "#f59e0b", "#e5e7eb"])),
+        order="order:Q",
+        tooltip=["pool:N", "part:N", alt.Tooltip("gb:Q", format=".1f", title="GB")],
+    ).properties(height=110 + 50 * df["pool"].nunique(), title="Per-GPU memory split")
+
+
+def token_timeline(res: SimResult, max_requests: int = 5, max_tokens: int = 400) -> alt.Chart:
+    """What a streaming client sees: each sampled request's tokens after its arrival."""
+    st_ = res.stream
+    rows, ends = [], []
+    for k, req in enumerate(st_["request"][:max_requests]):
+        times = st_["token_s"][k]
+        times = times[~np.isnan(times)]
+        arrival = st_["arrival_s"][k]
+        label = f"request {int(req)}"
+        for i, t in enumerate(times[:max_tokens]):
+            rows.append(dict(request=label, t=(t - arrival) * 1e3, token=i + 1, kind="first token" if i == 0 else "token"))
+        if len(times):
+            ends.append(dict(request=label, t0=0.0, t1=(times[-1] - arrival) * 1e3))
+    df, span = pd.DataFrame(rows), pd.DataFrame(ends)
+    if df.empty:
+        return alt.Chart(pd.DataFrame({"x": []})).mark_point()
+    bar = alt.Chart(span).mark_rule(color=COLORS["muted"], strokeWidth=6, opacity=0.35).encode(
+        y=alt.Y("request:N", title=None), x=alt.X("t0:Q"), x2="t1:Q",
+        tooltip=[alt.Tooltip("t1:Q", title="whole answer after (ms)", format=",.0f")])
+    ticks = alt.Chart(df).mark_tick(thickness=1.5, size=14).encode(
+        y="request:N", x=alt.X("t:Q", title="time since the request arrived (ms)"),
+        color=alt.Color("kind:N", scale=alt.Scale(domain=["first token", "token"],
+                                                  range=[COLORS["bad"], COLORS["accent"]]),
+                        legend=alt.Legend(orient="top", title=None)),
+        tooltip=["request:N", "token:Q", alt.Tooltip("t:Q", title="ms after arrival", format=",.1f")])
+    return (bar + ticks).properties(height=50 + 42 * len(span),
+                                    title="Token timeline: what a streaming client sees (grey: waiting for the whole answer)")
+
+
+def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: float | None = None) -> alt.Chart:
+    df = pd.DataFrame(rows)
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("stage:N", title=None, sort=None, axis=alt.Axis(labelAngle=0, labelLimit=140)),
+        y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=alt.Scale(type="symlog")),
+        color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", "cannot run"],
+                                                   range=[COLORS["ok"], COLORS["bad"], COLORS["muted"]]),
+                        legend=alt.Legend(orient="top", title=None)),
+        tooltip=["stage:N", alt.Tooltip(f"{metric}:Q", format=",.1f", title=f"{title} ({unit})")])
+    layers = [bars]
+    if target:
+        layers.append(alt.Chart(pd.DataFrame({"t": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
+                      .encode(y="t:Q"))
+    return alt.layer(*layers).properties(height=240, title=title)
+
+
+def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: str, log_x: bool = False,
+         log_y: bool = False, rule_y: float | None = None, rule_x: float | None = None, color: str | None = None,
+         percent_y: bool = False) -> alt.Chart:
+    df = pd.DataFrame(rows)
+    enc_y = alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear"),
+                  axis=alt.Axis(format="%") if percent_y else alt.Axis())
+    base = alt.Chart(df).mark_line(point=True, color=color or COLORS["accent"]).encode(
+        x=alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear")), y=enc_y,
+        tooltip=[alt.Tooltip(f"{x}:Q", title=x_title, format=",.3g"), alt.Tooltip(f"{y}:Q", title=y_title, format=",.3g")])
+    layers = [base]
+    if rule_y is not None:
+        layers.append(alt.Chart(pd.DataFrame({"v": [rule_y]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
+                      .encode(y="v:Q"))
+    if rule_x is not None:
+        layers.append(alt.Chart(pd.DataFrame({"v": [rule_x]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2])
+                      .encode(x="v:Q"))
+    return alt.layer(*layers).properties(height=260, title=title)

@@ -1,0 +1,151 @@
+"""The sidebar: the seed's workload inputs, its two toggles and an Advanced section.
+
+Every widget is keyed and bound to the URL's query parameters, so the sidebar survives page
+changes and a shared link reproduces the view. `inputs()` reads the widgets into a LabInputs;
+`load()` sets them (scenario cards, rule buttons), to take effect on the next run.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from core import catalog
+from core.lab import LabInputs
+from core.workload import LENGTH_DISTS
+
+DEFAULTS = LabInputs()
+TOKENS = [1, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768,
+          65536, 131072, 262144]
+TARGETS_MS = [25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000, 30000]
+SIZES_B = [1, 1.5, 2, 3, 5, 8, 13, 20, 34, 50, 70, 100, 150, 200, 300, 405, 500, 700, 1000]
+CUSTOM = "Custom size (slider)"
+MODEL_CHOICES = catalog.model_ids() + [CUSTOM]
+GPU_COUNTS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+TRACE_KEY = "trace_csv"
+
+
+def _model_label(mid: str) -> str:
+    if mid == CUSTOM:
+        return CUSTOM
+    m = catalog.get_model(mid)
+    return f"{m.name} ({m.params() / 1e9:.0f}B{' MoE' if m.is_moe else ''})"
+
+
+def _gpu_label(gid: str) -> str:
+    g = catalog.get_gpu(gid)
+    return f"{g.name} ({g.memory_gib:g} GB)"
+
+
+def sidebar() -> None:
+    """Draw the inputs (call once per run, from dashboard.py)."""
+    sb = st.sidebar
+    sb.header("Workload")
+    sb.caption("These are inputs, not preset architecture stages.")
+    sb.slider("Request rate (req/s)", 0.0, 100.0, DEFAULTS.rate, 0.5, key="rate", bind="query-params",
+              help="New generation requests arriving per second. Each runs autoregressively until its output "
+                   "is complete.")
+    sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt", bind="query-params",
+                     help="Input length processed in the prefill phase; sets the starting size of each KV cache.")
+    sb.select_slider("Avg output tokens", TOKENS[1:], DEFAULTS.output_tokens, key="output", bind="query-params",
+                     help="Tokens generated one at a time in the decode phase; the KV cache grows for each.")
+    sb.selectbox("Model size", MODEL_CHOICES, MODEL_CHOICES.index(DEFAULTS.model), format_func=_model_label,
+                 key="model", bind="query-params",
+                 help="Parameter count. Weights at 16-bit take ~2 bytes each and must fit in GPU memory before "
+                      "any KV cache.")
+    if st.session_state.get("model") == CUSTOM:
+        sb.select_slider("Parameters (billions)", SIZES_B, 70, key="size_b", bind="query-params",
+                         help="A dense model of this size, shaped by interpolating the Llama-3 family (layers, "
+                              "hidden size, 8 KV heads): an interpolation, not a released model.")
+    sb.select_slider("GPU count", GPU_COUNTS, DEFAULTS.gpus, key="gpus", bind="query-params",
+                     help="GPUs available to serve the model. More GPUs add memory and compute, via replicas or "
+                          "tensor-parallel shards.")
+    sb.selectbox("GPU type", catalog.gpu_ids(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=_gpu_label,
+                 key="gpu", bind="query-params")
+    sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, int(DEFAULTS.ttft_p99_ms), key="ttft",
+                     bind="query-params",
+                     help="Latency budget from request arrival to the first streamed token; the prefill phase "
+                          "must fit inside it.")
+    sb.toggle("Continuous batching + paged attention", DEFAULTS.continuous_batching, key="cb", bind="query-params",
+              help="In-flight batching admits and retires requests every step; paged attention stores the KV "
+                   "cache in fixed pages to avoid fragmentation.")
+    sb.toggle("Tensor-parallel sharding", DEFAULTS.tensor_parallel, key="tp_on", bind="query-params",
+              help="Split each layer across GPUs so a model larger than one GPU can run, at the cost of per-step "
+                   "collective communication.")
+    with sb.expander("Advanced"):
+        st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked", bind="query-params",
+                  help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
+                       "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own.")
+        st.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192, 16384],
+                         DEFAULTS.max_batched_tokens, key="budget", bind="query-params",
+                         help="Most tokens one engine step processes (vLLM's max_num_batched_tokens).")
+        st.select_slider("Max batch (sequences per step)", [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+                         DEFAULTS.max_seqs, key="max_seqs", bind="query-params")
+        st.select_slider("KV block size (tokens)", [1, 8, 16, 32, 64, 128, 256], DEFAULTS.block_size, key="block",
+                         bind="query-params")
+        st.selectbox("Tensor-parallel degree", [0, 2, 4, 8, 16], 0, key="tp",
+                     format_func=lambda v: "auto (smallest that fits)" if v == 0 else str(v), bind="query-params")
+        st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
+                     bind="query-params",
+                     help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
+                          "presets with cited statistics (their shapes; the averages above still apply).")
+        st.select_slider("p99 time-per-output-token target (ms)", [5, 10, 15, 20, 30, 50, 75, 100, 200, 500],
+                         int(DEFAULTS.tpot_ms), key="tpot", bind="query-params")
+        st.select_slider("Simulated requests", [200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+                         DEFAULTS.requests, key="requests", bind="query-params")
+        st.number_input("Seed", 0, 10_000, DEFAULTS.seed, key="seed", bind="query-params")
+        st.selectbox("Router", ["lor", "rr", "kv"], 0, key="router", bind="query-params",
+                     format_func={"lor": "least outstanding requests", "rr": "round robin",
+                                  "kv": "least KV load"}.get)
+        st.selectbox("Weights", ["bf16", "fp8"], 0, key="dtype", bind="query-params")
+        upload = st.file_uploader("Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens)", type=["csv"],
+                                  key="trace_upload")
+        st.session_state[TRACE_KEY] = (upload.getvalue().decode("utf-8", errors="replace")
+                                       if upload is not None else None)
+        if st.session_state[TRACE_KEY] is not None:
+            st.caption("The trace replaces the generated workload (rate and lengths above are ignored).")
+
+
+def inputs() -> LabInputs:
+    """The current inputs, from the widgets (defaults where a widget is not drawn)."""
+    ss = st.session_state
+    model = ss.get("model", DEFAULTS.model)
+    if model == CUSTOM:
+        model = f"dense-{ss.get('size_b', 70):g}b"
+    return LabInputs(
+        rate=float(ss.get("rate", DEFAULTS.rate)), prompt_tokens=int(ss.get("prompt", DEFAULTS.prompt_tokens)),
+        output_tokens=int(ss.get("output", DEFAULTS.output_tokens)), model=model, gpus=int(ss.get("gpus", DEFAULTS.gpus)),
+        gpu=ss.get("gpu", DEFAULTS.gpu), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
+        continuous_batching=bool(ss.get("cb", DEFAULTS.continuous_batching)),
+        tensor_parallel=bool(ss.get("tp_on", DEFAULTS.tensor_parallel)),
+        chunked_prefill=bool(ss.get("chunked", DEFAULTS.chunked_prefill)), tp=int(ss.get("tp", 0)),
+        block_size=int(ss.get("block", DEFAULTS.block_size)), max_seqs=int(ss.get("max_seqs", DEFAULTS.max_seqs)),
+        max_batched_tokens=int(ss.get("budget", DEFAULTS.max_batched_tokens)),
+        length_dist=ss.get("dist", DEFAULTS.length_dist), tpot_ms=float(ss.get("tpot", DEFAULTS.tpot_ms)),
+        requests=int(ss.get("requests", DEFAULTS.requests)), seed=int(ss.get("seed", DEFAULTS.seed)),
+        router=ss.get("router", DEFAULTS.router), dtype=ss.get("dtype", DEFAULTS.dtype),
+        trace_csv=ss.get(TRACE_KEY))
+
+
+# widget key -> LabInputs field, for load()
+_FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", "gpus": "gpus", "gpu": "gpu",
+           "ttft": "ttft_p99_ms", "cb": "continuous_batching", "tp_on": "tensor_parallel", "chunked": "chunked_prefill",
+           "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp",
+           "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
+           "dtype": "dtype"}
+
+
+def load(values: dict) -> None:
+    """Set the sidebar from a dict of LabInputs fields (a scenario card, a rule's demo)."""
+    ss = st.session_state
+    for key, field in _FIELDS.items():
+        if field in values:
+            v = values[field]
+            if key in ("ttft", "tpot"):
+                v = int(v)
+            ss[key] = v
+    if "model" in values:
+        m = values["model"]
+        if m.startswith("dense-"):
+            ss["model"] = CUSTOM
+            ss["size_b"] = float(m[len("dense-"):-1]) if m.endswith("b") else 70
+        else:
+            ss["model"] = m

@@ -1,0 +1,65 @@
+"""Shared page elements: the architecture diagram, gauges, headline metrics, error messages."""
+from __future__ import annotations
+
+import textwrap
+
+import streamlit as st
+
+from core.advisor import Gauge
+
+STATUS_ICON = {"ok": ":material/check_circle:", "warn": ":material/warning:", "bad": ":material/error:"}
+STATUS_WORD = {"ok": "fine", "warn": "getting close", "bad": "limiting"}
+STATUS_COLOR = {"ok": "green", "warn": "orange", "bad": "red"}
+
+
+def diagram_dot(path: list[dict]) -> str:
+    """The component path as Graphviz DOT, in two rows (request side, GPU side), rendered in the
+    browser (no graphviz binary needed)."""
+    lines = ["digraph G {", 'rankdir=TB; bgcolor="transparent"; nodesep=0.35; ranksep=0.5; newrank=true;',
+             'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=15, margin="0.2,0.1", width=2.6];',
+             'edge [color="#64748b", arrowsize=0.8];']
+    for c in path:
+        role = "\\n".join(textwrap.wrap(c["role"], 34))
+        if c["on"]:
+            lines.append(f'{c["id"]} [label="{c["name"]}\\n{role}", fillcolor="#ede9fe", color="#7c3aed", '
+                         f'fontcolor="#1e1b4b", penwidth=2];')
+        else:
+            lines.append(f'{c["id"]} [label="{c["name"]}\\n(not needed yet)", fillcolor="#f8fafc", color="#cbd5e1", '
+                         f'fontcolor="#94a3b8", style="rounded,filled,dashed"];')
+    ids = [c["id"] for c in path]
+    half = (len(ids) + 1) // 2
+    lines.append("{rank=same; " + "; ".join(ids[:half]) + "}")
+    lines.append("{rank=same; " + "; ".join(ids[half:]) + "}")
+    for i, (a, b) in enumerate(zip(ids, ids[1:])):
+        on = next(c for c in path if c["id"] == b)["on"] and next(c for c in path if c["id"] == a)["on"]
+        style = "" if on else 'style=dashed, color="#cbd5e1"'
+        if i == half - 1:  # from the end of the first row to the start of the second
+            style += (", " if style else "") + "constraint=false"
+        lines.append(f"{a} -> {b} [{style}];")
+    for a, b in zip(ids[:half], ids[half:]):  # keep the rows' columns aligned
+        lines.append(f"{a} -> {b} [style=invis];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def gauge(g: Gauge) -> None:
+    with st.container(border=True):
+        st.markdown(f"**{g.name}** &nbsp; :{STATUS_COLOR[g.status]}-badge[{STATUS_ICON[g.status]} {STATUS_WORD[g.status]}]")
+        st.progress(min(max(g.ratio, 0.0), 1.0), text=g.reading)
+        st.caption(g.why)
+        st.caption(f":material/tune: **Knob:** {g.knob}" + (f"  \n{g.detail}" if g.detail else ""))
+
+
+def headline(items: list[dict], columns: int = 4) -> None:
+    cols = st.columns(columns)
+    for i, m in enumerate(items):
+        with cols[i % columns]:
+            delta = m.get("target")
+            color = "normal" if m.get("ok", True) else "inverse"
+            st.metric(m["label"], m["value"], delta=delta, delta_color=color if delta else "off",
+                      delta_arrow="off", help=m.get("help"), border=True)
+
+
+def show_error(e: Exception, what: str = "This view") -> None:
+    """Bad input is an answer, not a crash: say what to change."""
+    st.error(f"{what} cannot be simulated as set: {e}", icon=":material/block:")
