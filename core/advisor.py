@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import catalog, costmodel
-from .lab import STAGES, LabInputs, auto_tp, current_config, min_tp, prefill_splits, stage_config
+from .lab import STAGES, LabInputs, auto_tp, current_config, disagg_splits, min_tp, stage_config
 from .memory import plan_memory
 from .simulate import SimConfig, SimResult, simulate
 from .workload import diurnal_schedule
@@ -64,23 +64,42 @@ class StageOutcome:
 
 
 def run_stage(inputs: LabInputs, stage: int) -> StageOutcome:
+    """One stage on the inputs' workload. Stages 4 and 5 have a free choice (the tensor-parallel
+    degree; the prefill pool's size): they try a few and keep the first that meets the targets,
+    else the one with the best goodput."""
     out = StageOutcome(stage, STAGES[stage])
     try:
-        if stage == 5:  # the split with the best goodput among a few
-            best = None
-            for pre in prefill_splits(inputs):
-                cfg = stage_config(inputs, 5, prefill_gpus=pre)
-                res = run(cfg)
-                key = (res.summary["goodput_req_s"], -res.summary["ttft_ms"]["p99"])
-                if best is None or key > best[0]:
-                    best = (key, cfg, res)
-            _, out.config, out.result = best
+        if stage == 4:
+            candidates = [stage_config(replace(inputs, tp=tp), 4) for tp in tp_choices(inputs)]
+        elif stage == 5:
+            candidates = [stage_config(inputs, 5, split) for split in disagg_splits(inputs)]
         else:
-            out.config = stage_config(inputs, stage)
-            out.result = run(out.config)
-        out.misses = misses(out.result.summary, inputs)
+            candidates = [stage_config(inputs, stage)]
+        best = None
+        for cfg in candidates:
+            res = run(cfg)
+            miss = misses(res.summary, inputs)
+            key = (not miss, res.summary["goodput_req_s"], -res.summary["ttft_ms"]["p99"])
+            if best is None or key > best[0]:
+                best = (key, cfg, res, miss)
+            if not miss:
+                break
+        _, out.config, out.result, out.misses = best
     except ValueError as e:
         out.error = str(e)
+    return out
+
+
+def tp_choices(inputs: LabInputs) -> list[int]:
+    """Tensor-parallel degrees worth trying: from the smallest that fits (at least 2), doubling,
+    each dividing the GPU count and the model's heads."""
+    first = auto_tp(replace(inputs, tp=0))
+    heads = catalog.get_model(inputs.model).heads
+    out, tp = [], first
+    while tp <= inputs.gpus:
+        if inputs.gpus % tp == 0 and heads % tp == 0:
+            out.append(tp)
+        tp *= 2
     return out
 
 
@@ -125,6 +144,29 @@ def recommend(outcomes: list[StageOutcome], inputs: LabInputs) -> Recommendation
 
 def fmt_ms(ms: float) -> str:
     return f"{ms / 1e3:.2f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+# ---------------------------------------------------------------- teaching data
+
+def _data(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+def stage_notes() -> dict[int, dict]:
+    return {s["stage"]: s for s in _data("stages.json")["stages"]}
+
+
+def scenarios() -> list[dict]:
+    return _data("scenarios.json")["scenarios"]
+
+
+def rules() -> dict[str, dict]:
+    return {r["id"]: r for r in _data("rules.json")["rules"]}
+
+
+def scenario_inputs(scenario: dict, base: LabInputs | None = None) -> LabInputs:
+    """A scenario card's inputs over the Lab's defaults (or over `base`)."""
+    return replace(base or LabInputs(), **scenario["inputs"])
 
 
 # ---------------------------------------------------------------- the architecture path
@@ -177,18 +219,22 @@ def _status(ratio: float, warn: float, bad: float) -> str:
 
 
 def decode_capacity(cfg: SimConfig, result: SimResult) -> tuple[float, int]:
-    """The most decode tokens/s this deployment's batch could reach: every replica at the largest
-    batch its slots and KV blocks hold, at the workload's mean context."""
+    """The most output tokens/s this deployment could sustain: every replica at the largest batch
+    its slots and KV blocks hold, at the workload's mean context, with each request's prefill
+    taking its share of the GPU time (unless a prefill pool does it)."""
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
-    s = result.summary
     pool = result.pools[-1]  # the decode side
     wl = result.workload
-    ctx = float(wl.prompt_tokens.mean() + wl.output_tokens.mean() / 2)
+    prompt, out = float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean())
+    ctx = prompt + out / 2
     kv_seqs = int(pool.plan.kv_tokens // max(ctx, 1))
     batch = max(1, min(cfg.max_seqs if cfg.policy != "serial" else 1, kv_seqs))
-    step = costmodel.steptime(gpu, model, pool.tp, decode_batch=batch, context=int(ctx), launch=cfg.launch,
-                              dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)
-    return batch / (step["step_ms"] / 1e3) * pool.replicas, batch
+    kw = dict(launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)
+    step_s = costmodel.steptime(gpu, model, pool.tp, decode_batch=batch, context=int(ctx), **kw)["step_ms"] / 1e3
+    prefill_s = 0.0 if cfg.disagg else costmodel.steptime(gpu, model, pool.tp, prefill_tokens=max(1, int(prompt)),
+                                                          **kw)["step_ms"] / 1e3
+    req_s = 1.0 / (prefill_s + out * step_s / batch)
+    return req_s * out * pool.replicas, batch
 
 
 def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
@@ -225,8 +271,8 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     u = achieved / cap if cap > 0 else 1.0
     out.append(Gauge(
         "decode", "Decode throughput vs capacity", achieved, cap, "tok/s", u, _status(u, 0.7, 0.9),
-        f"{achieved:,.0f} output tokens/s against the {cap:,.0f} tok/s the deployment could reach at a batch of "
-        f"{batch} per replica.",
+        f"{achieved:,.0f} output tokens/s against the {cap:,.0f} tok/s the deployment could sustain with "
+        f"{batch} sequences per replica, each request's prefill included.",
         "Continuous batching raises the batch; more replicas raise the ceiling.",
         detail=f"mean batch {s['mean_batch']:.1f} sequences per step"))
 
@@ -345,11 +391,12 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
                                                    f"{g // t2} replica(s) of tp={t2}")
     if tid == "disaggregation":
         g = max(gpus, 2 * tp)
-        five = stage_config(replace(here, gpus=g), 5)
-        best = max(prefill_splits(replace(here, gpus=g)),
-                   key=lambda pre: run(replace(five, prefill_gpus=pre)).summary["goodput_req_s"])
-        on = replace(five, prefill_gpus=best)
-        return replace(base, gpus=g), on, f"both on {g} GPUs; the prefill pool has {best} of them"
+        wide = replace(here, gpus=g)
+        on = run_stage(wide, 5).config
+        if on is None:
+            raise ValueError(run_stage(wide, 5).error)
+        return replace(base, gpus=g), on, (f"both on {g} GPUs; the prefill pool has {on.prefill_gpus} of them "
+                                           f"(tp={on.prefill_tp}), the decode pool {g - on.prefill_gpus} (tp={on.decode_tp})")
     if tid == "autoscaling":
         replicas = max(2, gpus // tp)
         g = replicas * tp
@@ -404,11 +451,17 @@ def ratio(a: float, b: float) -> str:
 
 # ---------------------------------------------------------------- sweeps for the bottleneck charts
 
-def sweep_rate(inputs: LabInputs, points: int = 9) -> list[dict]:
-    """p99 TTFT and batch slots against request rate, around the current rate (the knee)."""
+def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
+    """p99 TTFT and batch slots against request rate, from well below the current rate to past
+    the deployment's decode capacity, so that the knee shows."""
+    cfg, res = current(inputs)
+    cap_tok_s, _ = decode_capacity(cfg, res)
+    cap_rate = cap_tok_s / max(float(res.workload.output_tokens.mean()), 1.0)
+    lo = min(0.25 * inputs.rate, 0.1 * cap_rate)
+    hi = max(2.0 * inputs.rate, 1.3 * cap_rate)
     rows = []
-    for f in np.geomspace(0.25, 3.0, points):
-        x = replace(inputs, rate=float(inputs.rate * f))
+    for r in np.geomspace(lo, hi, points):
+        x = replace(inputs, rate=float(r))
         try:
             s = run(current_config(x)).summary
         except ValueError:
@@ -478,13 +531,23 @@ def current(inputs: LabInputs) -> tuple[SimConfig, SimResult]:
 
 
 def lab_view(inputs: LabInputs) -> dict:
-    """Everything the home page shows, in one call."""
-    cfg, res = current(inputs)
+    """Everything the home page shows, in one call. The recommendation stands on its own: when
+    the toggles describe a deployment that cannot run (say, a model too big for one GPU without
+    sharding), `current_error` says why and the current-architecture parts are None."""
+    inputs.validate()
     outcomes = evaluate_stages(inputs, stop_when_met=True)
     rec = recommend(outcomes, inputs)
-    return dict(config=cfg, result=res, outcomes=outcomes, recommendation=rec,
-                path=architecture_path(rec.stage, inputs), gauges=gauges(cfg, res, inputs),
-                headline=headline(res, inputs), memory=memory_split(res), current_misses=misses(res.summary, inputs))
+    view = dict(outcomes=outcomes, recommendation=rec, path=architecture_path(rec.stage, inputs),
+                config=None, result=None, gauges=None, headline=None, memory=None, current_misses=None,
+                current_error=None)
+    try:
+        cfg, res = current(inputs)
+    except ValueError as e:
+        view["current_error"] = str(e)
+        return view
+    view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=headline(res, inputs),
+                memory=memory_split(res), current_misses=misses(res.summary, inputs))
+    return view
 
 
 def describe_config(cfg: SimConfig) -> str:
@@ -494,6 +557,6 @@ def describe_config(cfg: SimConfig) -> str:
               "sarathi": "continuous batching + paged attention + chunked prefill"}[cfg.policy]
     gpus = cfg.gpus or cfg.tp
     if cfg.disagg:
-        return (f"{policy}; {cfg.prefill_gpus} prefill + {gpus - cfg.prefill_gpus} decode GPUs "
-                f"(tp={cfg.tp})")
+        return (f"{policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
+                f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
     return f"{policy}; {gpus // cfg.tp} replica(s) x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"

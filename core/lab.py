@@ -161,9 +161,10 @@ def current_config(inputs: LabInputs) -> SimConfig:
     return _base(inputs, policy=policy, tp=tp)
 
 
-def stage_config(inputs: LabInputs, stage: int, prefill_gpus: int | None = None) -> SimConfig:
+def stage_config(inputs: LabInputs, stage: int, split: tuple[int, int, int] | None = None) -> SimConfig:
     """Stage 1..5 on the inputs' workload and GPUs (toggles ignored). Raises ValueError when the
-    stage cannot run there (the model does not fit one GPU; too few GPUs to shard or split)."""
+    stage cannot run there (the model does not fit one GPU; too few GPUs to shard or split).
+    `split` = (prefill GPUs, prefill tp, decode tp) for stage 5 (default: the first candidate)."""
     inputs.validate()
     if stage not in STAGES:
         raise ValueError(f"stage must be 1..5, not {stage}")
@@ -176,21 +177,29 @@ def stage_config(inputs: LabInputs, stage: int, prefill_gpus: int | None = None)
         return _base(inputs, policy=policy, tp=1)
     if stage == 4:
         return _base(inputs, policy=continuous_policy(inputs), tp=auto_tp(inputs))
-    # stage 5: a prefill pool and a decode pool of sharded replicas, each at least one replica
-    tp = auto_tp(replace(inputs, gpus=max(1, inputs.gpus // 2))) if (min_tp(inputs) or 99) > 1 else 1
-    replicas = inputs.gpus // tp
-    if replicas < 2:
-        raise ValueError(f"disaggregation needs room for two replicas of tp={tp} (a prefill and a decode pool): "
-                         f"raise the GPU count to {2 * tp} or more")
-    pre = prefill_gpus if prefill_gpus is not None else tp * max(1, replicas // 4)
-    return _base(inputs, policy=continuous_policy(inputs), tp=tp, disagg=True, prefill_gpus=pre)
+    pre, ptp, dtp = split or disagg_splits(inputs)[0]
+    cfg = _base(inputs, policy=continuous_policy(inputs), tp=min(ptp, dtp), disagg=True, prefill_gpus=pre)
+    return replace(cfg, tp=dtp, prefill_tp=ptp, decode_tp=dtp)
 
 
-def prefill_splits(inputs: LabInputs) -> list[int]:
-    """Candidate prefill-pool sizes (GPUs) for stage 5: a quarter, a third and a half of the
-    replicas, at least one each side."""
-    cfg = stage_config(inputs, 5)
-    tp = cfg.tp
-    replicas = inputs.gpus // tp
-    shares = sorted({max(1, min(replicas - 1, round(replicas * f))) for f in (0.25, 1 / 3, 0.5)})
-    return [s * tp for s in shares]
+def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:
+    """Candidate stage-5 deployments (prefill GPUs, prefill tp, decode tp): each pool whole
+    replicas of the smallest fitting tp or twice it (DistServe sizes the phases' parallelism
+    separately), the prefill pool about a quarter, a third or half of the GPUs."""
+    model = catalog.get_model(inputs.model)
+    base = min_tp(inputs)
+    if base is None:
+        raise ValueError(f"{model.label()} does not fit {catalog.get_gpu(inputs.gpu).name}s at any tensor-parallel degree")
+    tps = [t for t in (base, 2 * base) if model.heads % t == 0]
+    out = []
+    for ptp in tps:
+        for dtp in tps:
+            for share in (0.25, 1 / 3, 0.5):
+                pre = max(ptp, round(inputs.gpus * share / ptp) * ptp)
+                dec = inputs.gpus - pre
+                if dec >= dtp and dec % dtp == 0 and (pre, ptp, dtp) not in out:
+                    out.append((pre, ptp, dtp))
+    if not out:
+        raise ValueError(f"disaggregation needs a prefill and a decode replica of tp={base} each: raise the GPU "
+                         f"count to {2 * base} or more")
+    return out

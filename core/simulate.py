@@ -109,8 +109,8 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         if tp < 1 or n_gpus % tp:
             raise ValueError(f"tp={tp} does not divide the {name} pool's {n_gpus} GPUs: choose a GPU count "
                              f"that is a multiple of tp")
-        budget = _budget(cfg, max_len)
-        plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, budget, cfg.max_seqs, cfg.dtype)
+        plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
+                           cfg.dtype)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         if plan.kv_blocks < need:
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
@@ -128,11 +128,19 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
 
 
 def _budget(cfg: SimConfig, max_len: int) -> int:
-    """Token budget of one step. Without chunked prefill a whole prompt must fit one step, so the
-    budget is at least the max model length (vLLM's own rule)."""
+    """Token budget of one engine step. Without chunked prefill a whole prompt must fit one step,
+    so the budget is at least the max model length (vLLM's own rule); a static batch prefills all
+    its members together, as request-level batching engines (FasterTransformer) do."""
     if cfg.policy == "sarathi":
         return cfg.max_batched_tokens
+    if cfg.policy == "static":
+        return cfg.max_seqs * max_len
     return max(cfg.max_batched_tokens, max_len, cfg.max_seqs)
+
+
+def _planned_tokens(cfg: SimConfig, max_len: int) -> int:
+    """Tokens of one step that the memory planner sizes the activation workspace for."""
+    return max(cfg.max_batched_tokens, max_len) if cfg.policy != "sarathi" else cfg.max_batched_tokens
 
 
 def validate(cfg: SimConfig) -> None:

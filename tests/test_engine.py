@@ -226,7 +226,7 @@ def test_disaggregated_decode_pool_under_preemption_does_not_deadlock():
     for seed in range(3):
         inp = LabInputs(model="llama-3.1-70b", gpus=8, rate=20, prompt_tokens=4000, tensor_parallel=True,
                         requests=300, seed=seed)
-        s = simulate(stage_config(inp, 5, prefill_gpus=4)).summary
+        s = simulate(stage_config(inp, 5, split=(4, 2, 2))).summary
         assert s["requests"] == 300 and s["preemptions"] > 0
 
 

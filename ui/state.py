@@ -40,7 +40,7 @@ def sidebar() -> None:
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
-    sb.slider("Request rate (req/s)", 0.0, 100.0, DEFAULTS.rate, 0.5, key="rate", bind="query-params",
+    sb.slider("Request rate (req/s)", 0.0, 100.0, DEFAULTS.rate, 0.1, key="rate", bind="query-params",
               help="New generation requests arriving per second. Each runs autoregressively until its output "
                    "is complete.")
     sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt", bind="query-params",

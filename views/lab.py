@@ -18,9 +18,7 @@ except ValueError as e:
     st.info("The other pages and the sidebar keep working: change an input to continue.", icon=":material/info:")
     st.stop()
 
-res, cfg, rec = view["result"], view["config"], view["recommendation"]
-s = res.summary
-
+rec = view["recommendation"]
 st.subheader(f"Recommended shape: stage {rec.stage}, {rec.name}")
 st.markdown(rec.reason)
 st.graphviz_chart(widgets.diagram_dot(view["path"]), width="stretch")
@@ -29,6 +27,11 @@ with st.expander("What each component does"):
         st.markdown(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}")
 
 st.subheader("Current architecture")
+if view["current_error"]:
+    widgets.show_error(ValueError(view["current_error"]), "The architecture the toggles describe")
+    st.stop()
+res, cfg = view["result"], view["config"]
+s = res.summary
 st.caption(f"Simulated: {describe_config(cfg)}; {s['requests']:,} requests, {s['steps']:,} engine steps in "
            f"{s['sim_wall_s'] * 1e3:.0f} ms.")
 if view["current_misses"]:

@@ -1,0 +1,91 @@
+"""Simulator speed and memory: simulated output tokens per second of wall time, peak memory, and
+the compile time cold and from the on-disk cache.
+
+usage: python bench/engine_speed.py [--quick] [--out bench/results/engine.json]
+
+Each case runs in a fresh process (so that peak memory is its own) after the cache is warm; the
+cold compile runs with an empty numba cache directory. Figures are for one core: numba code here
+is single-threaded.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CASE = r"""
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+from core.simulate import SimConfig, simulate
+from core.workload import WorkloadSpec
+import_s = time.perf_counter() - t0
+spec = WorkloadSpec(n_requests={n}, rate={rate}, prompt_mean=512, output_mean=256, length_dist="lognormal", seed=1)
+cfg = SimConfig(gpu="h100", model="llama-3.1-8b", gpus={gpus}, router="rr", workload=spec)
+t1 = time.perf_counter()
+r = simulate(cfg)
+total_s = time.perf_counter() - t1
+s = r.summary
+tokens = int(r.requests["output_tokens"].sum())
+print(json.dumps(dict(requests={n}, rate={rate}, gpus={gpus}, replicas=s["replicas"], engine_s=s["sim_wall_s"],
+                      simulate_s=total_s, first_call_s=import_s + total_s, steps=s["steps"],
+                      mean_batch=s["mean_batch"], stable=s["stable"], output_tokens=tokens,
+                      sim_tokens_per_wall_s=tokens / s["sim_wall_s"],
+                      peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+"""
+
+
+def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None) -> dict:
+    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env or os.environ.copy(),
+                         timeout=3600)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str]) -> None:
+    quick = "--quick" in argv
+    out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "engine.json"
+    results = {}
+
+    # compile: cold (empty cache dir), then cached (a new process finds the cache)
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        cold = run_case(10, 5.0, env=env)
+        cached = run_case(10, 5.0, env=env)
+    results["compile"] = dict(cold_first_call_s=cold["first_call_s"], cached_first_call_s=cached["first_call_s"])
+    print(f"compile: cold {cold['first_call_s']:.1f} s, from cache {cached['first_call_s']:.2f} s "
+          f"(import + a 10-request simulation)", flush=True)
+
+    # light load: ~5 running sequences; heavy: ~100 (one H100, Llama-3.1-8B, 512 in / 256 out)
+    sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
+    results["single_replica"] = []
+    for n in sizes:
+        for label, rate in (("light", 2.0), ("heavy", 25.0)):
+            r = run_case(n, rate)
+            r["load"] = label
+            results["single_replica"].append(r)
+            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s): engine {r['engine_s']:.3f} s, "
+                  f"{r['sim_tokens_per_wall_s'] / 1e6:.1f}M simulated tok/s, batch {r['mean_batch']:.1f}, "
+                  f"peak {r['peak_rss_mb']:.0f} MB", flush=True)
+
+    # a cluster: 64 single-GPU replicas behind the gateway
+    n = 100_000 if quick else 1_000_000
+    r = run_case(n, 64 * 25.0, gpus=64)
+    results["cluster_64"] = r
+    print(f"64 replicas, {n:,} requests at {64 * 25:g} req/s: engine {r['engine_s']:.2f} s, "
+          f"{r['sim_tokens_per_wall_s'] / 1e6:.1f}M simulated tok/s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,543 @@
+"""The Tutorial: the write-up in data/tutorial.md, with every number in it computed for the
+current inputs.
+
+`facts` gathers raw values from the catalog, the memory planner, the step-time model and one
+(memoised) simulation; `numbers` formats them with units; `render` fills the write-up. A model
+that does not fit the sidebar's deployment is described on the fewest GPUs that hold it, and the
+write-up says so at the top; only inputs that no deployment can take (a zero request rate, lengths
+beyond the model's context) raise ValueError.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+from . import advisor, catalog, costmodel
+from .catalog import DTYPE_BYTES
+from .lab import LabInputs, current_config, min_tp
+from .memory import plan_memory, usable_bytes, weight_bytes_per_gpu
+from .simulate import kv_link, startup_seconds
+
+TEXT = Path(__file__).parent / "data" / "tutorial.md"
+PLACEHOLDER = re.compile(r"\{([a-z0-9_]+)\}")
+NA = "n/a"
+MEM_UTIL = 0.9  # the planner's (and vLLM's) default share of memory for weights + cache
+WAIT_RHOS = (0.5, 0.8, 0.9, 0.95, 0.99)
+
+
+def _shown(inputs: LabInputs):
+    """The deployment the step-time and simulation numbers describe: the sidebar's own, or where
+    it cannot run, the fewest GPUs that hold the model. Returns (config, inputs, why not)."""
+    try:
+        cfg = current_config(inputs)
+        gpus = cfg.gpus or cfg.tp
+        if gpus < cfg.tp or gpus % cfg.tp:
+            raise ValueError(f"replicas of tp={cfg.tp} need a GPU count that is a multiple of {cfg.tp}, not {gpus}")
+        # a tensor-parallel degree chosen by hand may still leave no room for the cache
+        plan_memory(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), cfg.tp, inputs.block_size,
+                    MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
+        return cfg, inputs, ""
+    except ValueError as e:
+        why = str(e)
+    need = min_tp(inputs)
+    if need is None:
+        return None, None, why
+    gpus = need * max(1, inputs.gpus // need)  # a multiple of tp, so the replicas divide the GPUs
+    alt = replace(inputs, gpus=gpus, tensor_parallel=need > 1, tp=need if need > 1 else 0)
+    try:
+        return current_config(alt), alt, why
+    except ValueError:
+        return None, None, why
+
+
+def _divisor_above(n: int, floor: int) -> int | None:
+    """Smallest divisor of n above floor (a tp that splits the heads evenly), up to 64."""
+    return next((d for d in range(floor + 1, min(n, 64) + 1) if n % d == 0), None)
+
+
+@lru_cache(maxsize=32)
+def facts(inputs: LabInputs) -> dict:
+    """Raw values (floats, ints, short strings) behind every number of the write-up. Memoised:
+    callers must not modify the dict."""
+    inputs.validate()
+    gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
+    P, O = inputs.prompt_tokens, inputs.output_tokens
+    f = dict(model=model, gpu=gpu, wb=DTYPE_BYTES[inputs.dtype], P=P, O=O,
+             ctx=min(P + O // 2, model.max_context))  # a request's mean context over its decode
+    f["kv_token"] = model.kv_bytes_per_token()
+    if model.is_mla:  # per-head K (nope + rope) and V, had the heads not shared a latent
+        f["mha_kv_token"] = model.layers * model.heads * (model.mla_qk_nope_dim + model.mla_rope_dim
+                                                          + model.mla_v_dim) * 2
+    else:
+        f["mha_kv_token"] = 2 * model.layers * model.heads * model.head_dim * 2
+    f["flops"] = gpu.peak_flops(inputs.dtype)
+    f["bw"] = gpu.hbm_tbps * 1e12
+    f["ridge"] = f["flops"] / f["bw"]
+    f["ridge_batch"] = f["ridge"] * f["wb"] / 2  # 2 FLOPs per weight per sequence
+    eff = costmodel.fitted()
+    f["ridge_eff"] = f["flops"] * eff.eta_gemm / (f["bw"] * eff.eta_bw)
+    f["eff"] = eff
+    f["weights_total"] = model.weight_bytes(inputs.dtype)
+    f["weights_tp1"] = weight_bytes_per_gpu(model, 1, inputs.dtype)
+    f["usable"] = usable_bytes(gpu)
+    f["budget"] = f["usable"] * MEM_UTIL
+    f["min_tp"] = min_tp(inputs)
+
+    cfg, shown, why = _shown(inputs)
+    f.update(cfg=cfg, shown=shown, why_not=why)
+    if cfg is None:
+        return f
+    tp = cfg.tp
+    f["tp"] = tp
+    f["replicas"] = (cfg.gpus or tp) // tp
+    f["result"], f["sim_error"] = None, ""
+    try:
+        f["result"] = advisor.run(cfg)
+    except (ValueError, RuntimeError) as e:
+        f["sim_error"] = str(e)
+    plan = (f["result"].pools[0].plan if f["result"] else
+            plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,
+                        inputs.dtype))
+    f["plan"] = plan
+    f["batch_max"] = max(1, min(inputs.max_seqs, plan.kv_tokens // f["ctx"]))
+
+    def step(tp_=tp, **kw):
+        return costmodel.steptime(gpu, model, tp_, launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
+                                  engine=cfg.engine_overhead, **kw)
+
+    ctx, B = f["ctx"], f["batch_max"]
+    f["d1"] = step(decode_batch=1, context=ctx)
+    f["dmax"] = step(decode_batch=B, context=ctx)
+    f["pre"] = step(prefill_tokens=P)
+    f["mixed"] = step(decode_batch=B, context=ctx, prefill_tokens=P)
+    budget = cfg.max_batched_tokens if cfg.policy == "sarathi" else None
+    f["chunk"] = min(P, max(budget - B, 1)) if budget else P
+    f["mixed_chunk"] = step(decode_batch=B, context=ctx, prefill_tokens=f["chunk"])
+
+    # one request at a time on each replica
+    f["serial_s"] = (f["pre"]["step_ms"] + O * f["d1"]["step_ms"]) / 1e3
+    f["rho"] = inputs.rate * f["serial_s"] / f["replicas"]
+
+    # tensor parallelism: the shown degree, or 2 to show what sharding would do
+    tp_ex = tp if tp > 1 else (2 if model.heads % 2 == 0 else None)
+    f["tp_ex"] = tp_ex
+    f["tp1_d1"] = step(1, decode_batch=1, context=ctx)  # priced even where one GPU cannot hold it
+    if tp_ex:
+        f["tp_d1"] = step(tp_ex, decode_batch=1, context=ctx)
+        f["tp_dmax"] = step(tp_ex, decode_batch=B, context=ctx)
+        f["tp_weights"] = weight_bytes_per_gpu(model, tp_ex, inputs.dtype)
+        try:
+            f["tp_kv_tokens"] = plan_memory(gpu, model, tp_ex, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
+                                            inputs.max_seqs, inputs.dtype).kv_tokens
+        except ValueError:
+            f["tp_kv_tokens"] = 0
+    # the other side of the node boundary: across nodes if the example fits in one, else inside one
+    if (tp_ex or 1) <= gpu.gpus_per_node:
+        tp_x = _divisor_above(model.heads, gpu.gpus_per_node)
+    else:
+        tp_x = max((d for d in range(2, gpu.gpus_per_node + 1) if model.heads % d == 0), default=None)
+    f["tp_x"] = tp_x
+    if tp_x:
+        f["tp_x_dmax"] = step(tp_x, decode_batch=B, context=ctx)
+
+    # the prompt's KV moving from a prefill replica to a decode replica of the same tp
+    one = SimpleNamespace(tp=tp, replicas=1)
+    far = SimpleNamespace(tp=tp, replicas=gpu.gpus_per_node)
+    f["kv_in_node"] = kv_link(gpu, cfg, [one, one]) if 2 * tp <= gpu.gpus_per_node else None
+    f["kv_across"] = kv_link(gpu, cfg, [far, far])
+    f["kv_prompt"] = P * f["kv_token"]
+    f["startup_s"] = startup_seconds(cfg, model, tp)
+    f["fit"] = json.loads(costmodel.FIT_FILE.read_text())["fit"]
+    return f
+
+
+# ---------------------------------------------------------------- formatting with units
+
+def ms(x: float) -> str:
+    if x >= 1000:
+        return f"{x / 1e3:,.2f} s"
+    return f"{x:.3g} ms" if x >= 1 else f"{x:.2f} ms"
+
+
+def secs(x: float) -> str:
+    if x < 1:
+        return ms(x * 1e3)
+    return f"{x:.2f} s" if x < 10 else (f"{x:.1f} s" if x < 100 else f"{x:,.0f} s")
+
+
+def gb(b: float) -> str:
+    return f"{b / 1e9:,.1f} GB" if b >= 1e9 else f"{b / 1e6:,.0f} MB"
+
+
+def mb(b: float) -> str:
+    return f"{b / 1e6:,.1f} MB" if b < 1e9 else gb(b)
+
+
+def per_token(b: float) -> str:
+    if b >= 1024**2:
+        return f"{b:,.0f} bytes ({b / 1024**2:.3g} MiB)"
+    return f"{b:,.0f} bytes ({b / 1024:.3g} KiB)"
+
+
+def toks(n: float, unit: str = "tokens") -> str:
+    return f"{n:,.0f} {unit}"
+
+
+def tok_s(x: float) -> str:
+    return f"{x:,.0f} tokens/s" if x >= 10 else f"{x:.1f} tokens/s"
+
+
+def times(x: float) -> str:
+    if x >= 10 or abs(x - round(x)) < 0.05:
+        return f"{x:,.0f}×"
+    return f"{x:.1f}×"
+
+
+def usd(x: float) -> str:
+    return f"${x:,.2f}" if x >= 0.1 else f"${x:.3f}"
+
+
+def _verdicts(f: dict, inputs: LabInputs) -> dict[str, str]:
+    """Sentences whose wording, not only whose numbers, depends on the inputs."""
+    model, gpu = f["model"], f["gpu"]
+    v = {}
+    if model.is_mla:
+        v["attention_sentence"] = (
+            f"{model.name} uses multi-head latent attention (MLA): instead of a key and a value per head, each "
+            f"layer caches one {model.mla_kv_lora_rank}-wide latent plus a {model.mla_rope_dim}-wide rotary key, "
+            f"shared by all {model.heads} heads. Had every head kept its own K and V, the cache would take "
+            f"{per_token(f['mha_kv_token'])} per token, {times(f['mha_kv_token'] / f['kv_token'])} more.")
+    elif model.kv_heads < model.heads:
+        v["attention_sentence"] = (
+            f"{model.name} uses grouped-query attention (GQA): its {model.heads} query heads share "
+            f"{model.kv_heads} KV heads, {model.heads // model.kv_heads} queries per KV head, so it caches "
+            f"{times(model.heads / model.kv_heads)} less than multi-head attention would "
+            f"({per_token(f['mha_kv_token'])} per token).")
+    else:
+        v["attention_sentence"] = (
+            f"{model.name} uses multi-head attention (MHA): each of its {model.heads} query heads keeps its own "
+            f"key and value. Grouped-query attention (Llama-3.1: 32 query heads sharing 8 KV heads) would cache "
+            f"4× less for the same width.")
+    tp1_fits = f["min_tp"] == 1
+    budget = gb(f["budget"])
+    if tp1_fits:
+        v["fit_one_gpu_sentence"] = (f"That fits the {budget} budget of one {gpu.name} with room for the cache: "
+                                     f"sharding is a choice here, not a need.")
+    elif f["min_tp"]:
+        v["fit_one_gpu_sentence"] = (f"That leaves no room for a cache in the {budget} budget of one {gpu.name}: "
+                                     f"sharding is a need here, not a choice.")
+    else:
+        v["fit_one_gpu_sentence"] = (f"Even split over 64 {gpu.name} GPUs it leaves no room for a cache.")
+    wb = f["wb"]
+    v["intensity_batch_b"] = (f"2 × B FLOPs per {wb} bytes, that is about B FLOP per byte" if wb == 2 else
+                              f"2 × B FLOPs per {wb} byte{'s' * (wb > 1)}, that is about {2 // wb} × B FLOP per byte")
+    return v
+
+
+def _note(f: dict, inputs: LabInputs) -> str:
+    """A warning at the top when the numbers describe another deployment than the sidebar's."""
+    model, gpu = f["model"], f["gpu"]
+    if f["cfg"] is None:
+        return (f"> **{model.label()} does not fit on {gpu.name}**, even sharded over 64 GPUs: its weights take "
+                f"{gb(f['weights_tp1'])} in all. The parts of this write-up that need a step time or a simulation are "
+                f"left out; choose a smaller model, fp8 weights or a GPU with more memory.")
+    parts = []
+    if f["why_not"]:
+        need = f["min_tp"]
+        if need and need > 1:
+            parts.append(f"**{model.label()} does not fit one {gpu.name}**: its weights take "
+                         f"{gb(f['weights_tp1'])} of the {gb(f['budget'])} budget per GPU. It needs tensor "
+                         f"parallelism over at least **{need} GPUs (tp={need})**, so the numbers below describe "
+                         f"{deployment(f['cfg'], gpu)}.")
+        else:
+            parts.append(f"The sidebar's deployment cannot run as set ({f['why_not']}); the numbers below describe "
+                         f"{deployment(f['cfg'], gpu)}.")
+    if f["sim_error"]:
+        parts.append(f"The simulation of this deployment did not run ({f['sim_error']}), so the paragraphs that "
+                     f"quote it are left out.")
+    return "> " + " ".join(parts) if parts else ""
+
+
+def numbers(inputs: LabInputs) -> dict[str, str]:
+    """Every placeholder of the write-up, formatted with its unit."""
+    f = facts(inputs)
+    model, gpu = f["model"], f["gpu"]
+    P, O, ctx = f["P"], f["O"], f["ctx"]
+    n = dict(
+        model_name=model.label(), params_b=f"{model.params() / 1e9:,.1f} billion",
+        dtype=inputs.dtype, dtype_bytes=f"{f['wb']} byte{'s' if f['wb'] > 1 else ''}",
+        gpu_name=gpu.name, gpu_memory_gb=f"{gpu.memory_gib:g} GiB ({gpu.memory_gib * catalog.GIB / 1e9:.1f} GB)",
+        hbm_tbps=f"{gpu.hbm_tbps:g} TB/s",
+        gpu_tflops=f"{f['flops'] / 1e12:,.0f} TFLOP/s", prompt_tokens=toks(P), output_tokens=toks(O),
+        context_tokens=toks(ctx), rate=f"{inputs.rate:g} requests/s",
+        gpus=toks(inputs.gpus, "GPU" + "s" * (inputs.gpus > 1)),
+        ttft_target=ms(inputs.ttft_p99_ms), max_seqs=toks(inputs.max_seqs, "sequences"),
+        block_size=toks(inputs.block_size), max_batched_tokens=toks(inputs.max_batched_tokens),
+        weights_gb=gb(f["weights_total"]),
+        intensity_batch1=f"{2 / f['wb']:g} FLOP per byte",
+        ridge_flops_per_byte=f"{f['ridge']:,.0f} FLOP/byte", ridge_batch=toks(f["ridge_batch"], "sequences"),
+        ridge_effective=f"{f['ridge_eff']:,.0f} FLOP/byte",
+        prefill_intensity=f"{2 * P / f['wb']:,.0f} FLOP/byte",
+        prefill_regime=("past the ridge point: prefill is compute-bound" if 2 * P / f["wb"] >= f["ridge"] else
+                        "still below the ridge point: a prompt this short is memory-bound too"),
+        kv_bytes_per_token=per_token(f["kv_token"]),
+        kv_formula=(f"{model.layers} layers × ({model.mla_kv_lora_rank} latent + {model.mla_rope_dim} rotary) values "
+                    f"× 2 bytes = {per_token(f['kv_token'])} (MLA caches a latent, not K and V per head)"
+                    if model.is_mla else
+                    f"2 × {model.layers} layers × {model.kv_heads} KV heads × {model.head_dim} values per head × "
+                    f"2 bytes = {per_token(f['kv_token'])}"),
+        kv_mb_per_request=mb((P + O) * f["kv_token"]),
+        kv_batch_gb=gb(inputs.max_seqs * (P + O) * f["kv_token"]),
+        usable_gb=gb(f["usable"]), mem_util=f"{MEM_UTIL:.0%}", budget_gb=gb(f["budget"]),
+        weights_gb_tp1=gb(f["weights_tp1"]),
+        min_tp=(f"tp=1 (one GPU)" if f["min_tp"] == 1 else
+                f"tp={f['min_tp']} ({f['min_tp']} GPUs)" if f["min_tp"] else "beyond tp=64"),
+        settings_note=_note(f, inputs),
+    )
+    n.update(_verdicts(f, inputs))
+    if f["cfg"] is None:
+        n["deployment"] = "none, since no tensor-parallel degree makes room for the cache"
+        return _fill_missing(n)
+    n.update(_step_numbers(f, inputs))
+    n.update(_sim_numbers(f, inputs))
+    return _fill_missing(n)
+
+
+def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
+    model, gpu, cfg, plan = f["model"], f["gpu"], f["cfg"], f["plan"]
+    P, O, ctx, B, tp = f["P"], f["O"], f["ctx"], f["batch_max"], f["tp"]
+    d1, dmax, pre = f["d1"]["step_ms"], f["dmax"]["step_ms"], f["pre"]["step_ms"]
+    per_gpu_weights = plan.weights_bytes
+    n = dict(
+        deployment=deployment(cfg, gpu),
+        weights_read_batch1=gb(f["d1"]["weight_bytes_read_per_gpu"]),
+        moe_sentence=_moe_sentence(f),
+        replicas_serve=("one replica serves" if f["replicas"] == 1 else f"{f['replicas']} replicas serve"),
+        tp_phrase=(f"one {gpu.name}" if tp == 1 else f"a replica of {tp} {gpu.name} GPUs (tp={tp})"),
+        batch_cap_reason=("the max batch setting" if B == inputs.max_seqs else
+                          f"what the cache holds at {ctx:,} tokens each"),
+        chunk_sentence=_chunk_sentence(f, cfg, inputs),
+        weights_gb_per_gpu=gb(per_gpu_weights),
+        weight_stream_ms=ms(f["d1"]["weight_bytes_read_per_gpu"] / f["bw"] * 1e3),
+        decode_ms_batch1=ms(d1), decode_tok_s_batch1=tok_s(1e3 / d1),
+        decode_total_s_batch1=secs(O * d1 / 1e3),
+        mfu_batch1=f"{2 * f['d1']['weight_bytes_read_per_gpu'] / f['wb'] / (d1 / 1e3) / f['flops']:.2%}",
+        prefill_ms=ms(pre), prefill_tok_s=tok_s(P / (pre / 1e3)),
+        workspace_gb=gb(plan.workspace_bytes), kv_pool_gb=gb(plan.kv_pool_bytes),
+        kv_tokens_fit=toks(plan.kv_tokens), kv_blocks=toks(plan.kv_blocks, "blocks"),
+        requests_fit=toks(plan.kv_tokens // (P + O), "requests"),
+        batch_max=toks(B, "sequences"), decode_ms_batch_max=ms(dmax), decode_tok_s_batch_max=tok_s(B * 1e3 / dmax),
+        batch_speedup=times(B * d1 / dmax),
+        serial_service_s=secs(f["serial_s"]), serial_capacity=f"{f['replicas'] / f['serial_s']:.3g} requests/s",
+        serial_utilisation=f"{f['rho']:.0%}",
+        serial_verdict=(f"At {f['rho']:.0%} the queue grows without bound: requests arrive "
+                        f"{times(f['rho'])} faster than one-at-a-time replicas finish them, and every wait is "
+                        f"longer than the last." if f["rho"] >= 1 else
+                        "Below 100% the replicas keep up on average; the question is how long requests wait."),
+        max_model_len=toks(cfg.max_model_len),
+        reserved_utilisation=f"{ctx / cfg.max_model_len:.0%}",
+        static_batch_fit=toks(plan.kv_tokens // cfg.max_model_len, "requests"),
+        paged_batch_fit=toks(plan.kv_tokens // ctx, "requests"),
+        paged_utilisation=f"{ctx / (ctx + (inputs.block_size - 1) / 2):.1%}",
+        decode_with_prefill_ms=ms(f["mixed"]["step_ms"]),
+        startup_s=secs(f["startup_s"]), weights_load_s=secs(f["startup_s"] - cfg.startup_fixed_s),
+        startup_fixed_s=secs(cfg.startup_fixed_s), load_gbps=f"{cfg.load_gbps:g} GB/s",
+        gpu_price=f"{usd(gpu.price_usd_per_gpu_hour)} per GPU-hour",
+        price_source=f"{gpu.price_provider} on {gpu.price_date}",
+        cost_floor_per_1m=usd(gpu.price_usd_per_gpu_hour * tp / 3600 / (B * 1e3 / dmax) * 1e6),
+        cost_batch1_per_1m=usd(gpu.price_usd_per_gpu_hour * tp / 3600 / (1e3 / d1) * 1e6),
+        allreduce_bytes=mb(B * model.hidden * 2), allreduces_per_step=toks(2 * model.layers, "all-reduces"),
+        gpus_per_node=toks(gpu.gpus_per_node, "GPUs"),
+        tp_link=_tp_link(gpu, f["tp_ex"] or 2),
+        kv_transfer_mb=mb(f["kv_prompt"]),
+        decode_breakdown=_breakdown(f["dmax"]["breakdown_ms"]),
+        fit_points=toks(f["fit"]["points"], "measured step times"),
+        fit_median_error=f"{f['fit']['median_abs_error']:.1%}",
+        fit_loo_error=f"{f['fit']['leave_one_out_median_abs_error']:.1%}",
+        eta_bw=f"{f['eff'].eta_bw:.0%}", eta_gemm=f"{f['eff'].eta_gemm:.0%}",
+    )
+    for rho in WAIT_RHOS:
+        n[f"wait_{round(rho * 100)}"] = secs(rho / (2 * (1 - rho)) * f["serial_s"])
+    if f["tp_ex"]:
+        te = f["tp_ex"]
+        n.update(tp_example=f"tp={te}", weights_gb_per_gpu_tp=gb(f["tp_weights"]),
+                 decode_ms_tp1_batch1=ms(f["tp1_d1"]["step_ms"]),
+                 tp1_hypothetical="" if f["min_tp"] == 1 else " (were there room for it)",
+                 kv_tokens_fit_tp=toks(f["tp_kv_tokens"]) if f["tp_kv_tokens"] else "no tokens (it does not fit)",
+                 allreduce_ms_per_step=ms(f["tp_dmax"]["comm_ms"]), allreduce_ms_batch1=ms(f["tp_d1"]["comm_ms"]),
+                 decode_ms_tp_batch1=ms(f["tp_d1"]["step_ms"]),
+                 comm_share=f"{f['tp_dmax']['comm_ms'] / f['tp_dmax']['step_ms']:.0%}")
+    tx = f["tp_x"]
+    if tx and tx > gpu.gpus_per_node:
+        n["internode_sentence"] = (
+            f"Past one node the all-reduces cross the network at {gpu.internode_gbps_per_dir:g} GB/s per GPU: at "
+            f"tp={tx} (more than one node of {gpu.gpus_per_node}) they take {ms(f['tp_x_dmax']['comm_ms'])} of a "
+            f"{ms(f['tp_x_dmax']['step_ms'])} step of {B:,} sequences.")
+    elif tx:
+        n["internode_sentence"] = (
+            f"Kept inside one node, at tp={tx} over {gpu.tp_link_gbps(tx):g} GB/s links, they would take "
+            f"{ms(f['tp_x_dmax']['comm_ms'])} of a {ms(f['tp_x_dmax']['step_ms'])} step of {B:,} sequences.")
+    else:
+        n["internode_sentence"] = (f"{model.name}'s {model.heads} heads do not split evenly over more than one node "
+                                   f"of {gpu.gpus_per_node} GPUs, so its tensor parallelism stays inside one.")
+    n.update(_kv_transfer(f, pre))
+    return n
+
+
+def _tp_link(gpu, tp: int) -> str:
+    if tp > gpu.gpus_per_node:
+        return (f"the network between nodes ({gpu.tp_link_gbps(tp):g} GB/s per GPU per direction), since tp={tp} "
+                f"spans more than one node of {gpu.gpus_per_node} GPUs")
+    return f"the node's GPU links ({gpu.tp_link_gbps(tp):g} GB/s per direction per GPU)"
+
+
+def _kv_transfer(f: dict, prefill_ms: float) -> dict[str, str]:
+    def took(link):
+        bw, lat = link
+        return f["kv_prompt"] / bw * 1e3 + lat * 1e3
+
+    link = f["kv_in_node"] or f["kv_across"]
+    t = took(link)
+    share = f"{t / prefill_ms:.0%}" if t >= 0.01 * prefill_ms else "under 1%"
+    n = dict(kv_transfer_ms=ms(t), kv_link_gbps=f"{link[0] / 1e9:,.0f} GB/s",
+             kv_link_name=("the node's GPU links" if f["kv_in_node"] else
+                           f"the network between nodes (two replicas of tp={f['tp']} do not fit one node)"),
+             kv_transfer_verdict=(f"{share} of the prefill time, small enough to hide" if t < 0.2 * prefill_ms else
+                                  f"{share} of the prefill time: the transfer is a real cost here"),
+             kv_transfer_ms_internode=ms(took(f["kv_across"])))
+    n["kv_internode_sentence"] = (
+        f"Between nodes ({f['kv_across'][0] / 1e9:,.0f} GB/s over the replica's network links) it takes "
+        f"{n['kv_transfer_ms_internode']}." if f["kv_in_node"] else "")
+    return n
+
+
+def _moe_sentence(f: dict) -> str:
+    m = f["model"]
+    if not m.is_moe:
+        return ""
+    return (f" {m.name} is a mixture of experts: each token goes to {m.experts_per_token} of the {m.experts} experts "
+            f"of each MoE layer ({m.params(active=True) / 1e9:,.1f} of its {m.params() / 1e9:,.1f} billion "
+            f"parameters), so a step reads only the experts its tokens route to, and a bigger batch touches more "
+            f"of them.")
+
+
+POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (static) batching",
+                "orca": "continuous batching with reserved KV", "vllm": "continuous batching and paged attention",
+                "sarathi": "continuous batching, paged attention and chunked prefill"}
+
+
+def deployment(cfg, gpu) -> str:
+    """The simulated deployment in words: its GPUs, replicas and scheduling policy."""
+    gpus = cfg.gpus or cfg.tp
+    replicas = gpus // cfg.tp
+    if gpus == 1:
+        shape = f"one {gpu.name}"
+    elif cfg.tp == 1:
+        shape = f"{gpus} {gpu.name} GPUs, each its own replica"
+    else:
+        shape = (f"{gpus} {gpu.name} GPUs as " + ("one replica" if replicas == 1 else f"{replicas} replicas")
+                 + f" of tp={cfg.tp}")
+    return f"{shape}, with {POLICY_WORDS[cfg.policy]}"
+
+
+def _chunk_sentence(f: dict, cfg, inputs: LabInputs) -> str:
+    P, B, chunk = f["P"], f["batch_max"], f["chunk"]
+    if cfg.policy != "sarathi":
+        return ("Chunked prefill is off in the sidebar's Advanced settings, so each prompt runs whole, in a step "
+                "of its own.")
+    if chunk >= P:
+        return (f"Beside {B:,} decodes, a step of {cfg.max_batched_tokens:,} tokens still has room for "
+                f"{cfg.max_batched_tokens - B:,} prompt tokens, so a prompt of {P:,} tokens runs whole and chunking "
+                f"changes nothing for prompts this short; longer ones are split.")
+    k = math.ceil(P / chunk)
+    return (f"Beside {B:,} decodes, a prompt of {P:,} tokens is split into chunks of up to {chunk:,} tokens over "
+            f"{k:,} steps, and each shared step takes {ms(f['mixed_chunk']['step_ms'])} instead of "
+            f"{ms(f['mixed']['step_ms'])}.")
+
+
+def _breakdown(parts: dict[str, float]) -> str:
+    names = {"linear": "projections and MLP", "experts": "routed experts", "elementwise": "norms and activations",
+             "attn_decode": "attention over the KV cache", "attn_prefill": "prefill attention", "lm_head": "LM head",
+             "comm": "all-reduces", "layer_overhead": "per-layer kernel overhead",
+             "host_issue_wait": "waiting for the CPU to issue kernels", "scheduler": "the engine's per-step host work"}
+    top = sorted(((v, k) for k, v in parts.items() if v > 0), reverse=True)
+    return "; ".join(f"{names[k]} {ms(v)}" for v, k in top)
+
+
+def _sim_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
+    res = f["result"]
+    if res is None:
+        return {}
+    s = res.summary
+    e2e_ms = s["e2e_s"]["p50"] * 1e3
+    tpot = s["tpot_ms"]["p50"]
+    return dict(
+        sim_requests=toks(s["requests"], "requests"), sim_steps=toks(s["steps"], "engine steps"),
+        sim_wall_ms=ms(s["sim_wall_s"] * 1e3),
+        sim_mean_batch=toks(s["mean_batch"], "sequences"), sim_kv_utilisation=f"{s['kv_utilization']:.1%}",
+        sim_preemptions=toks(s["preemptions"], "preemptions"),
+        sim_peak_kv=f"{s['peak_kv_blocks_used'] / max(s['kv_blocks_total'], 1):.0%}",
+        sim_ttft_p50=ms(s["ttft_ms"]["p50"]), sim_ttft_p99=ms(s["ttft_ms"]["p99"]),
+        sim_tpot_p50=ms(tpot), sim_user_tok_s=tok_s(1e3 / tpot) if tpot > 0 else NA,
+        sim_e2e_p50=ms(e2e_ms), streaming_ratio=times(e2e_ms / max(s["ttft_ms"]["p50"], 1e-9)),
+        sim_throughput=tok_s(s["throughput_tok_s"]), sim_cost_per_1m=usd(s["cost_per_1m_tokens_usd"]),
+        sim_ttft_verdict=("within" if s["ttft_ms"]["p99"] <= inputs.ttft_p99_ms else "over"),
+        sim_stable=("keeps up with the arrivals" if s["stable"] else
+                    f"does not keep up: it serves {s['throughput_req_s']:.2f} of {s['arrival_rate_req_s']:.2f} "
+                    f"requests/s and the queue grows"),
+    )
+
+
+def placeholders() -> list[str]:
+    return sorted(set(PLACEHOLDER.findall(TEXT.read_text())))
+
+
+def _fill_missing(n: dict[str, str]) -> dict[str, str]:
+    """Placeholders a deployment that could not be computed leaves empty read n/a; sentences that
+    would only say so are left out."""
+    for key in placeholders():
+        n.setdefault(key, "" if key.endswith(("_sentence", "_verdict", "_reason")) else NA)
+    return n
+
+
+def roofline(inputs: LabInputs, batches: list[int]) -> list[dict]:
+    """Decode tokens/s of one replica against batch size on the datasheet roofline, counting only
+    the weights: each step streams them once (memory-bound) or multiplies every one of them by
+    each sequence (compute-bound), whichever takes longer."""
+    f = facts(inputs)
+    cfg = f["cfg"]
+    if cfg is None:
+        return []
+    # per GPU; the GPUs of a replica work in parallel. At batch 1 the weights read are the ones each
+    # token multiplies (a mixture of experts touches more experts, so reads more, as the batch grows).
+    active = f["d1"]["weight_bytes_read_per_gpu"] / f["wb"]
+    rows = []
+    for b in batches:
+        read = costmodel.steptime(f["gpu"], f["model"], cfg.tp, decode_batch=b, context=1,
+                                  dtype=cfg.dtype)["weight_bytes_read_per_gpu"]
+        t_mem, t_flops = read / f["bw"], 2 * b * active / f["flops"]
+        rows.append(dict(batch=b, tok_s=b / max(t_mem, t_flops),
+                         regime="memory-bound" if t_mem >= t_flops else "compute-bound"))
+    return rows
+
+
+def note(inputs: LabInputs) -> str:
+    """Why the numbers describe another deployment than the sidebar's, or "" when they do not."""
+    return numbers(inputs)["settings_note"].removeprefix("> ")
+
+
+def render(inputs: LabInputs, with_note: bool = True) -> str:
+    """The write-up as Markdown, every placeholder filled for these inputs; the note on a
+    deployment that cannot run as set opens it, unless the caller shows that note itself."""
+    n = dict(numbers(inputs))
+    if not with_note:
+        n["settings_note"] = ""
+    # what can be: paragraphs that need a number no deployment gave are left out
+    blocks = [b for b in TEXT.read_text().split("\n\n") if all(n[k] != NA for k in PLACEHOLDER.findall(b))]
+    # Markdown renderers read a pair of $ as math: escape the currency signs in the values
+    return PLACEHOLDER.sub(lambda m: n[m.group(1)].replace("$", "\\$"), "\n\n".join(blocks))

@@ -1,1 +1,0 @@
-import streamlit as st

@@ -1,0 +1,79 @@
+"""Helpers for tests and benchmarks that drive the real app in a browser: start `streamlit run`
+on a free port, and launch Chromium through Playwright.
+
+The browser is, in order: $CHROMIUM_PATH; the system's Chromium (Debian's /usr/bin/chromium, as
+.ci/run installs); Playwright's own Chromium, downloaded with `python -m playwright install
+chromium` on first use where the network allows.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(timeout_s: float = 120):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}")
+            time.sleep(0.2)  # polling the health endpoint until the server answers
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def chromium_executable() -> str | None:
+    """A system Chromium if there is one; None means Playwright's own (installed on demand)."""
+    for candidate in (os.environ.get("CHROMIUM_PATH"), shutil.which("chromium"), shutil.which("chromium-browser"),
+                      shutil.which("google-chrome")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"], check=True)
+    return None
+
+
+def launch(playwright):
+    exe = chromium_executable()
+    return playwright.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
+        playwright.chromium.launch(args=CHROME_ARGS)
+
+
+def wait_idle(page, timeout_ms: float = 240_000) -> None:
+    """The app has finished its script run and is connected."""
+    page.wait_for_selector(f"{IDLE}[data-test-connection-state='CONNECTED']", timeout=timeout_ms)

@@ -1,0 +1,135 @@
+"""The views, driven headless with Streamlit's AppTest: every input, every page, bad input."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def app() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def stage_heading(at: AppTest) -> str:
+    return next(h.value for h in at.subheader if h.value.startswith("Recommended shape"))
+
+
+# each sidebar input changed once, to a value other than its default
+CHANGES = [
+    ("slider", "rate", 8.0), ("select_slider", "prompt", 1024), ("select_slider", "output", 128),
+    ("selectbox", "model", "qwen2.5-7b"), ("select_slider", "gpus", 2), ("selectbox", "gpu", "h200"),
+    ("select_slider", "ttft", 500), ("toggle", "cb", False), ("toggle", "tp_on", True),
+    ("select_slider", "budget", 4096), ("toggle", "chunked", False), ("select_slider", "max_seqs", 64),
+    ("select_slider", "block", 32), ("selectbox", "dist", "sharegpt"), ("select_slider", "tpot", 50),
+    ("select_slider", "requests", 1000), ("number_input", "seed", 3), ("selectbox", "router", "rr"),
+    ("selectbox", "dtype", "fp8"),
+]
+
+
+def view(at: AppTest) -> tuple:
+    """What a person reads on the page: headings, text, captions, metrics with their deltas."""
+    return (tuple(h.value for h in at.subheader), tuple(m.value for m in at.markdown),
+            tuple(c.value for c in at.caption), tuple((m.label, m.value, m.delta) for m in at.metric),
+            tuple(e.value for e in at.error))
+
+
+def test_every_input_changes_the_view_without_an_exception():
+    at = app()
+    before = view(at)
+    for kind, key, value in CHANGES:
+        getattr(at.sidebar, kind)(key=key).set_value(value)
+        at.run()
+        assert not at.exception, (key, at.exception)
+        now = view(at)
+        assert now != before, f"changing {key} changed nothing on the page"
+        before = now
+
+
+def test_metrics_follow_the_request_rate():
+    at = app()
+    low = metric(at, "Throughput")
+    at.sidebar.slider(key="rate").set_value(12.0).run()
+    assert not at.exception
+    high = metric(at, "Throughput")
+    assert float(high.split()[0].replace(",", "")) > 2 * float(low.split()[0].replace(",", ""))
+
+
+def test_the_stage_moves_up_when_the_model_stops_fitting_one_gpu():
+    at = app()
+    small = stage_heading(at)
+    at.sidebar.selectbox(key="model").set_value("llama-3.1-70b")
+    at.sidebar.select_slider(key="gpus").set_value(4)
+    at.run()
+    assert not at.exception
+    big = stage_heading(at)
+    stage = lambda h: int(h.split("stage ")[1][0])  # noqa: E731
+    assert stage(big) >= 4 > stage(small)
+    # the toggles describe a single-GPU deployment: the page says what to change instead of failing
+    assert any("tensor-parallel sharding" in e.value for e in at.error)
+    at.sidebar.toggle(key="tp_on").set_value(True).run()
+    assert not at.exception and not at.error
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"rate": 0.0}, "above 0 req/s"),
+    ({"model": "llama-2-7b", "prompt": 8192}, "context"),
+    ({"model": "deepseek-v3"}, "does not fit"),
+])
+def test_bad_input_gives_a_message_and_the_page_keeps_working(change, words):
+    at = app()
+    widgets = {"rate": at.sidebar.slider, "prompt": at.sidebar.select_slider, "model": at.sidebar.selectbox}
+    for key, value in change.items():
+        widgets[key](key=key).set_value(value)
+    at.run()
+    assert not at.exception
+    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+    at.sidebar.slider(key="rate").set_value(2.0)
+    at.sidebar.selectbox(key="model").set_value("llama-3.1-8b")
+    at.sidebar.select_slider(key="prompt").set_value(512)
+    at.run()
+    assert not at.exception and not at.error
+
+
+def test_walkthrough_steps_through_the_five_stages():
+    at = app()
+    at.switch_page("views/walkthrough.py").run()
+    assert not at.exception
+    seen = []
+    for _ in range(5):
+        seen.append(next(h.value for h in at.header if h.value.startswith("Stage")))
+        nxt = next(b for b in at.button if b.label == "Next")
+        if nxt.disabled:
+            break
+        nxt.click().run()
+        assert not at.exception
+    assert [s.split(":")[0] for s in seen] == [f"Stage {i}" for i in range(1, 6)]
+    next(b for b in at.button if b.label == "Back").click().run()
+    assert next(h.value for h in at.header if h.value.startswith("Stage")).startswith("Stage 4")
+
+
+def test_scenario_cards_load_their_inputs_into_the_lab():
+    at = app()
+    at.switch_page("views/scenarios.py").run()
+    assert not at.exception
+    assert len([b for b in at.button if b.label == "Load into the Lab"]) >= 5
+    next(b for b in at.button if b.key == "load_bigmodel").click().run()
+    assert not at.exception
+    assert at.session_state["model"] == "llama-3.1-70b" and at.session_state["gpus"] == 4
+    assert "stage 4" in stage_heading(at)
+
+
+def test_bottlenecks_and_tradeoffs_pages_render():
+    at = app()
+    for page, heading in (("views/bottlenecks.py", "Bottlenecks"), ("views/tradeoffs.py", "Decision trade-offs")):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert at.title[0].value == heading
+    assert len(at.dataframe) >= 5  # one A/B table per trade-off that can run here

@@ -1,0 +1,210 @@
+"""Rules & sources: every rule is cited, every demo opens the Lab on a workload that shows its
+claim, every teaching assumption is filled in from the code, and the page works end to end."""
+import datetime
+import json
+import re
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core import advisor, catalog
+from core.assumptions import assumptions, fill, values
+from core.lab import LabInputs, current_config
+from core.simulate import SimConfig
+from core.workload import LENGTH_DISTS
+from ui import state
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "core" / "data"
+RULES = advisor.rules()
+IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur"]
+SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
+PAGE = "views/rules.py"
+
+
+# ---------------------------------------------------------------- citations
+
+def test_the_rules_other_views_name_all_exist():
+    assert list(RULES) == IDS
+    named = [r for t in json.loads((DATA / "tradeoffs.json").read_text())["tradeoffs"] for r in t["rules"]]
+    if (DATA / "stages.json").exists():
+        named += [r for s in json.loads((DATA / "stages.json").read_text())["stages"] for r in s.get("next_rules", [])]
+    assert set(named) <= set(RULES)
+
+
+def test_exactly_the_seeds_four_rules_are_labelled_verified():
+    assert {i for i, r in RULES.items() if r["seed_rule"]} == SEED_RULES
+
+
+@pytest.mark.parametrize("rid", IDS)
+def test_every_rule_is_cited_with_a_link_authors_venue_and_year(rid):
+    rule = RULES[rid]
+    c = rule["citation"]
+    assert rule["title"].strip() and rule["claim"].strip()
+    assert re.match(r"https?://\S+$", c["link"])
+    assert c["authors"] and all(a.strip() for a in c["authors"])
+    assert c["venue"].strip()
+    assert isinstance(c["year"], int) and 2000 <= c["year"] <= datetime.date.today().year
+    assert rule["sources"]["claim"] and rule["sources"]["authors"]
+
+
+@pytest.mark.parametrize("rid", ["pagedattention", "orca", "sarathi", "distserve", "splitwise", "vidur"])
+def test_papers_state_their_headline_number(rid):
+    assert re.search(r"\d(\.\d+)?(x|%)", RULES[rid]["claim"])
+
+
+# ---------------------------------------------------------------- demos
+
+@pytest.mark.parametrize("rid", IDS)
+def test_every_demo_is_a_valid_lab_workload(rid):
+    demo = RULES[rid]["demo"]
+    assert set(demo) <= {f.name for f in fields(LabInputs)}
+    assert RULES[rid]["demo_note"].strip()
+    current_config(LabInputs(**demo))  # raises ValueError on a workload the Lab cannot simulate
+
+
+@pytest.mark.parametrize("rid", IDS)
+def test_every_demo_value_is_a_choice_the_sidebar_offers(rid):
+    # the sidebar's select sliders refuse a value outside their options
+    x = LabInputs(**RULES[rid]["demo"])
+    assert x.model in state.MODEL_CHOICES and x.gpu in catalog.gpu_ids() and x.length_dist in LENGTH_DISTS
+    assert x.prompt_tokens in state.TOKENS and x.output_tokens in state.TOKENS[1:]
+    assert x.gpus in state.GPU_COUNTS and int(x.ttft_p99_ms) in state.TARGETS_MS
+    assert 0 < x.rate <= 100 and isinstance(x.rate, float)
+
+
+def lab(rid: str) -> dict:
+    return advisor.lab_view(LabInputs(**RULES[rid]["demo"]))
+
+
+def test_pagedattention_demo_fills_far_more_kv_than_reservation():
+    x = LabInputs(**RULES["pagedattention"]["demo"])
+    r = advisor.ab(x, "kv_cache")
+    paged, reserved = r.on.summary, r.off.summary
+    assert paged["kv_utilization"] > 2 * reserved["kv_utilization"]
+    assert paged["mean_batch"] > reserved["mean_batch"]
+    assert paged["throughput_tok_s"] > 1.3 * reserved["throughput_tok_s"]
+    assert advisor.lab_view(x)["recommendation"].stage == 3
+
+
+@pytest.mark.parametrize("rid", ["vllm_docs", "orca"])
+def test_continuous_batching_demos_cut_the_wait_that_request_level_batching_imposes(rid):
+    r = advisor.ab(LabInputs(**RULES[rid]["demo"]), "continuous_batching")
+    static, continuous = r.off.summary, r.on.summary
+    assert continuous["stable"]
+    assert continuous["goodput_req_s"] > 5 * static["goodput_req_s"]
+    assert continuous["ttft_ms"]["p99"] < static["ttft_ms"]["p99"] / 100
+
+
+def test_tensor_parallel_demo_holds_a_model_one_gpu_cannot():
+    x = LabInputs(**RULES["tensorrt_llm"]["demo"])
+    with pytest.raises(ValueError, match="does not fit one"):
+        current_config(replace(x, tensor_parallel=False))
+    view = advisor.lab_view(x)
+    weights = next(g for g in view["gauges"] if g.id == "weights")
+    assert view["config"].tp > 1 and weights.ratio < 0.5
+    assert view["recommendation"].stage == 4 and view["recommendation"].met
+
+
+def test_triton_demo_serves_the_load_with_batching_replicas():
+    view = lab("triton")
+    assert view["result"].summary["replicas"] > 1
+    assert view["recommendation"].stage == 3 and view["recommendation"].met
+
+
+def test_sarathi_demo_chunked_prefill_cuts_the_decode_stalls():
+    x = LabInputs(**RULES["sarathi"]["demo"])
+    chunked = advisor.run(current_config(x)).summary
+    whole = advisor.run(current_config(replace(x, chunked_prefill=False))).summary
+    assert chunked["itl_ms"]["p99"] < whole["itl_ms"]["p99"] / 2
+    assert chunked["tpot_ms"]["p99"] <= x.tpot_ms < whole["tpot_ms"]["p99"]
+    assert chunked["ttft_ms"]["p99"] <= x.ttft_p99_ms
+
+
+@pytest.mark.parametrize("rid", ["distserve", "splitwise"])
+def test_disaggregation_demos_recommend_a_prefill_pool(rid):
+    view = lab(rid)
+    rec = view["recommendation"]
+    assert rec.stage == 5 and rec.met
+    assert view["current_misses"]  # the colocated replicas the toggles describe miss a target
+    assert next(c for c in view["path"] if c["id"] == "prefill_pool")["on"]
+
+
+def test_vidur_demo_simulates_thousands_of_requests_step_by_step():
+    view = lab("vidur")
+    s = view["result"].summary
+    assert s["requests"] == RULES["vidur"]["demo"]["requests"] and s["steps"] > s["requests"]
+    assert view["recommendation"].met
+
+
+# ---------------------------------------------------------------- teaching assumptions
+
+def test_every_assumption_placeholder_is_filled():
+    items = assumptions()
+    assert len({a["id"] for a in items}) == len(items)
+    for a in items:
+        assert a["title"].strip() and a["text"].strip()
+        assert "{" not in a["text"] and "}" not in a["text"], a["id"]
+
+
+def test_the_seeds_three_assumptions_come_first_with_what_the_simulator_does_instead():
+    items = assumptions()
+    assert [bool(a.get("seed_text")) for a in items[:4]] == [True, True, True, False]
+    assert all(a["seed_text"] != a["text"] for a in items[:3])
+
+
+def test_assumptions_quote_the_fitted_constants_and_the_kv_sizes_of_the_catalog():
+    text = " ".join(a["text"] for a in assumptions())
+    v = values()
+    for key in ("eta_bw", "eta_gemm", "fit_median", "fit_points", "engine_step_us", "kv_llama70b", "kv_deepseek"):
+        assert v[key] in text
+    assert v["kv_llama70b"] == f"{catalog.get_model('llama-3.1-70b').kv_bytes_per_token() / 1024:.0f} KiB"
+
+
+def test_an_unknown_placeholder_is_refused_not_shown():
+    with pytest.raises(KeyError, match="nope"):
+        fill("a {nope} here")
+    assert fill("{a} and {b}", {"a": "1 ms", "b": "2 GB"}) == "1 ms and 2 GB"
+
+
+def test_what_is_left_out_is_not_a_setting_of_the_simulator():
+    knobs = {f.name for f in fields(SimConfig)}
+    for absent in ("prefix_caching", "speculative", "pipeline_parallel", "pp", "kv_dtype", "expert_parallel"):
+        assert absent not in knobs
+
+
+# ---------------------------------------------------------------- the page
+
+@pytest.fixture(scope="module")
+def page():
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def test_page_shows_every_rule_with_its_button_and_the_assumptions(page):
+    assert sorted(b.key for b in page.button) == sorted(f"demo_{i}" for i in IDS)
+    assert all(b.label == "Show in the Lab" for b in page.button)
+    shown = " ".join(m.value for m in page.markdown) + " ".join(c.value for c in page.caption)
+    assert shown.count("Verified rule") == 4
+    assert shown.count("Teaching assumption") == len(assumptions())
+    for r in RULES.values():
+        assert r["title"] in shown and r["citation"]["link"] in shown
+
+
+def test_every_show_in_the_lab_button_opens_the_lab_on_its_demo():
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at.run()
+    for rid in IDS:
+        demo = RULES[rid]["demo"]
+        at.switch_page(PAGE).run()
+        at.button(key=f"demo_{rid}").click().run()
+        assert not at.exception, rid
+        assert at.title[0].value == "LLM Serving Design Lab"  # the Lab opened
+        assert at.session_state["model"] == demo["model"] and at.session_state["gpus"] == demo["gpus"]
+        assert at.session_state["rate"] == demo["rate"] and at.session_state["prompt"] == demo["prompt_tokens"]
+        assert not at.error, rid  # the demo's workload simulates

@@ -1,0 +1,42 @@
+"""Normal evolution scenarios: cards that set the workload, left to right."""
+import streamlit as st
+
+from core import advisor, catalog
+from ui import cache, charts, state
+
+st.title("Normal evolution scenarios")
+st.markdown("Click left to right for the intended demo path. Each card changes the **workload inputs**, not the "
+            "architecture: the recommended stage follows from simulating them.")
+
+cards = advisor.scenarios()
+with st.spinner("Simulating each card's workload..."):
+    recs = []
+    for card in cards:
+        inp = advisor.scenario_inputs(card)
+        recs.append(advisor.recommend(cache.stages(inp), inp))
+
+
+def _open(card: dict) -> None:
+    state.load(card["inputs"])
+
+
+for row in range(0, len(cards), 3):
+    cols = st.columns(3)
+    for col, card, rec, i in zip(cols, cards[row:row + 3], recs[row:row + 3], range(row, row + 3)):
+        with col.container(border=True):
+            st.markdown(f"**{i + 1}. {card['title']}** {card['icon']}")
+            st.caption(card["story"])
+            x = card["inputs"]
+            st.markdown(f"{x['rate']:g} req/s · {x['prompt_tokens']:,} in / {x['output_tokens']:,} out tokens  \n"
+                        f"{catalog.get_model(x['model']).name} on {x['gpus']} x {x['gpu'].upper()}  \n"
+                        f"p99 TTFT target {advisor.fmt_ms(x['ttft_p99_ms'])}")
+            st.markdown(f":violet-badge[Stage {rec.stage}: {rec.name}]" if rec.met else
+                        f":red-badge[No stage meets the targets]")
+            if st.button("Load into the Lab", key=f"load_{card['id']}", on_click=_open, args=(card,), type="primary",
+                         icon=":material/arrow_forward:"):
+                st.switch_page("views/lab.py", query_params={})  # the sidebar binds the URL itself
+
+st.altair_chart(charts.line(
+    [dict(step=i + 1, stage=r.stage, card=c["title"]) for i, (c, r) in enumerate(zip(cards, recs))],
+    "step", "stage", "card along the path (left to right)", "recommended stage (1-5)",
+    "The recommended stage along the path never goes back"), width="stretch")

@@ -1,0 +1,80 @@
+"""Guided walkthrough: the five stages, one at a time, each simulated on the current workload."""
+import streamlit as st
+
+from core import advisor
+from core.lab import STAGES
+from ui import cache, charts, state, widgets
+
+st.title("Guided walkthrough")
+st.markdown("Reason about it one step at a time: each stage below is simulated on the workload in the sidebar, "
+            "and shows what improved on the stage before it, what limits it now, and the rule that motivates the "
+            "next step.")
+
+inputs = state.inputs()
+try:
+    inputs.validate()
+except ValueError as e:
+    widgets.show_error(e, "This workload")
+    st.stop()
+with st.spinner("Simulating the five stages..."):
+    outcomes = cache.stages(inputs)
+rec = advisor.recommend(outcomes, inputs)
+notes, rules = advisor.stage_notes(), advisor.rules()
+
+def _step(by: int) -> None:
+    st.session_state["walk_stage"] = min(5, max(1, st.session_state.get("walk_stage", 1) + by))
+
+
+k = st.session_state.setdefault("walk_stage", 1)
+back, mid, nxt = st.columns([1, 4, 1])
+back.button("Back", icon=":material/arrow_back:", disabled=k == 1, width="stretch", on_click=_step, args=(-1,))
+nxt.button("Next", icon=":material/arrow_forward:", disabled=k == 5, width="stretch", on_click=_step, args=(1,))
+mid.progress(k / 5, text=f"Stage {k} of 5: {STAGES[k]}" + (" (the stage this workload needs)" if k == rec.stage else ""))
+
+o, prev, note = outcomes[k - 1], outcomes[k - 2] if k > 1 else None, notes[k]
+st.header(f"Stage {k}: {o.name}")
+st.markdown(f"**What it adds.** {note['adds']}")
+if o.error:
+    st.warning(f"This stage cannot run here: {o.error}.", icon=":material/block:")
+else:
+    s = o.summary
+    st.caption(f"Simulated: {advisor.describe_config(o.config)}.")
+    p = prev.summary if prev is not None and prev.result is not None else None
+    cols = st.columns(4)
+    for col, (label, key, unit, scale, lower_better) in zip(cols, [
+            ("p99 TTFT", ("ttft_ms", "p99"), "ms", 1, True), ("p50 TPOT", ("tpot_ms", "p50"), "ms", 1, True),
+            ("Throughput", ("throughput_tok_s", None), "tok/s", 1, False),
+            ("Goodput", ("goodput_req_s", None), "req/s", 1, False)]):
+        v = s[key[0]][key[1]] if key[1] else s[key[0]]
+        delta = None
+        if p is not None:
+            pv = p[key[0]][key[1]] if key[1] else p[key[0]]
+            delta = f"{v - pv:+,.1f} {unit} vs stage {k - 1}"
+        col.metric(label, f"{v:,.1f} {unit}", delta=delta, delta_color="inverse" if lower_better else "normal",
+                   border=True)
+    if o.misses:
+        st.error("Misses the targets: " + "; ".join(o.misses) + ".", icon=":material/error:")
+    else:
+        st.success("Meets the targets (p99 TTFT and TPOT, with a stable queue).", icon=":material/check_circle:")
+    worst = max(advisor.gauges(o.config, o.result, inputs), key=lambda g: g.ratio)
+    st.markdown(f"**What limits it now.** {note['limit']}")
+    st.markdown(f"Measured: **{worst.name}** is the tightest gauge ({worst.reading}). {worst.why}")
+st.markdown(f"**Next step.** {note['next']}")
+for rid in note["next_rules"]:
+    r = rules.get(rid)
+    if r:
+        c = r["citation"]
+        st.markdown(f"- *{r['title']}* ({c['authors']}, {c['venue']} {c['year']}, [source]({c['link']})): {r['claim']}")
+
+st.subheader("All five stages on this workload")
+rows = []
+for x in outcomes:
+    if x.result is None:
+        rows.append(dict(stage=f"{x.stage}. {x.name}", ttft=0.0, tok=0.0, meets="cannot run"))
+    else:
+        rows.append(dict(stage=f"{x.stage}. {x.name}", ttft=x.summary["ttft_ms"]["p99"],
+                         tok=x.summary["throughput_tok_s"], meets="meets" if x.meets else "misses"))
+a, b = st.columns(2)
+a.altair_chart(charts.stage_bars(rows, "ttft", "p99 TTFT", "ms", inputs.ttft_p99_ms), width="stretch")
+b.altair_chart(charts.stage_bars(rows, "tok", "Throughput", "tok/s"), width="stretch")
+st.caption(f"Recommended: stage {rec.stage}, {rec.name}. {rec.reason}")
