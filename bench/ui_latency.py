@@ -30,7 +30,7 @@ def main(argv: list[str]) -> None:
     shot = Path(argv[argv.index("--screenshot") + 1]) if "--screenshot" in argv else None
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_page(viewport={"width": 1440, "height": 2400})
+        page = browser.new_page(viewport={"width": 1440, "height": 900})  # a laptop screen
         t0 = time.perf_counter()
         page.goto(url)
         page.wait_for_selector(CAPTION, timeout=300_000)

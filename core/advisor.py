@@ -104,13 +104,40 @@ def tp_choices(inputs: LabInputs) -> list[int]:
 
 
 def evaluate_stages(inputs: LabInputs, stop_when_met: bool = False) -> list[StageOutcome]:
+    """Every stage simulated on the workload; with stop_when_met, only up to the first that meets
+    the targets, and stage 1 settled by the utilisation law when it is plainly overloaded."""
     outcomes = []
     for stage in STAGES:
-        o = run_stage(inputs, stage)
+        o = serial_overload(inputs) if stage == 1 and stop_when_met else None
+        o = o or run_stage(inputs, stage)
         outcomes.append(o)
         if stop_when_met and o.meets:
             break
     return outcomes
+
+
+def serial_overload(inputs: LabInputs) -> StageOutcome | None:
+    """Stage 1 without simulating it, when one request at a time cannot keep up on average: each
+    request holds a GPU for its prefill and its decode steps, and utilisation = rate x that time /
+    GPUs at or above 1 means the queue grows without bound. None when it is not that clear."""
+    if inputs.trace_csv is not None:
+        return None
+    try:
+        cfg = stage_config(inputs, 1)
+    except ValueError:
+        return None
+    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
+    kw = dict(launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)
+    prefill = costmodel.steptime(gpu, model, 1, prefill_tokens=inputs.prompt_tokens, **kw)["step_ms"]
+    ctx = int(inputs.prompt_tokens + inputs.output_tokens / 2)
+    decode = costmodel.steptime(gpu, model, 1, decode_batch=1, context=ctx, **kw)["step_ms"]
+    service_s = (prefill + (inputs.output_tokens - 1) * decode) / 1e3
+    rho = inputs.rate * service_s / inputs.gpus
+    if rho < 1:
+        return None
+    return StageOutcome(1, STAGES[1], config=cfg, misses=[
+        f"each request holds a GPU for {service_s:.2f} s, so {inputs.rate:g} req/s would keep "
+        f"{inputs.gpus} GPU(s) busy {rho:.0%} of the time: the queue grows without bound"])
 
 
 @dataclass
@@ -143,7 +170,28 @@ def recommend(outcomes: list[StageOutcome], inputs: LabInputs) -> Recommendation
 
 
 def fmt_ms(ms: float) -> str:
-    return f"{ms / 1e3:.2f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    """A duration for people: ms below a second, then s, min, h."""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    s = ms / 1e3
+    if s < 60:
+        return f"{s:.2f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def cite(rule: dict) -> str:
+    """'Kwon et al., SOSP 2023': a rule's citation, short."""
+    c = rule["citation"]
+    authors = c["authors"]
+    if len(authors) == 1:
+        who = authors[0]
+    elif len(authors) == 2:
+        who = " and ".join(a.split()[-1] for a in authors)
+    else:
+        who = f"{authors[0].split()[-1]} et al."
+    return f"{who}, {c['venue']} {c['year']}"
 
 
 # ---------------------------------------------------------------- teaching data
@@ -210,7 +258,7 @@ READINGS = {
     "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB per GPU ({g.ratio:.0%})",
     "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({g.ratio:.0%})",
     "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({g.ratio:.0%})",
-    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} of a {fmt_ms(g.limit)} target ({g.ratio:.0%})",
+    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} against a {fmt_ms(g.limit)} target ({g.ratio:,.0%})",
 }
 
 
@@ -417,9 +465,15 @@ def verdict(r: ABResult) -> str:
     a, b = r.off.summary, r.on.summary
     tid = r.id
     if tid == "kv_cache":
-        return (f"Paged blocks keep {b['kv_utilization']:.0%} of allocated KV slots filled against "
-                f"{a['kv_utilization']:.0%} with maximum-length reservation, so batches average {b['mean_batch']:.0f} "
-                f"sequences instead of {a['mean_batch']:.0f} and throughput is {ratio(b['throughput_tok_s'], a['throughput_tok_s'])}.")
+        filled = (f"Paged blocks keep {b['kv_utilization']:.0%} of allocated KV slots filled against "
+                  f"{a['kv_utilization']:.0%} with maximum-length reservation")
+        if abs(b["throughput_tok_s"] / max(a["throughput_tok_s"], 1e-9) - 1) < 0.05 and a["preemptions"] == 0 \
+                and abs(b["mean_batch"] - a["mean_batch"]) < 1:
+            return (f"{filled}; but here memory does not limit the batch ({b['mean_batch']:.0f} sequences either way), "
+                    f"so paging changes little. It pays when reservations would fill the cache: raise the request "
+                    f"rate or the output length.")
+        return (f"{filled}, so batches average {b['mean_batch']:.0f} sequences instead of {a['mean_batch']:.0f} and "
+                f"throughput is {ratio(b['throughput_tok_s'], a['throughput_tok_s'])}.")
     if tid == "continuous_batching":
         return (f"Admitting requests every step cuts p99 TTFT from {fmt_ms(a['ttft_ms']['p99'])} to "
                 f"{fmt_ms(b['ttft_ms']['p99'])} and changes goodput from {a['goodput_req_s']:.2f} to "
@@ -473,9 +527,11 @@ def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
 
 
 def sweep_output(inputs: LabInputs, points: int = 8) -> list[dict]:
-    """KV cache pressure against output length."""
+    """KV cache pressure against output length, up to 16 times the current one (within the
+    model's context)."""
     rows = []
-    for f in np.geomspace(0.25, 4.0, points):
+    room = catalog.get_model(inputs.model).max_context - inputs.prompt_tokens
+    for f in np.geomspace(0.25, min(16.0, max(room / max(inputs.output_tokens, 1), 0.25)), points):
         x = replace(inputs, output_tokens=max(1, int(inputs.output_tokens * f)))
         try:
             s = run(current_config(x)).summary

@@ -132,4 +132,4 @@ def test_bottlenecks_and_tradeoffs_pages_render():
         at.switch_page(page).run()
         assert not at.exception, page
         assert at.title[0].value == heading
-    assert len(at.dataframe) >= 5  # one A/B table per trade-off that can run here
+    assert len(at.table) >= 5  # one A/B table per trade-off that can run here

@@ -1,4 +1,7 @@
-"""Cached calls into core. Keys are small frozen inputs plus the core version, never arrays."""
+"""Cached calls into core. Keys are small frozen inputs plus the core version, never arrays.
+
+Results are shared, not copied (cache_resource): pages only read them, and copying a simulation's
+arrays on every rerun would cost more than drawing them."""
 from __future__ import annotations
 
 import streamlit as st
@@ -17,27 +20,27 @@ def warm_up() -> bool:
     return True
 
 
-@st.cache_data(max_entries=48, show_spinner=False)
+@st.cache_resource(max_entries=48, show_spinner=False)
 def lab_view(inputs: LabInputs, version: str = CORE_VERSION) -> dict:
     return advisor.lab_view(inputs)
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@st.cache_resource(max_entries=24, show_spinner=False)
 def stages(inputs: LabInputs, version: str = CORE_VERSION) -> list:
     return advisor.evaluate_stages(inputs)
 
 
-@st.cache_data(max_entries=48, show_spinner=False)
+@st.cache_resource(max_entries=48, show_spinner=False)
 def tradeoff(inputs: LabInputs, tradeoff_id: str, version: str = CORE_VERSION):
     return advisor.ab(inputs, tradeoff_id)
 
 
-@st.cache_data(max_entries=24, show_spinner=False)
+@st.cache_resource(max_entries=24, show_spinner=False)
 def sweep(inputs: LabInputs, kind: str, version: str = CORE_VERSION) -> list[dict]:
     return {"rate": advisor.sweep_rate, "output": advisor.sweep_output, "tp": advisor.sweep_tp,
             "batch": advisor.sweep_batch}[kind](inputs)
 
 
-@st.cache_data(max_entries=48, show_spinner=False)
+@st.cache_resource(max_entries=48, show_spinner=False)
 def simulate_config(cfg: SimConfig, version: str = CORE_VERSION):
     return advisor.run(cfg)

@@ -13,7 +13,7 @@ from core.simulate import SimResult
 COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3aed", "muted": "#9ca3af"}
 
 
-def _thin(df: pd.DataFrame, n: int = 600) -> pd.DataFrame:
+def _thin(df: pd.DataFrame, n: int = 250) -> pd.DataFrame:
     return df if len(df) <= n else df.iloc[np.linspace(0, len(df) - 1, n).astype(int)]
 
 
@@ -79,8 +79,9 @@ def memory_split(rows: list[dict]) -> alt.Chart:
     ).properties(height=110 + 50 * df["pool"].nunique(), title="Per-GPU memory split")
 
 
-def token_timeline(res: SimResult, max_requests: int = 4, max_tokens: int = 300) -> alt.Chart:
-    """What a streaming client sees: each sampled request's tokens after its arrival."""
+def token_timeline(res: SimResult, max_requests: int = 4, max_ticks: int = 120) -> alt.Chart:
+    """What a streaming client sees: each sampled request's tokens after its arrival (at most
+    max_ticks of them drawn per request, evenly spread, the first always)."""
     st_ = res.stream
     rows, ends = [], []
     for k, req in enumerate(st_["request"][:max_requests]):
@@ -88,8 +89,10 @@ def token_timeline(res: SimResult, max_requests: int = 4, max_tokens: int = 300)
         times = times[~np.isnan(times)]
         arrival = st_["arrival_s"][k]
         label = f"request {int(req)}"
-        for i, t in enumerate(times[:max_tokens]):
-            rows.append(dict(request=label, t=(t - arrival) * 1e3, token=i + 1, kind="first token" if i == 0 else "token"))
+        picks = np.unique(np.linspace(0, len(times) - 1, min(len(times), max_ticks)).astype(int)) if len(times) else []
+        for i in picks:
+            rows.append(dict(request=label, t=(times[i] - arrival) * 1e3, token=int(i) + 1,
+                             kind="first token" if i == 0 else "token"))
         if len(times):
             ends.append(dict(request=label, t0=0.0, t1=(times[-1] - arrival) * 1e3))
     df, span = pd.DataFrame(rows), pd.DataFrame(ends)
@@ -109,20 +112,44 @@ def token_timeline(res: SimResult, max_requests: int = 4, max_tokens: int = 300)
                                     title="Token timeline: what a streaming client sees (grey: waiting for the whole answer)")
 
 
-def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: float | None = None) -> alt.Chart:
+def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: float | None = None,
+               log: bool = False) -> alt.Chart:
+    """One bar per stage, coloured by whether it meets the targets; a stage that cannot run on
+    this workload is named on the axis and marked "cannot run"."""
     df = pd.DataFrame(rows)
+    ran = df[metric].dropna()
+    base = float(ran.min()) / 4 if log and len(ran) else 0.0  # log bars need a floor above zero
+    df["label"] = ["" if pd.notna(v) else "cannot run" for v in df[metric]]
+    df[metric] = df[metric].fillna(base)
+    df["base"] = base
+    x = alt.X("stage:N", title=None, sort=None, axis=alt.Axis(labelAngle=0))
     bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("stage:N", title=None, sort=None, axis=alt.Axis(labelAngle=0, labelLimit=140)),
-        y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=alt.Scale(type="symlog")),
-        color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", "cannot run"],
+        x=x, y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=alt.Scale(type="log" if log else "linear")),
+        y2=alt.Y2("base:Q"),
+        color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", "cannot run here"],
                                                    range=[COLORS["ok"], COLORS["bad"], COLORS["muted"]]),
                         legend=alt.Legend(orient="top", title=None)),
-        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip(f"{metric}:Q", format=",.1f", title=f"{title} ({unit})")])
-    layers = [bars]
+        tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("name:N", title="design"),
+                 alt.Tooltip(f"{metric}:Q", format=",.3g", title=f"{title} ({unit})")])
+    missing = alt.Chart(df).mark_text(dy=-8, color=COLORS["muted"]).encode(
+        x=x, y=alt.Y("base:Q"), text=alt.Text("label:N"))
+    layers = [bars, missing]
     if target:
         layers.append(alt.Chart(pd.DataFrame({"t": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
                       .encode(y=alt.Y("t:Q")))
     return alt.layer(*layers).properties(height=240, title=title)
+
+
+def stage_path(rows: list[dict]) -> alt.Chart:
+    """The recommended stage of each scenario card, in path order."""
+    df = pd.DataFrame(rows)
+    return alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after",
+                                   color=COLORS["accent"]).encode(
+        x=alt.X("card:N", sort=None, title="scenario cards, left to right", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("stage:Q", title="recommended stage", scale=alt.Scale(domain=[0.5, 5.5]),
+                axis=alt.Axis(values=[1, 2, 3, 4, 5], format="d")),
+        tooltip=[alt.Tooltip("card:N"), alt.Tooltip("stage:Q"), alt.Tooltip("name:N", title="design")],
+    ).properties(height=220, title="The recommended stage along the path never goes back")
 
 
 def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: str, log_x: bool = False,

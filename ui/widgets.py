@@ -43,11 +43,13 @@ def diagram_dot(path: list[dict]) -> str:
 
 
 def gauge(g: Gauge) -> None:
+    """A gauge in two elements (a labelled bar, then why and the knob): every element costs the
+    browser time on each slider move."""
     with st.container(border=True):
-        st.markdown(f"**{g.name}** &nbsp; :{STATUS_COLOR[g.status]}-badge[{STATUS_ICON[g.status]} {STATUS_WORD[g.status]}]")
-        st.progress(min(max(g.ratio, 0.0), 1.0), text=g.reading)
-        st.caption(g.why)
-        st.caption(f":material/tune: **Knob:** {g.knob}" + (f"  \n{g.detail}" if g.detail else ""))
+        st.progress(min(max(g.ratio, 0.0), 1.0),
+                    text=f"**{g.name}** :{STATUS_COLOR[g.status]}-badge[{STATUS_ICON[g.status]} "
+                         f"{STATUS_WORD[g.status]}]  \n{g.reading}")
+        st.caption(f"{g.why}  \n:material/tune: **Knob:** {g.knob}" + (f"  \n{g.detail}" if g.detail else ""))
 
 
 def headline(items: list[dict], columns: int = 4) -> None:

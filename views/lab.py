@@ -23,8 +23,8 @@ st.subheader(f"Recommended shape: stage {rec.stage}, {rec.name}")
 st.markdown(rec.reason)
 st.graphviz_chart(widgets.diagram_dot(view["path"]), width="stretch")
 with st.expander("What each component does"):
-    for c in view["path"]:
-        st.markdown(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}")
+    st.markdown("\n".join(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}"
+                           for c in view["path"]))
 
 st.subheader("Current architecture")
 if view["current_error"]:
@@ -46,10 +46,14 @@ for i, g in enumerate(view["gauges"]):
         widgets.gauge(g)
 
 st.subheader("Live charts")
-a, b = st.columns(2)
-a.altair_chart(charts.queue_and_batch(res), width="stretch")
-b.altair_chart(charts.kv_blocks(res), width="stretch")
-a, b = st.columns(2)
-a.altair_chart(charts.ttft_cdf(res, inputs.ttft_p99_ms), width="stretch")
-b.altair_chart(charts.memory_split(view["memory"]), width="stretch")
-st.altair_chart(charts.token_timeline(res), width="stretch")
+# one chart at a time: only the open tab's chart is built and sent, which keeps a slider move fast
+CHARTS = {
+    "Queue and batch": lambda: charts.queue_and_batch(res),
+    "KV blocks": lambda: charts.kv_blocks(res),
+    "TTFT distribution": lambda: charts.ttft_cdf(res, inputs.ttft_p99_ms),
+    "Memory split": lambda: charts.memory_split(view["memory"]),
+    "Token timeline": lambda: charts.token_timeline(res),
+}
+for tab, draw in zip(st.tabs(list(CHARTS), key="chart", bind="query-params"), CHARTS.values()):
+    if tab.open:
+        tab.altair_chart(draw(), width="stretch")

@@ -36,7 +36,5 @@ for row in range(0, len(cards), 3):
                          icon=":material/arrow_forward:"):
                 st.switch_page("views/lab.py", query_params={})  # the sidebar binds the URL itself
 
-st.altair_chart(charts.line(
-    [dict(step=i + 1, stage=r.stage, card=c["title"]) for i, (c, r) in enumerate(zip(cards, recs))],
-    "step", "stage", "card along the path (left to right)", "recommended stage (1-5)",
-    "The recommended stage along the path never goes back"), width="stretch")
+st.altair_chart(charts.stage_path([dict(card=f"{i + 1}. {c['title']}", stage=r.stage, name=r.name)
+                                   for i, (c, r) in enumerate(zip(cards, recs))]), width="stretch")

@@ -37,8 +37,8 @@ for t in advisor.TRADEOFFS:
         st.markdown(f":green-badge[Gains] {t['gains']}")
         st.markdown(f":red-badge[Costs] {t['costs']}")
         st.markdown(f":blue-badge[Choose it when] {t['choose_when']}")
-        links = [f"[{rules[r]['citation']['venue'].split(' ')[0]} {rules[r]['citation']['year']}: "
-                 f"{rules[r]['title'][:60]}]({rules[r]['citation']['link']})" for r in t["rules"] if r in rules]
+        links = [f"[{rules[r]['citation']['label']}]({rules[r]['citation']['link']}) ({advisor.cite(rules[r])})"
+                 for r in t["rules"] if r in rules]
         if links:
             st.caption("Sources: " + "; ".join(links))
     with right:
@@ -57,9 +57,9 @@ for t in advisor.TRADEOFFS:
                                   "waiting for the whole answer": ["", "", f"{s['e2e_s']['p50']:.2f} s",
                                                                    f"{s['e2e_s']['p99']:.2f} s"]})
         else:
-            table = pd.DataFrame({"metric": [r[0] for r in ROWS],
-                                  f"off: {ab.off_label}": [f(ab.off.summary) for _, f in ROWS],
-                                  f"on: {ab.on_label}": [f(ab.on.summary) for _, f in ROWS]})
-        st.dataframe(table, hide_index=True, width="stretch")
+            st.caption(f"**Off:** {ab.off_label}.  \n**On:** {ab.on_label}.")
+            table = pd.DataFrame({"metric": [r[0] for r in ROWS], "off": [f(ab.off.summary) for _, f in ROWS],
+                                  "on": [f(ab.on.summary) for _, f in ROWS]})
+        st.table(table.set_index(table.columns[0]))
         if ab.note:
             st.caption(ab.note)

@@ -41,17 +41,18 @@ else:
     st.caption(f"Simulated: {advisor.describe_config(o.config)}.")
     p = prev.summary if prev is not None and prev.result is not None else None
     cols = st.columns(4)
-    for col, (label, key, unit, scale, lower_better) in zip(cols, [
-            ("p99 TTFT", ("ttft_ms", "p99"), "ms", 1, True), ("p50 TPOT", ("tpot_ms", "p50"), "ms", 1, True),
-            ("Throughput", ("throughput_tok_s", None), "tok/s", 1, False),
-            ("Goodput", ("goodput_req_s", None), "req/s", 1, False)]):
-        v = s[key[0]][key[1]] if key[1] else s[key[0]]
+    for col, (label, get, show, lower_better) in zip(cols, [
+            ("p99 TTFT", lambda x: x["ttft_ms"]["p99"], advisor.fmt_ms, True),
+            ("p50 TPOT", lambda x: x["tpot_ms"]["p50"], lambda v: f"{v:.1f} ms", True),
+            ("Throughput", lambda x: x["throughput_tok_s"], lambda v: f"{v:,.0f} tok/s", False),
+            ("Goodput", lambda x: x["goodput_req_s"], lambda v: f"{v:.2f} req/s", False)]):
+        v = get(s)
         delta = None
         if p is not None:
-            pv = p[key[0]][key[1]] if key[1] else p[key[0]]
-            delta = f"{v - pv:+,.1f} {unit} vs stage {k - 1}"
-        col.metric(label, f"{v:,.1f} {unit}", delta=delta, delta_color="inverse" if lower_better else "normal",
-                   border=True)
+            pv = get(p)
+            change = (v / pv - 1) if pv > 0 else 0.0
+            delta = f"{change:+.0%} vs stage {k - 1}" if pv > 0 else f"from 0 at stage {k - 1}"
+        col.metric(label, show(v), delta=delta, delta_color="inverse" if lower_better else "normal", border=True)
     if o.misses:
         st.error("Misses the targets: " + "; ".join(o.misses) + ".", icon=":material/error:")
     else:
@@ -63,18 +64,19 @@ st.markdown(f"**Next step.** {note['next']}")
 for rid in note["next_rules"]:
     r = rules.get(rid)
     if r:
-        c = r["citation"]
-        st.markdown(f"- *{r['title']}* ({c['authors']}, {c['venue']} {c['year']}, [source]({c['link']})): {r['claim']}")
+        st.markdown(f"- *{r['title']}* ([{r['citation']['label']}]({r['citation']['link']}), {advisor.cite(r)}): "
+                    f"{r['claim']}")
 
 st.subheader("All five stages on this workload")
 rows = []
 for x in outcomes:
     if x.result is None:
-        rows.append(dict(stage=f"{x.stage}. {x.name}", ttft=0.0, tok=0.0, meets="cannot run"))
+        rows.append(dict(stage=f"Stage {x.stage}", name=x.name, ttft=None, tok=None, meets="cannot run here"))
     else:
-        rows.append(dict(stage=f"{x.stage}. {x.name}", ttft=x.summary["ttft_ms"]["p99"],
+        rows.append(dict(stage=f"Stage {x.stage}", name=x.name, ttft=x.summary["ttft_ms"]["p99"] / 1e3,
                          tok=x.summary["throughput_tok_s"], meets="meets" if x.meets else "misses"))
 a, b = st.columns(2)
-a.altair_chart(charts.stage_bars(rows, "ttft", "p99 TTFT", "ms", inputs.ttft_p99_ms), width="stretch")
-b.altair_chart(charts.stage_bars(rows, "tok", "Throughput", "tok/s"), width="stretch")
+a.altair_chart(charts.stage_bars(rows, "ttft", "p99 TTFT", "s, log scale", inputs.ttft_p99_ms / 1e3, log=True),
+               width="stretch")
+b.altair_chart(charts.stage_bars(rows, "tok", "Throughput", "output tok/s"), width="stretch")
 st.caption(f"Recommended: stage {rec.stage}, {rec.name}. {rec.reason}")
