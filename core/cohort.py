@@ -22,7 +22,7 @@ from .jit import engine_jit
 from .kvcache import blocks_for
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_ROWS,
                      M_SUM_CTX, M_TOKENS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_NFRESH, P_NSAMPLED,
-                     P_S, P_STORED, P_USED, Q_LAST_DECODE, R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_STATE,
+                     P_S, P_S_BLOCK, P_S_SPLIT, P_STORED, P_USED, Q_LAST_DECODE, R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_STATE,
                      R_STREAM, R_V, R_W, S_DECODE)
 from .queues import heap_push, heap_remove
 
@@ -87,7 +87,7 @@ def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
 @engine_jit
 def blocks_needed(PI, BKT, r, cfg):
     """New KV blocks the cohort takes this step (paged KV)."""
-    return BKT[r, B_BLOCK, PI[r, P_S] % cfg[C_BLOCK]]
+    return BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
 
 
 @engine_jit
@@ -103,10 +103,10 @@ def add_step(PI, BKT, r, cfg, kv_heads, paged, mix):
         return
     S = PI[r, P_S]
     if paged:
-        PI[r, P_USED] += BKT[r, B_BLOCK, S % cfg[C_BLOCK]]
+        PI[r, P_USED] += BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
     split = cfg[C_SPLIT]
     if split > 0:  # split-KV kernel: one thread block per partition of each context
-        PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, S % split]  # contexts entering a new partition
+        PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, PI[r, P_S_SPLIT]]  # contexts entering a new partition
         mix[M_CTAS] += kv_heads * PI[r, P_COH_PARTS]
     else:  # one thread block per sequence and KV head
         mix[M_CTAS] += kv_heads * m
@@ -115,6 +115,17 @@ def add_step(PI, BKT, r, cfg, kv_heads, paged, mix):
     mix[M_SUM_CTX] += PI[r, P_COH_V] + m * (S + 1)
     mix[M_ROWS] += m
     PI[r, P_COH_STEPPED] = 1
+
+
+@engine_jit
+def advance(PI, r, cfg):
+    """The cohort has decoded one step: S and its phases move on."""
+    PI[r, P_S] += 1
+    b = PI[r, P_S_BLOCK] + 1
+    PI[r, P_S_BLOCK] = 0 if b == cfg[C_BLOCK] else b
+    if cfg[C_SPLIT] > 0:
+        k = PI[r, P_S_SPLIT] + 1
+        PI[r, P_S_SPLIT] = 0 if k == cfg[C_SPLIT] else k
 
 
 @engine_jit

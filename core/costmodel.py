@@ -57,10 +57,10 @@ KV_HEADS = 14  # KV heads per GPU (thread blocks per decoding sequence)
 HEAD_W = 15  # LM head bytes per GPU
 HEAD_FLOPS = 16  # LM head FLOPs per sampled row per GPU
 ALLREDUCE_BYTES = 17  # bytes all-reduced per token per all-reduce (hidden x activation bytes)
-BW = 18  # effective HBM read bandwidth, B/s
-BW_PER_CTA = 19  # bandwidth one attention thread block can pull, B/s
-F_GEMM = 20  # effective GEMM FLOP/s
-F_ATTN = 21  # effective attention FLOP/s
+S_BYTE = 18  # seconds per byte streamed from HBM (1 / effective bandwidth)
+S_CTA_BYTE = 19  # seconds per byte for one attention thread block (1 / its bandwidth)
+S_FLOP = 20  # seconds per GEMM FLOP (1 / effective FLOP/s)
+S_ATTN_FLOP = 21  # seconds per attention FLOP
 MOE_BW_EFF = 22  # fraction of BW that grouped expert GEMMs reach
 T_LAYER = 23  # per-layer small-kernel overhead on the GPU, s
 T_ISSUE_DECODE = 24  # eager: host time to issue one layer of a decode step, s
@@ -68,7 +68,7 @@ T_ISSUE_PREFILL = 25  # eager: host time to issue one layer of a prefill step, s
 ISSUE_SHARED = 26  # fraction of a prefill layer's issue time shared with the decode path
 LAUNCH = 27  # 0 CUDA graphs, 1 eager, 2 auto (graphs for decode-only steps)
 TP = 28
-LINK_BW = 29  # all-reduce bandwidth per GPU per direction, B/s
+S_LINK_BYTE = 29  # seconds per byte on the tensor-parallel link, per GPU per direction
 LINK_LAT = 30  # latency of one all-reduce, s
 T_STEP = 31  # serving engine's per-step host overhead, s
 KV_SPLIT = 32  # split-KV partition of the decode attention kernel in tokens (0: no split)
@@ -156,10 +156,12 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[HEAD_W] = model.vocab / tp * h * wb
     p[HEAD_FLOPS] = 2 * model.vocab / tp * h
     p[ALLREDUCE_BYTES] = h * act
-    p[BW] = gpu.hbm_tbps * 1e12 * eff.eta_bw
-    p[BW_PER_CTA] = p[BW] / (eff.cta_saturation * gpu.sms)
-    p[F_GEMM] = gpu.peak_flops(dtype) * eff.eta_gemm
-    p[F_ATTN] = gpu.peak_flops("bf16") * eff.eta_attn
+    # rates stored as their inverses (seconds per byte, per FLOP): the engine multiplies, every step
+    bw = gpu.hbm_tbps * 1e12 * eff.eta_bw
+    p[S_BYTE] = 1.0 / bw
+    p[S_CTA_BYTE] = eff.cta_saturation * gpu.sms / bw
+    p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm)
+    p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
     p[T_LAYER] = (eff.t_layer_engine_us if engine == "vllm" else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
@@ -167,7 +169,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[ISSUE_SHARED] = eff.issue_shared
     p[LAUNCH] = LAUNCH_MODES[launch]
     p[TP] = tp
-    p[LINK_BW] = gpu.tp_link_gbps(tp) * 1e9 * eff.link_eff if tp > 1 else 0.0
+    p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(tp) * 1e9 * eff.link_eff) if tp > 1 else 0.0
     p[LINK_LAT] = eff.link_latency_us * 1e-6
     p[T_STEP] = eff.engine_step_us * 1e-6 if engine == "vllm" else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
@@ -231,9 +233,9 @@ def linear_time(p, tokens):
     if tokens <= 0:
         return 0.0
     dense_layers = p[LAYERS] - p[MOE_LAYERS]
-    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens / p[F_GEMM], p[DENSE_W] / p[BW])
+    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens * p[S_FLOP], p[DENSE_W] * p[S_BYTE])
     if p[MOE_LAYERS] > 0:
-        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens / p[F_GEMM], p[MOE_DENSE_W] / p[BW])
+        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens * p[S_FLOP], p[MOE_DENSE_W] * p[S_BYTE])
     return t
 
 
@@ -244,12 +246,12 @@ def experts_time(p, tokens):
         return 0.0
     flops = p[EXPERT_FLOPS] * p[TOPK] * tokens
     bytes_ = experts_touched(p, tokens) * p[EXPERT_W]
-    return p[MOE_LAYERS] * soft_max(flops / p[F_GEMM], bytes_ / (p[BW] * p[MOE_BW_EFF]))
+    return p[MOE_LAYERS] * soft_max(flops * p[S_FLOP], bytes_ * p[S_BYTE] / p[MOE_BW_EFF])
 
 
 @engine_jit
 def elementwise_time(p, tokens):
-    return p[LAYERS] * tokens * p[ACT_BYTES] / p[BW]
+    return p[LAYERS] * tokens * p[ACT_BYTES] * p[S_BYTE]
 
 
 @engine_jit
@@ -265,9 +267,9 @@ def decode_attention_time(p, sum_ctx, ctas):
     """All decoding sequences of a step: read every cached token's K and V once per layer."""
     if sum_ctx <= 0:
         return 0.0
-    bw = min(p[BW], ctas * p[BW_PER_CTA])
-    t_mem = p[LAYERS] * sum_ctx * p[KV_BYTES] / bw
-    t_flops = p[LAYERS] * sum_ctx * p[DEC_PAIR_FLOPS] / p[F_ATTN]
+    s_byte = max(p[S_BYTE], p[S_CTA_BYTE] / ctas)  # too few thread blocks cannot pull full bandwidth
+    t_mem = p[LAYERS] * sum_ctx * p[KV_BYTES] * s_byte
+    t_flops = p[LAYERS] * sum_ctx * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
     return max(t_mem, t_flops)
 
 
@@ -277,8 +279,8 @@ def prefill_attention_time(p, new_tokens, cached):
     if new_tokens <= 0:
         return 0.0
     pairs = new_tokens * (cached + (new_tokens + 1) / 2.0)
-    t_flops = p[LAYERS] * pairs * p[PRE_PAIR_FLOPS] / p[F_ATTN]
-    t_mem = p[LAYERS] * (cached + new_tokens) * p[KV_BYTES] / p[BW]
+    t_flops = p[LAYERS] * pairs * p[PRE_PAIR_FLOPS] * p[S_ATTN_FLOP]
+    t_mem = p[LAYERS] * (cached + new_tokens) * p[KV_BYTES] * p[S_BYTE]
     return max(t_flops, t_mem)
 
 
@@ -286,7 +288,7 @@ def prefill_attention_time(p, new_tokens, cached):
 def lm_head_time(p, rows):
     if rows <= 0:
         return 0.0
-    return soft_max(p[HEAD_FLOPS] * rows / p[F_GEMM], p[HEAD_W] / p[BW])
+    return soft_max(p[HEAD_FLOPS] * rows * p[S_FLOP], p[HEAD_W] * p[S_BYTE])
 
 
 @engine_jit
@@ -296,7 +298,7 @@ def allreduce_time(p, tokens):
     if tp <= 1 or tokens <= 0:
         return 0.0
     bytes_ = tokens * p[ALLREDUCE_BYTES]
-    one = p[LINK_LAT] + 2.0 * (tp - 1.0) / tp * bytes_ / p[LINK_BW]
+    one = p[LINK_LAT] + 2.0 * (tp - 1.0) / tp * bytes_ * p[S_LINK_BYTE]
     return 2.0 * p[LAYERS] * one
 
 

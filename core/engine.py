@@ -29,12 +29,10 @@ Tables and their columns are named in layout.py; simulate.py builds them and rea
 import math
 
 import numpy as np
-from numba import njit
-
-from .jit import engine_jit
 
 from . import cohort
 from . import costmodel as cm
+from .jit import engine_jit, step_jit
 from .kvcache import blocks_for, can_admit, paged_growth
 from .layout import *  # noqa: F403 (column names of the engine's tables)
 from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
@@ -50,6 +48,15 @@ def itl_bin(gap):
     if b >= ITL_BINS:
         return ITL_BINS - 1
     return b
+
+
+@engine_jit
+def itl_bin_near(gap, b, edges):
+    """itl_bin(gap), checking bin b first: successive steps of a replica mostly fall in one bin,
+    and a comparison costs far less than a logarithm."""
+    if edges[b] <= gap < edges[b + 1]:
+        return b
+    return itl_bin(gap)
 
 
 @engine_jit
@@ -159,7 +166,7 @@ def add_explicit(RI, PI, SLOTS, r, q, n, p, mix):
 
 # ---------------------------------------------------------------- one step of one replica
 
-@njit(cache=True, _nrt=False, inline="always")
+@step_jit
 def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p, mix):
     """The running requests' share of the step: the cohort decodes (one token each), and prompt
     chunks in progress continue in admission order. When KV blocks run out, the newest running
@@ -216,7 +223,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
     return budget, preempted
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@step_jit
 def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
     """Admit waiting requests in arrival order while budget, slots and blocks allow; requests whose
     KV cache has landed from a prefill replica come first."""
@@ -276,7 +283,7 @@ def _admit(RI, PI, SLOTS, r, q, n, p, mix):
     add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@step_jit
 def schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix):
     """Choose what replica r computes in its next step; returns the tokens it will process."""
     policy = cfg[C_POLICY]
@@ -301,7 +308,7 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix):
     return mix[M_TOKENS]
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@step_jit
 def step_duration(p, mix, scratch):
     """Cost-model time of the scheduled step's token mix."""
     return cm.step_breakdown(p, mix[M_TOKENS], mix[M_DECODES], mix[M_SUM_CTX], mix[M_CTAS], mix[M_PREFILL_ATTN],
@@ -322,8 +329,9 @@ def finish(RI, RF, PI, r, q, t, static):
         release(RI, PI, r, q)
 
 
-@njit(cache=True, _nrt=False, inline="always")
-def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of, static, paged):
+@step_jit
+def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of, static,
+                    paged):
     """The cohort's tokens of a finished step: gaps, streamed samples, and the members done."""
     m = PI[r, P_COH_N]
     fresh = 0
@@ -338,9 +346,11 @@ def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, s
     PI[r, P_NFRESH] = 0
     gap = t - PF[r, Q_LAST_DECODE]  # everyone else decoded in the cohort's previous step
     if m > fresh:
-        itl_hist[itl_bin(gap)] += m - fresh
+        b = itl_bin_near(gap, PI[r, P_ITL_BIN], itl_edges)
+        PI[r, P_ITL_BIN] = b
+        itl_hist[b] += m - fresh
         of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
-    PI[r, P_S] += 1
+    cohort.advance(PI, r, cfg)
     PF[r, Q_LAST_DECODE] = t
     S = PI[r, P_S]
     if PI[r, P_NSAMPLED] > 0:
@@ -361,16 +371,16 @@ def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, s
     return finished
 
 
-@njit(cache=True, _nrt=False, inline="always")
-def complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of, rr_decode):
+@step_jit
+def complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of, rr_decode):
     """Apply replica r's finished step at time t; returns the number of requests that finished."""
     policy = cfg[C_POLICY]
     static = policy == STATIC
     paged = policy >= VLLM
     finished = 0
     if PI[r, P_COH_STEPPED] == 1:
-        finished += complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of,
-                                    static, paged)
+        finished += complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t,
+                                    stream_ids, of, static, paged)
         PI[r, P_COH_STEPPED] = 0
     leaving = 0
     for k in range(PI[r, P_NSCHED]):
@@ -524,12 +534,14 @@ def stored_tokens(PI, r):
     return PI[r, P_STORED] + PI[r, P_COH_V] + PI[r, P_COH_N] * PI[r, P_S]
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@step_jit
 def record(trace, oi, t, dt, mix, r, PI, bs):
     """Keep every stride-th step; when full, drop every other row and double the stride, so a
     run of any length keeps at most trace.shape[0] evenly spread rows."""
-    if oi[O_EVENTS] % oi[O_TRACE_STRIDE] != 0:
+    if oi[O_TRACE_SKIP] > 0:
+        oi[O_TRACE_SKIP] -= 1
         return
+    oi[O_TRACE_SKIP] = oi[O_TRACE_STRIDE] - 1
     k = oi[O_TRACE_N]
     running = waiting = used = empty = active = xfer = 0
     for j in range(PI.shape[0]):
@@ -559,18 +571,74 @@ def record(trace, oi, t, dt, mix, r, PI, bs):
                 trace[i, c] = trace[2 * i, c]
         k = half
         oi[O_TRACE_STRIDE] *= 2
+        oi[O_TRACE_SKIP] = oi[O_TRACE_STRIDE] - 1
     oi[O_TRACE_N] = k
 
 
 # ---------------------------------------------------------------- the loop
 
+@step_jit
+def integrate(PI, of, span):
+    """Requests in each part of the system, integrated over time (for Little's law)."""
+    for r in range(PI.shape[0]):
+        in_queues = PI[r, P_NWAIT] + PI[r, P_NRUN] - PI[r, P_NHELD]
+        if PI[r, P_POOL] == POOL_DECODE:
+            of[OF_AREA_DECODE] += in_queues * span
+            of[OF_AREA_XFER] += PI[r, P_NXFER] * span
+        else:
+            of[OF_AREA_FRONT] += in_queues * span
+
+
+@step_jit
+def next_event(RF, PI, PF, nxt, next_tick, skip):
+    """The time of the next event other than replica `skip`'s step end: an arrival, another
+    replica's step end, a replica ready, a KV transfer landing, an autoscaler tick."""
+    t_next = RF[nxt, F_ARRIVAL] if nxt < RF.shape[0] else np.inf
+    for r in range(PI.shape[0]):
+        if r != skip and PF[r, Q_BUSY] < t_next:
+            t_next = PF[r, Q_BUSY]
+        if PI[r, P_STATE] == STARTING and PF[r, Q_READY_AT] < t_next:
+            t_next = PF[r, Q_READY_AT]
+        if PI[r, P_FHEAD] >= 0 and RF[PI[r, P_FHEAD], F_XFER_DONE] < t_next:
+            t_next = RF[PI[r, P_FHEAD], F_XFER_DONE]
+    return min(t_next, next_tick)
+
+
+@step_jit
+def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of):
+    """Schedule replica r's next step at time t and account for it; returns its duration, or -1
+    when there is nothing it can run."""
+    p = params[r]
+    if schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix) == 0:
+        return -1.0
+    dt = step_duration(p, mix, scratch)
+    PF[r, Q_BUSY] = t + dt
+    PF[r, Q_STEP_START] = t
+    PI[r, P_STEPS] += 1
+    oi[O_STEPS] += 1
+    oi[O_SEQS_SCHEDULED] += PI[r, P_COH_N] * PI[r, P_COH_STEPPED] + PI[r, P_NSCHED]
+    explicit = mix[M_TOKENS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
+    stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r)
+    bs = cfg[C_BLOCK]
+    of[OF_KV_DATA_S] += stored_after * dt
+    of[OF_KV_ALLOC_S] += PI[r, P_USED] * bs * dt
+    if PI[r, P_USED] > PI[r, P_PEAK]:
+        PI[r, P_PEAK] = PI[r, P_USED]
+    free = PI[r, P_BLOCKS] - PI[r, P_USED]
+    if free < oi[O_MIN_FREE]:
+        oi[O_MIN_FREE] = free
+    record(trace, oi, t, dt, mix, r, PI, bs)
+    return dt
+
+
 @engine_jit
-def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, oi, of, work_i, work_f):
+def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
+        work_i, work_f):
     """Simulate until every request has finished. Requests must be sorted by arrival.
-    work_i (2 ints) and work_f (NM + 10 floats) are scratch space."""
+    itl_edges: the histogram's bin edges (ITL_BINS + 1, in s); work_i (2 ints) and work_f
+    (NM + 10 floats) are scratch space."""
     n = RI.shape[0]
     R = PI.shape[0]
-    bs = cfg[C_BLOCK]
     n_pre = cfg[C_N_PREFILL]
     gate_hi = n_pre if n_pre > 0 else R
     rr = work_i[0:1]  # round-robin positions at the gateway and in the decode pool
@@ -580,7 +648,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
     inf = np.inf
     next_tick = cf[G_SCALE_INTERVAL] if cfg[C_AUTOSCALE] else inf
     oi[O_TRACE_STRIDE] = 1
-    min_free = 1 << 62
+    oi[O_MIN_FREE] = 1 << 62
     t = 0.0
     nxt = 0
     done = 0
@@ -588,29 +656,11 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
         if oi[O_STEPS] >= cfg[C_MAX_STEPS]:
             oi[O_STEP_LIMIT] = 1
             break
-        # ---- the next event: an arrival, a step or transfer ending, a replica ready, a tick
-        t_next = RF[nxt, F_ARRIVAL] if nxt < n else inf
-        for r in range(R):
-            if PF[r, Q_BUSY] < t_next:
-                t_next = PF[r, Q_BUSY]
-            if PI[r, P_STATE] == STARTING and PF[r, Q_READY_AT] < t_next:
-                t_next = PF[r, Q_READY_AT]
-            if PI[r, P_FHEAD] >= 0 and RF[PI[r, P_FHEAD], F_XFER_DONE] < t_next:
-                t_next = RF[PI[r, P_FHEAD], F_XFER_DONE]
-        if next_tick < t_next:
-            t_next = next_tick
+        t_next = next_event(RF, PI, PF, nxt, next_tick, -1)
         if t_next == inf:
             oi[O_DEADLOCK] = 1
             break
-        # ---- requests in each part of the system, integrated over time (Little's law)
-        span = t_next - t
-        for r in range(R):
-            in_queues = PI[r, P_NWAIT] + PI[r, P_NRUN] - PI[r, P_NHELD]
-            if PI[r, P_POOL] == POOL_DECODE:
-                of[OF_AREA_DECODE] += in_queues * span
-                of[OF_AREA_XFER] += PI[r, P_NXFER] * span
-            else:
-                of[OF_AREA_FRONT] += in_queues * span
+        integrate(PI, of, t_next - t)
         t = t_next
 
         # ---- steps that end now
@@ -619,8 +669,8 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
                 continue
             PF[r, Q_BUSY] = inf
             PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
-            done += complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, stream_t, stream_ids, of,
-                                  rr_decode)
+            done += complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids,
+                                  of, rr_decode)
 
         # ---- replicas and transfers
         for r in range(R):
@@ -652,36 +702,17 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
                 continue
             if PI[r, P_NWAIT] == 0 and PI[r, P_NRUN] == 0:
                 continue
-            p = params[r]
-            if schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix) == 0:
-                continue
-            dt = step_duration(p, mix, scratch)
-            PF[r, Q_BUSY] = t + dt
-            PF[r, Q_STEP_START] = t
-            PI[r, P_STEPS] += 1
-            oi[O_STEPS] += 1
-            oi[O_SEQS_SCHEDULED] += PI[r, P_COH_N] * PI[r, P_COH_STEPPED] + PI[r, P_NSCHED]
-            explicit = mix[M_TOKENS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
-            stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r)
-            of[OF_KV_DATA_S] += stored_after * dt
-            of[OF_KV_ALLOC_S] += PI[r, P_USED] * bs * dt
-            if PI[r, P_USED] > PI[r, P_PEAK]:
-                PI[r, P_PEAK] = PI[r, P_USED]
-            free = PI[r, P_BLOCKS] - PI[r, P_USED]
-            if free < min_free:
-                min_free = free
-            total_used = 0
-            for j in range(R):
-                total_used += PI[j, P_USED]
-            if total_used > oi[O_PEAK_USED]:
-                oi[O_PEAK_USED] = total_used
-            record(trace, oi, t, dt, mix, r, PI, bs)
-            oi[O_EVENTS] += 1
+            start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of)
+        # the cluster's KV blocks in use peak when steps start (blocks are taken then)
+        total_used = 0
+        for r in range(R):
+            total_used += PI[r, P_USED]
+        if total_used > oi[O_PEAK_USED]:
+            oi[O_PEAK_USED] = total_used
 
     # ---- close the books
     for r in range(R):
         if PI[r, P_STATE] != OFF:
             PF[r, Q_GPU_S] += t - PF[r, Q_ON_SINCE]
         oi[O_PREEMPTS] += PI[r, P_PREEMPTS]
-    oi[O_MIN_FREE] = min_free
     of[OF_END] = t

@@ -28,7 +28,10 @@ S_PENDING, S_WAITING, S_PREFILL, S_DECODE, S_XFER_WAIT, S_XFER, S_HELD, S_DONE =
 (P_HEAD, P_TAIL, P_NWAIT, P_NRUN, P_BLOCKS, P_USED, P_POOL, P_STATE, P_NSCHED, P_STORED, P_QTOKENS,
  P_XHEAD, P_XTAIL, P_FHEAD, P_FTAIL, P_NXFER, P_PEAK, P_STEPS, P_PREEMPTS, P_NHELD, P_RHEAD, P_RTAIL,
  P_NPRE, P_S, P_COH_N, P_COH_V, P_COH_PARTS, P_NFRESH, P_HEAPN, P_NSAMPLED, P_COH_STEPPED, P_LHEAD, P_LTAIL,
- NPI) = range(34)
+ P_S_BLOCK, P_S_SPLIT, P_ITL_BIN, NPI) = range(37)
+# P_S_BLOCK, P_S_SPLIT: the decode-step counter P_S modulo the block size and the split-KV
+# partition, kept as counters because an integer division per step would cost more than the step;
+# P_ITL_BIN: the histogram bin of the cohort's last inter-token gap (the next is usually the same)
 # waiting queue (P_HEAD/P_TAIL), running list in admission order (P_RHEAD/P_RTAIL, through
 # R_RPREV/R_RNEXT), KV transfers waiting for blocks (P_XHEAD/P_XTAIL) and in flight
 # (P_FHEAD/P_FTAIL), and landed with their KV in place, waiting for a decode slot (P_LHEAD/P_LTAIL);
@@ -70,7 +73,7 @@ M_TOKENS, M_DECODES, M_SUM_CTX, M_CTAS, M_PREFILL_ATTN, M_CHUNKS, M_ROWS, NM = r
 
 # ---- scalar outputs
 (O_STEPS, O_PREEMPTS, O_PEAK_USED, O_MIN_FREE, O_TRACE_N, O_TRACE_STRIDE, O_DEADLOCK, O_SEQS_SCHEDULED,
- O_EVENTS, O_STEP_LIMIT, NOI) = range(11)
+ O_TRACE_SKIP, O_STEP_LIMIT, NOI) = range(11)
 (OF_KV_DATA_S, OF_KV_ALLOC_S, OF_END, OF_MAX_ITL, OF_AREA_FRONT, OF_AREA_XFER, OF_AREA_DECODE,
  NOF) = range(8)
 # areas: requests in the gateway's pool, in KV transfer, and in the decode pool, integrated over time

@@ -31,9 +31,9 @@ def itl_from_histogram(hist: np.ndarray, mean_s: float) -> dict:
     return out
 
 
-def backlog(arrival: np.ndarray, finish: np.ndarray, t: float) -> int:
-    """Requests that have arrived by time t and not yet finished."""
-    return int(np.searchsorted(arrival, t, side="right") - np.searchsorted(np.sort(finish), t, side="right"))
+def backlog(arrival: np.ndarray, finish_sorted: np.ndarray, t: float) -> int:
+    """Requests that have arrived by time t and not yet finished (arrival and finish sorted)."""
+    return int(np.searchsorted(arrival, t, side="right") - np.searchsorted(finish_sorted, t, side="right"))
 
 
 def is_stable(arrival: np.ndarray, finish: np.ndarray) -> bool:
@@ -43,6 +43,7 @@ def is_stable(arrival: np.ndarray, finish: np.ndarray) -> bool:
     n = len(arrival)
     if n < 20:
         return True
+    finish = np.sort(finish)
     mid = backlog(arrival, finish, arrival[n // 2])
     end = backlog(arrival, finish, arrival[-1])
     growing = end > 1.5 * mid + 3 * np.sqrt(mid + 1) + 5

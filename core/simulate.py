@@ -266,11 +266,12 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     trace = np.zeros((cfg.trace_cap, L.NT))
     stream_t = np.full((len(stream_ids), cfg.stream_cap), np.nan)
     itl_hist = np.zeros(L.ITL_BINS, np.int64)
+    itl_edges = 10.0 ** (L.ITL_LO + np.arange(L.ITL_BINS + 1) / L.ITL_PER_DECADE)
     oi = np.zeros(L.NOI, np.int64)
     of = np.zeros(L.NOF)
     work_i, work_f = np.zeros(2, np.int64), np.zeros(L.NM + 10)
-    args = (RI, RF, PI, PF, SLOTS, BKT, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, oi, of,
-            work_i, work_f)
+    args = (RI, RF, PI, PF, SLOTS, BKT, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
+            of, work_i, work_f)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
                 itl_hist=itl_hist, oi=oi, of=of)
 
@@ -297,12 +298,12 @@ def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
 
 def _result(cfg, wl, pools, a, wall, gpu, max_len) -> SimResult:
     RI, RF, PI, PF, oi, of = a["RI"], a["RF"], a["PI"], a["PF"], a["oi"], a["of"]
-    requests = dict(arrival_s=RF[:, L.F_ARRIVAL].copy(), scheduled_s=RF[:, L.F_SCHED].copy(),
-                    first_token_s=RF[:, L.F_FIRST].copy(), finish_s=RF[:, L.F_FINISH].copy(),
-                    prompt_tokens=RI[:, L.R_PROMPT].copy(), output_tokens=RI[:, L.R_OUTPUT].copy(),
-                    generated_tokens=RI[:, L.R_GENERATED].copy(), preemptions=RI[:, L.R_PREEMPTS].copy(),
-                    replica=RI[:, L.R_REPLICA].copy(), xfer_ready_s=RF[:, L.F_XFER_READY].copy(),
-                    xfer_start_s=RF[:, L.F_XFER_START].copy(), xfer_done_s=RF[:, L.F_XFER_DONE].copy())
+    # columns of the engine's tables, as views (the tables are not used again)
+    requests = dict(arrival_s=RF[:, L.F_ARRIVAL], scheduled_s=RF[:, L.F_SCHED], first_token_s=RF[:, L.F_FIRST],
+                    finish_s=RF[:, L.F_FINISH], prompt_tokens=RI[:, L.R_PROMPT], output_tokens=RI[:, L.R_OUTPUT],
+                    generated_tokens=RI[:, L.R_GENERATED], preemptions=RI[:, L.R_PREEMPTS],
+                    replica=RI[:, L.R_REPLICA], xfer_ready_s=RF[:, L.F_XFER_READY],
+                    xfer_start_s=RF[:, L.F_XFER_START], xfer_done_s=RF[:, L.F_XFER_DONE])
     k = int(oi[L.O_TRACE_N])
     trace = {name: a["trace"][:k, i].copy() for i, name in enumerate(L.TRACE_COLUMNS)}
     trace["stride"] = int(oi[L.O_TRACE_STRIDE])
