@@ -612,7 +612,8 @@ def describe_config(cfg: SimConfig) -> str:
               "orca": "continuous batching, reserved KV", "vllm": "continuous batching + paged attention",
               "sarathi": "continuous batching + paged attention + chunked prefill"}[cfg.policy]
     gpus = cfg.gpus or cfg.tp
+    model = catalog.get_model(cfg.model).label()
     if cfg.disagg:
-        return (f"{policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
+        return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
                 f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
-    return f"{policy}; {gpus // cfg.tp} replica(s) x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"
+    return f"{model}, {policy}; {gpus // cfg.tp} replica(s) x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"

@@ -133,3 +133,15 @@ def test_bottlenecks_and_tradeoffs_pages_render():
         assert not at.exception, page
         assert at.title[0].value == heading
     assert len(at.table) >= 5  # one A/B table per trade-off that can run here
+
+
+def test_the_scenario_path_never_goes_back_a_stage():
+    from core import advisor
+    stages = []
+    for card in advisor.scenarios():
+        inputs = advisor.scenario_inputs(card)
+        rec = advisor.recommend(advisor.evaluate_stages(inputs, stop_when_met=True), inputs)
+        assert rec.met, card["id"]
+        stages.append(rec.stage)
+    assert stages == sorted(stages)
+    assert stages[0] == 1 and stages[-1] == 5 and len(set(stages)) == 5  # the path walks all five
