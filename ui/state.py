@@ -11,6 +11,7 @@ import streamlit as st
 from core import catalog
 from core.lab import LabInputs
 from core.workload import LENGTH_DISTS
+from ui import widgets
 
 DEFAULTS = LabInputs()
 TOKENS = [1, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768,
@@ -123,6 +124,17 @@ def inputs() -> LabInputs:
         requests=int(ss.get("requests", DEFAULTS.requests)), seed=int(ss.get("seed", DEFAULTS.seed)),
         router=ss.get("router", DEFAULTS.router), dtype=ss.get("dtype", DEFAULTS.dtype),
         trace_csv=ss.get(TRACE_KEY))
+
+
+def valid_inputs() -> LabInputs:
+    """The current inputs, or, when they cannot be simulated, a message saying what to change and the page ends."""
+    current = inputs()
+    try:
+        current.validate()
+    except ValueError as e:
+        widgets.show_error(e, "This workload")
+        st.stop()
+    return current
 
 
 # widget key -> LabInputs field, for load()

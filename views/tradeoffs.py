@@ -3,18 +3,13 @@ import pandas as pd
 import streamlit as st
 
 from core import advisor
-from ui import cache, state, widgets
+from ui import cache, state
 
 st.title("Decision trade-offs")
 st.markdown("Why this changes: six choices the design makes as the workload grows. Each is simulated off and on, "
             "on the sidebar's workload.")
 
-inputs = state.inputs()
-try:
-    inputs.validate()
-except ValueError as e:
-    widgets.show_error(e, "This workload")
-    st.stop()
+inputs = state.valid_inputs()
 rules = advisor.rules()
 
 ROWS = [("p50 TTFT", lambda s: advisor.fmt_ms(s["ttft_ms"]["p50"])),

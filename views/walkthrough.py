@@ -3,19 +3,14 @@ import streamlit as st
 
 from core import advisor
 from core.lab import STAGES
-from ui import cache, charts, state, widgets
+from ui import cache, charts, state
 
 st.title("Guided walkthrough")
 st.markdown("Reason about it one step at a time: each stage below is simulated on the workload in the sidebar, "
             "and shows what improved on the stage before it, what limits it now, and the rule that motivates the "
             "next step.")
 
-inputs = state.inputs()
-try:
-    inputs.validate()
-except ValueError as e:
-    widgets.show_error(e, "This workload")
-    st.stop()
+inputs = state.valid_inputs()
 with st.spinner("Simulating the five stages..."):
     outcomes = cache.stages(inputs)
 rec = advisor.recommend(outcomes, inputs)
