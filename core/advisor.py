@@ -8,17 +8,16 @@ question share one answer.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from . import catalog, costmodel
+from . import catalog
 from .lab import STAGES, LabInputs, auto_tp, current_config, disagg_splits, min_tp, stage_config
-from .memory import plan_memory
-from .simulate import SimConfig, SimResult, simulate
+from .memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from .simulate import SimConfig, SimResult, simulate, steptime
 from .workload import diurnal_schedule
 
 DATA = Path(__file__).parent / "data"
@@ -126,11 +125,9 @@ def serial_overload(inputs: LabInputs) -> StageOutcome | None:
         cfg = stage_config(inputs, 1)
     except ValueError:
         return None
-    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
-    kw = dict(launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)
-    prefill = costmodel.steptime(gpu, model, 1, prefill_tokens=inputs.prompt_tokens, **kw)["step_ms"]
+    prefill = steptime(cfg, 1, prefill_tokens=inputs.prompt_tokens)["step_ms"]
     ctx = int(inputs.prompt_tokens + inputs.output_tokens / 2)
-    decode = costmodel.steptime(gpu, model, 1, decode_batch=1, context=ctx, **kw)["step_ms"]
+    decode = steptime(cfg, 1, decode_batch=1, context=ctx)["step_ms"]
     service_s = (prefill + (inputs.output_tokens - 1) * decode) / 1e3
     rho = inputs.rate * service_s / inputs.gpus
     if rho < 1:
@@ -219,7 +216,7 @@ def scenario_inputs(scenario: dict, base: LabInputs | None = None) -> LabInputs:
 
 # ---------------------------------------------------------------- the architecture path
 
-COMPONENTS = json.loads((DATA / "components.json").read_text())["components"]
+COMPONENTS = _data("components.json")["components"]
 
 
 def architecture_path(stage: int, inputs: LabInputs) -> list[dict]:
@@ -270,17 +267,14 @@ def decode_capacity(cfg: SimConfig, result: SimResult) -> tuple[float, int]:
     """The most output tokens/s this deployment could sustain: every replica at the largest batch
     its slots and KV blocks hold, at the workload's mean context, with each request's prefill
     taking its share of the GPU time (unless a prefill pool does it)."""
-    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     pool = result.pools[-1]  # the decode side
     wl = result.workload
     prompt, out = float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean())
     ctx = prompt + out / 2
     kv_seqs = int(pool.plan.kv_tokens // max(ctx, 1))
     batch = max(1, min(cfg.max_seqs if cfg.policy != "serial" else 1, kv_seqs))
-    kw = dict(launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)
-    step_s = costmodel.steptime(gpu, model, pool.tp, decode_batch=batch, context=int(ctx), **kw)["step_ms"] / 1e3
-    prefill_s = 0.0 if cfg.disagg else costmodel.steptime(gpu, model, pool.tp, prefill_tokens=max(1, int(prompt)),
-                                                          **kw)["step_ms"] / 1e3
+    step_s = steptime(cfg, pool.tp, decode_batch=batch, context=int(ctx))["step_ms"] / 1e3
+    prefill_s = 0.0 if cfg.disagg else steptime(cfg, pool.tp, prefill_tokens=max(1, int(prompt)))["step_ms"] / 1e3
     req_s = 1.0 / (prefill_s + out * step_s / batch)
     return req_s * out * pool.replicas, batch
 
@@ -345,10 +339,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
 
 
 def prefill_ms(cfg: SimConfig, inputs: LabInputs) -> float:
-    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
-    tp = cfg.prefill_tp or cfg.tp
-    return costmodel.steptime(gpu, model, tp, prefill_tokens=inputs.prompt_tokens, launch=cfg.launch, dtype=cfg.dtype,
-                              attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)["step_ms"]
+    return steptime(cfg, cfg.prefill_tp or cfg.tp, prefill_tokens=inputs.prompt_tokens)["step_ms"]
 
 
 # ---------------------------------------------------------------- headline numbers
@@ -386,7 +377,7 @@ def memory_split(result: SimResult) -> list[dict]:
 
 # ---------------------------------------------------------------- trade-offs
 
-TRADEOFFS = json.loads((DATA / "tradeoffs.json").read_text())["tradeoffs"]
+TRADEOFFS = _data("tradeoffs.json")["tradeoffs"]
 
 
 @dataclass
@@ -440,9 +431,10 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
     if tid == "disaggregation":
         g = max(gpus, 2 * tp)
         wide = replace(here, gpus=g)
-        on = run_stage(wide, 5).config
-        if on is None:
-            raise ValueError(run_stage(wide, 5).error)
+        stage5 = run_stage(wide, 5)
+        if stage5.config is None:
+            raise ValueError(stage5.error)
+        on = stage5.config
         return replace(base, gpus=g), on, (f"both on {g} GPUs; the prefill pool has {on.prefill_gpus} of them "
                                            f"(tp={on.prefill_tp}), the decode pool {g - on.prefill_gpus} (tp={on.decode_tp})")
     if tid == "autoscaling":
@@ -520,9 +512,8 @@ def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
             s = run(current_config(x)).summary
         except ValueError:
             continue
-        running = s["mean_batch"]
         rows.append(dict(rate=x.rate, ttft_p99_ms=s["ttft_ms"]["p99"], tpot_p50_ms=s["tpot_ms"]["p50"],
-                         stable=s["stable"], mean_batch=running, throughput_tok_s=s["throughput_tok_s"]))
+                         stable=s["stable"], mean_batch=s["mean_batch"], throughput_tok_s=s["throughput_tok_s"]))
     return rows
 
 
@@ -550,11 +541,11 @@ def sweep_tp(inputs: LabInputs) -> list[dict]:
         if model.heads % tp:
             continue
         try:
-            p = plan_memory(gpu, model, tp, inputs.block_size, 0.9, inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
+            p = plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,
+                            inputs.dtype)
             rows.append(dict(tp=tp, weights_gb=p.weights_bytes / 1e9, kv_gb=p.kv_pool_bytes / 1e9,
                              usable_gb=p.usable_bytes / 1e9, fits=True))
         except ValueError:
-            from .memory import weight_bytes_per_gpu, usable_bytes
             rows.append(dict(tp=tp, weights_gb=weight_bytes_per_gpu(model, tp, inputs.dtype) / 1e9, kv_gb=0.0,
                              usable_gb=usable_bytes(gpu) / 1e9, fits=False))
     return rows
@@ -563,14 +554,12 @@ def sweep_tp(inputs: LabInputs) -> list[dict]:
 def sweep_batch(inputs: LabInputs) -> list[dict]:
     """Decode throughput of one replica against batch size (cost model), at the workload's context."""
     cfg = current_config(inputs)
-    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     ctx = int(inputs.prompt_tokens + inputs.output_tokens / 2)
     rows = []
     for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512):
         if b > max(cfg.max_seqs, 1) * 2:
             break
-        st = costmodel.steptime(gpu, model, cfg.tp, decode_batch=b, context=ctx, launch=cfg.launch, dtype=cfg.dtype,
-                                attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead)
+        st = steptime(cfg, decode_batch=b, context=ctx)
         rows.append(dict(batch=b, step_ms=st["step_ms"], tok_s=b / st["step_ms"] * 1e3))
     return rows
 

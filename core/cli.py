@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("memory", help="per-GPU memory plan and KV blocks")
     _add_shape_args(p)
     p.add_argument("--block-size", type=_positive_int, default=16, help="tokens per KV block")
-    p.add_argument("--mem-util", type=_number, default=0.9, help="fraction of GPU memory the engine may use")
+    p.add_argument("--mem-util", type=_number, default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
     p.add_argument("--max-batched-tokens", type=_positive_int, default=8192, help="token budget of one step")
     p.add_argument("--max-seqs", type=_positive_int, default=256, help="sequences per step")
     p.set_defaults(func=cmd_memory)

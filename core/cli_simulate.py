@@ -1,10 +1,10 @@
 """`python -m core simulate`: a serving simulation from the command line."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from . import engine
+from .memory import MEM_UTIL
 from .simulate import SCALE_METRICS, SimConfig, simulate
 from .workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 
@@ -32,7 +32,7 @@ def register(sub) -> None:
     p.add_argument("--max-batched-tokens", type=_positive_int, default=8192)
     p.add_argument("--chunk", type=_positive_int, default=512)
     p.add_argument("--max-model-len", type=_positive_int, default=None)
-    p.add_argument("--mem-util", type=_number, default=0.9)
+    p.add_argument("--mem-util", type=_number, default=MEM_UTIL)
     p.add_argument("--ttft-slo-ms", type=_number, default=1000.0)
     p.add_argument("--tpot-slo-ms", type=_number, default=100.0)
     p.add_argument("--seed", type=_positive_int, default=0)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from . import catalog
-from .memory import plan_memory, smallest_fitting_tp
-from .simulate import SimConfig
+from .memory import MEM_UTIL, plan_memory, smallest_fitting_tp
+from .simulate import SimConfig, model_len_for
 from .workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 STAGES = {
@@ -99,14 +99,9 @@ def max_model_len(inputs: LabInputs, tp: int = 1) -> int:
     model's context and within what one replica's KV cache holds."""
     model = catalog.get_model(inputs.model)
     longest = inputs.prompt_tokens + inputs.output_tokens
-    if inputs.length_dist != "fixed":
-        longest *= 2
-    n = 2048
-    while n < longest:
-        n *= 2
-    n = min(n, model.max_context)
+    n = model_len_for(longest if inputs.length_dist == "fixed" else 2 * longest, model)
     try:
-        plan = plan_memory(catalog.get_gpu(inputs.gpu), model, tp, inputs.block_size, 0.9,
+        plan = plan_memory(catalog.get_gpu(inputs.gpu), model, tp, inputs.block_size, MEM_UTIL,
                            max(inputs.max_batched_tokens, inputs.max_seqs), inputs.max_seqs, inputs.dtype)
     except ValueError:
         return n  # the configuration fails later with the planner's own message
@@ -117,7 +112,7 @@ def max_model_len(inputs: LabInputs, tp: int = 1) -> int:
 
 def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
-    return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, 0.9,
+    return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, MEM_UTIL,
                                inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
 
 

@@ -16,6 +16,8 @@ DRIVER_RESERVED_GIB = 0.8
 # cuBLAS workspaces, CUDA-graph pools and NCCL buffers outside the activation estimate.
 NON_TORCH_GIB = 0.25
 NON_TORCH_TP_GIB = 0.5  # more with tensor parallelism (NCCL and custom all-reduce buffers)
+# The share of memory for weights, workspace and KV cache: vLLM's gpu_memory_utilization default.
+MEM_UTIL = 0.9
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def usable_bytes(gpu: GPU) -> float:
     return (gpu.memory_gib - DRIVER_RESERVED_GIB) * GIB
 
 
-def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = 0.9,
+def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16") -> MemoryPlan:
     """Split one GPU's memory; raises ValueError (naming the smallest tp that fits) when the
     weights and workspace leave no room for the KV cache."""
@@ -108,7 +110,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size)
 
 
-def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = 0.9,
+def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16") -> int | None:
     """The smallest tensor-parallel degree (a divisor of the head count, up to 64) whose
     per-GPU weights and workspace leave room for at least one KV block."""

@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -14,7 +13,7 @@ import numpy as np
 
 from . import catalog, costmodel, engine, layout as L
 from .kvcache import blocks_for, watermark_blocks
-from .memory import MemoryPlan, plan_memory, weight_bytes_per_gpu
+from .memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace
 
@@ -34,7 +33,7 @@ class SimConfig:
     max_batched_tokens: int = 8192
     chunk: int = 512
     max_model_len: int | None = None  # None: fitted to the workload (see default_max_model_len)
-    mem_util: float = 0.9
+    mem_util: float = MEM_UTIL
     watermark: float = 0.01  # fraction of blocks admission keeps free (vLLM's default)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     trace_csv: str | None = None  # replaces the generated workload when given
@@ -87,15 +86,27 @@ class SimResult:
         return self.summary
 
 
-def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
-    """Long enough for the workload's requests (a power of two, at least 2048), within the
+def model_len_for(longest: float, model: catalog.Model) -> int:
+    """A max model length that holds `longest` tokens: a power of two, at least 2048, within the
     model's context."""
-    p, o = spec.means()
-    longest = p + o if spec.length_dist == "fixed" else 4 * (p + o)
     n = 2048
     while n < longest:
         n *= 2
     return min(n, model.max_context)
+
+
+def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
+    """Long enough for the workload's requests, including a long tail of four times the mean."""
+    p, o = spec.means()
+    return model_len_for(p + o if spec.length_dist == "fixed" else 4 * (p + o), model)
+
+
+def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
+    """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
+    config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
+    return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp or cfg.tp,
+                              launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
+                              engine=cfg.engine_overhead, **mix)
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:

@@ -13,20 +13,19 @@ import json
 import math
 import re
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from types import SimpleNamespace
 
 from . import advisor, catalog, costmodel
 from .catalog import DTYPE_BYTES
 from .lab import LabInputs, current_config, min_tp
-from .memory import plan_memory, usable_bytes, weight_bytes_per_gpu
-from .simulate import kv_link, startup_seconds
+from .memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from .simulate import kv_link, startup_seconds, steptime
 
 TEXT = Path(__file__).parent / "data" / "tutorial.md"
 PLACEHOLDER = re.compile(r"\{([a-z0-9_]+)\}")
 NA = "n/a"
-MEM_UTIL = 0.9  # the planner's (and vLLM's) default share of memory for weights + cache
 WAIT_RHOS = (0.5, 0.8, 0.9, 0.95, 0.99)
 
 
@@ -106,9 +105,7 @@ def facts(inputs: LabInputs) -> dict:
     f["plan"] = plan
     f["batch_max"] = max(1, min(inputs.max_seqs, plan.kv_tokens // f["ctx"]))
 
-    def step(tp_=tp, **kw):
-        return costmodel.steptime(gpu, model, tp_, launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
-                                  engine=cfg.engine_overhead, **kw)
+    step = partial(steptime, cfg)  # this deployment's step, at its own tp unless given
 
     ctx, B = f["ctx"], f["batch_max"]
     f["d1"] = step(decode_batch=1, context=ctx)
@@ -295,7 +292,7 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
         kv_batch_gb=gb(inputs.max_seqs * (P + O) * f["kv_token"]),
         usable_gb=gb(f["usable"]), mem_util=f"{MEM_UTIL:.0%}", budget_gb=gb(f["budget"]),
         weights_gb_tp1=gb(f["weights_tp1"]),
-        min_tp=(f"tp=1 (one GPU)" if f["min_tp"] == 1 else
+        min_tp=("tp=1 (one GPU)" if f["min_tp"] == 1 else
                 f"tp={f['min_tp']} ({f['min_tp']} GPUs)" if f["min_tp"] else "beyond tp=64"),
         settings_note=_note(f, inputs),
     )
@@ -518,8 +515,7 @@ def roofline(inputs: LabInputs, batches: list[int]) -> list[dict]:
     active = f["d1"]["weight_bytes_read_per_gpu"] / f["wb"]
     rows = []
     for b in batches:
-        read = costmodel.steptime(f["gpu"], f["model"], cfg.tp, decode_batch=b, context=1,
-                                  dtype=cfg.dtype)["weight_bytes_read_per_gpu"]
+        read = steptime(cfg, decode_batch=b, context=1)["weight_bytes_read_per_gpu"]
         t_mem, t_flops = read / f["bw"], 2 * b * active / f["flops"]
         rows.append(dict(batch=b, tok_s=b / max(t_mem, t_flops),
                          regime="memory-bound" if t_mem >= t_flops else "compute-bound"))

@@ -39,8 +39,3 @@ def tradeoff(inputs: LabInputs, tradeoff_id: str, version: str = CORE_VERSION):
 def sweep(inputs: LabInputs, kind: str, version: str = CORE_VERSION) -> list[dict]:
     return {"rate": advisor.sweep_rate, "output": advisor.sweep_output, "tp": advisor.sweep_tp,
             "batch": advisor.sweep_batch}[kind](inputs)
-
-
-@st.cache_resource(max_entries=48, show_spinner=False)
-def simulate_config(cfg: SimConfig, version: str = CORE_VERSION):
-    return advisor.run(cfg)

@@ -31,7 +31,7 @@ for row in range(0, len(cards), 3):
                         f"{catalog.get_model(x['model']).name} on {x['gpus']} x {x['gpu'].upper()}  \n"
                         f"p99 TTFT target {advisor.fmt_ms(x['ttft_p99_ms'])}")
             st.markdown(f":violet-badge[Stage {rec.stage}: {rec.name}]" if rec.met else
-                        f":red-badge[No stage meets the targets]")
+                        ":red-badge[No stage meets the targets]")
             if st.button("Load into the Lab", key=f"load_{card['id']}", on_click=_open, args=(card,), type="primary",
                          icon=":material/arrow_forward:"):
                 st.switch_page("views/lab.py", query_params={})  # the sidebar binds the URL itself
