@@ -27,15 +27,23 @@ def diagram_dot(path: list[dict]) -> str:
             lines.append(f'{c["id"]} [label="{c["name"]}\\n(not needed yet)", fillcolor="#f8fafc", color="#cbd5e1", '
                          f'fontcolor="#94a3b8", style="rounded,filled,dashed"];')
     ids = [c["id"] for c in path]
+    on = {c["id"]: c["on"] for c in path}
     half = (len(ids) + 1) // 2
     lines.append("{rank=same; " + "; ".join(ids[:half]) + "}")
     lines.append("{rank=same; " + "; ".join(ids[half:]) + "}")
-    for i, (a, b) in enumerate(zip(ids, ids[1:])):
-        on = next(c for c in path if c["id"] == b)["on"] and next(c for c in path if c["id"] == a)["on"]
-        style = "" if on else 'style=dashed, color="#cbd5e1"'
-        if i == half - 1:  # from the end of the first row to the start of the second
-            style += (", " if style else "") + "constraint=false"
-        lines.append(f"{a} -> {b} [{style}];")
+
+    def edge(a: str, b: str, live: bool) -> None:
+        style = [] if live else ["style=dashed", 'color="#cbd5e1"']
+        if ids.index(a) < half <= ids.index(b):  # from the first row to the second: no rank constraint
+            style.append("constraint=false")
+        lines.append(f"{a} -> {b} [{', '.join(style)}];")
+
+    for a, b in zip(ids, ids[1:]):  # the full path, greyed where a part is not needed
+        if not (on[a] and on[b]):
+            edge(a, b, False)
+    needed = [i for i in ids if on[i]]
+    for a, b in zip(needed, needed[1:]):  # the path a request takes: past the parts not needed yet
+        edge(a, b, True)
     for a, b in zip(ids[:half], ids[half:]):  # keep the rows' columns aligned
         lines.append(f"{a} -> {b} [style=invis];")
     lines.append("}")
