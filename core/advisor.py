@@ -157,13 +157,18 @@ def recommend(outcomes: list[StageOutcome], inputs: LabInputs) -> Recommendation
             else:
                 prev = outcomes[i - 1]
                 why_not = prev.error or "; ".join(prev.misses)
-                reason = (f"{prev.name} falls short ({why_not}); {o.name} meets the targets "
+                reason = (f"{prev.name} falls short ({why_not}); {in_sentence(o.name)} meets the targets "
                           f"(p99 TTFT {fmt_ms(o.summary['ttft_ms']['p99'])}, p99 TPOT {o.summary['tpot_ms']['p99']:.1f} ms).")
             return Recommendation(o.stage, o.name, reason[0].upper() + reason[1:], True)
     last = outcomes[-1]
     why = last.error or "; ".join(last.misses)
     return Recommendation(5, STAGES[5], f"No stage meets the targets on {inputs.gpus} GPU(s) ({why}): add GPUs, "
                                         f"relax the targets or lower the load.", False)
+
+
+def in_sentence(name: str) -> str:
+    """A stage's name inside a sentence: lower case, but not its acronyms ("KV cache ...")."""
+    return name if name[1:2].isupper() else name[:1].lower() + name[1:]
 
 
 def fmt_ms(ms: float) -> str:
@@ -250,12 +255,17 @@ class Gauge:
         return READINGS[self.id](self)
 
 
+def share(ratio: float) -> str:
+    """A value against its limit: a percentage, or a multiple once it is far past the limit."""
+    return f"{ratio:.0%}" if ratio < 10 else f"{ratio:,.0f}x"
+
+
 READINGS = {
-    "kv": lambda g: f"peak {g.ratio:.0%} of KV blocks in use",
-    "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB per GPU ({g.ratio:.0%})",
-    "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({g.ratio:.0%})",
-    "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({g.ratio:.0%})",
-    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} against a {fmt_ms(g.limit)} target ({g.ratio:,.0%})",
+    "kv": lambda g: f"peak {share(g.ratio)} of KV blocks in use",
+    "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB usable per GPU ({share(g.ratio)})",
+    "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({share(g.ratio)})",
+    "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({share(g.ratio)})",
+    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} against a {fmt_ms(g.limit)} target ({share(g.ratio)})",
 }
 
 
@@ -303,8 +313,9 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     w = plan.weights_bytes / usable
     out.append(Gauge(
         "weights", "Per-GPU weight footprint", plan.weights_bytes / 1e9, usable / 1e9, "GB", w, _status(w, 0.5, 0.8),
-        f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}, {w:.0%} of its "
-        f"{usable / 1e9:.0f} GB; what is left (after the workspace) is KV cache.",
+        f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}, {w:.0%} of the "
+        f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; what is left "
+        f"(after the workspace) is KV cache.",
         "Turn on tensor-parallel sharding (weights / tp per GPU) or use fp8 weights.",
         detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB"))
 

@@ -33,7 +33,7 @@ def _model_label(mid: str) -> str:
 
 def _gpu_label(gid: str) -> str:
     g = catalog.get_gpu(gid)
-    return f"{g.name} ({g.memory_gib:g} GB)"
+    return f"{g.name} ({g.memory_gib:g} GiB)"
 
 
 def sidebar() -> None:

@@ -38,7 +38,7 @@ def ttft():
     st.altair_chart(charts.line(rows, "rate", "ttft_p99_ms", "request rate (req/s)", "p99 TTFT (ms, log scale)",
                                 "p99 TTFT against request rate: the knee", log_y=True, rule_y=inputs.ttft_p99_ms,
                                 rule_x=inputs.rate), width="stretch")
-    st.caption((f"Within the target up to about {knee:.2f} req/s on this deployment" if knee else
+    st.caption((f"Within the target up to about {knee:.3g} req/s on this deployment" if knee else
                 "No swept rate meets the target on this deployment") +
                f"; dashed: the {advisor.fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s.")
 
@@ -71,11 +71,11 @@ def weights():
 def decode():
     rows = cache.sweep(inputs, "batch")
     st.altair_chart(charts.line(rows, "batch", "tok_s", "decoding sequences per step (batch)",
-                                "decode throughput of one replica (tok/s)",
-                                "Decode throughput against batch: memory-bound, then compute-bound", log_x=True,
+                                "tok/s of one replica", "Decode throughput against batch", log_x=True,
                                 log_y=True, rule_x=max(s["mean_batch"], 1)), width="stretch")
-    st.caption(f"Dotted: this run's mean batch of {s['mean_batch']:.1f}. A bigger batch shares each pass over the "
-               f"weights among more tokens, until the attention reads and the FLOPs catch up.")
+    st.caption(f"Dotted: this run's mean batch of {s['mean_batch']:.1f}. Memory-bound, then compute-bound: a bigger "
+               f"batch shares each pass over the weights among more tokens, until the attention reads and the FLOPs "
+               f"catch up.")
 
 
 def slots():
