@@ -10,7 +10,17 @@ from core.simulate import SimResult
 # Channels are always typed objects (alt.X, alt.Tooltip, ...): Altair resolves shorthand strings
 # through a slow schema lookup, several milliseconds each, which would dominate a page's run.
 
+# Streamlit's theme fits a chart's whole box (title, legend, axes) into its height, which squeezes
+# the plot of a chart with a legend and clips a banded one: fit only the width, so that a chart's
+# height is its plot's own.
+FIT_WIDTH = alt.AutoSizeParams(type="fit-x", contains="padding")
+
 COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3aed", "muted": "#9ca3af"}
+
+
+def framed(chart, height: int | alt.Step, title: str):
+    """A chart's height (of its plot area, or a step per band) and title, its width the container's."""
+    return chart.properties(height=height, title=title, autosize=FIT_WIDTH)
 
 
 def _thin(df: pd.DataFrame, n: int = 250) -> pd.DataFrame:
@@ -21,14 +31,15 @@ def queue_and_batch(res: SimResult) -> alt.Chart:
     tr = res.trace
     df = pd.DataFrame({"time (s)": tr["time_s"], "waiting in queue": tr["waiting"], "running batch": tr["running"]})
     df = _thin(df).melt("time (s)", var_name="requests", value_name="count")
-    return alt.Chart(df).mark_line(interpolate="step-after").encode(
+    chart = alt.Chart(df).mark_line(interpolate="step-after").encode(
         x=alt.X("time (s):Q", title="simulated time (s)"),
         y=alt.Y("count:Q", title="requests (all replicas)"),
         color=alt.Color("requests:N", scale=alt.Scale(domain=["running batch", "waiting in queue"],
                                                       range=[COLORS["accent"], COLORS["bad"]]),
                         legend=alt.Legend(orient="top", title=None)),
         tooltip=[alt.Tooltip("time (s):Q"), alt.Tooltip("requests:N"), alt.Tooltip("count:Q")],
-    ).properties(height=240, title="Queue and running batch over time")
+    )
+    return framed(chart, 200, "Queue and running batch over time")
 
 
 def kv_blocks(res: SimResult) -> alt.Chart:
@@ -44,7 +55,7 @@ def kv_blocks(res: SimResult) -> alt.Chart:
         y=alt.Y("capacity:Q"), tooltip=[alt.Tooltip("capacity:Q", title="KV blocks in all")])
     label = alt.Chart(pd.DataFrame({"capacity": [cap], "text": [f"capacity {cap:,} blocks"]})).mark_text(
         align="left", dy=-6, color=COLORS["bad"]).encode(y=alt.Y("capacity:Q"), text=alt.Text("text:N"), x=alt.XValue(4))
-    return (area + rule + label).properties(height=240, title="KV blocks used against capacity")
+    return framed(area + rule + label, 200, "KV blocks used against capacity")
 
 
 def ttft_cdf(res: SimResult, target_ms: float) -> alt.Chart:
@@ -62,21 +73,22 @@ def ttft_cdf(res: SimResult, target_ms: float) -> alt.Chart:
         x=alt.X("target:Q"), text=alt.Text("text:N"))
     p99 = alt.Chart(pd.DataFrame({"y": [0.99]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2]).encode(
         y=alt.Y("y:Q"))
-    return (line + rule + text + p99).properties(height=240, title="Time-to-first-token distribution (CDF)")
+    return framed(line + rule + text + p99, 200, "Time-to-first-token distribution (CDF)")
 
 
 def memory_split(rows: list[dict]) -> alt.Chart:
     df = pd.DataFrame(rows)
     order = ["weights", "KV cache", "workspace", "unused"]
     df["order"] = df["part"].map(order.index)
-    return alt.Chart(df).mark_bar(size=34).encode(
+    chart = alt.Chart(df).mark_bar(size=34).encode(
         y=alt.Y("pool:N", title=None),
         x=alt.X("gb:Q", title="memory per GPU (GB)", stack="zero"),
         color=alt.Color("part:N", sort=order, title=None, legend=alt.Legend(orient="top"),
                         scale=alt.Scale(domain=order, range=["#475569", COLORS["accent"], "#f59e0b", "#e5e7eb"])),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("pool:N"), alt.Tooltip("part:N"), alt.Tooltip("gb:Q", format=".1f", title="GB")],
-    ).properties(height=110 + 50 * df["pool"].nunique(), title="Per-GPU memory split")
+    )
+    return framed(chart, alt.Step(44), "Per-GPU memory split")
 
 
 def token_timeline(res: SimResult, max_requests: int = 4, max_ticks: int = 120) -> alt.Chart:
@@ -108,8 +120,7 @@ def token_timeline(res: SimResult, max_requests: int = 4, max_ticks: int = 120) 
                         legend=alt.Legend(orient="top", title=None)),
         tooltip=[alt.Tooltip("request:N"), alt.Tooltip("token:Q"),
                  alt.Tooltip("t:Q", title="ms after arrival", format=",.1f")])
-    return (bar + ticks).properties(height=50 + 42 * len(span),
-                                    title="Token timeline: what a streaming client sees (grey: waiting for the whole answer)")
+    return framed(bar + ticks, alt.Step(34), "Token timeline: what a streaming client sees (grey: the whole answer)")
 
 
 def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: float | None = None,
@@ -137,19 +148,20 @@ def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: flo
     if target:
         layers.append(alt.Chart(pd.DataFrame({"t": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
                       .encode(y=alt.Y("t:Q")))
-    return alt.layer(*layers).properties(height=240, title=title)
+    return framed(alt.layer(*layers), 200, title)
 
 
 def stage_path(rows: list[dict]) -> alt.Chart:
     """The recommended stage of each scenario card, in path order."""
     df = pd.DataFrame(rows)
-    return alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after",
-                                   color=COLORS["accent"]).encode(
+    chart = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after",
+                                    color=COLORS["accent"]).encode(
         x=alt.X("card:N", sort=None, title="scenario cards, left to right", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("stage:Q", title="recommended stage", scale=alt.Scale(domain=[0.5, 5.5]),
                 axis=alt.Axis(values=[1, 2, 3, 4, 5], format="d")),
         tooltip=[alt.Tooltip("card:N"), alt.Tooltip("stage:Q"), alt.Tooltip("name:N", title="design")],
-    ).properties(height=220, title="The recommended stage along the path never goes back")
+    )
+    return framed(chart, 180, "The recommended stage along the path never goes back")
 
 
 def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: str, log_x: bool = False,
@@ -168,4 +180,4 @@ def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: st
     if rule_x is not None:
         layers.append(alt.Chart(pd.DataFrame({"v": [rule_x]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2])
                       .encode(x=alt.X("v:Q")))
-    return alt.layer(*layers).properties(height=260, title=title)
+    return framed(alt.layer(*layers), 200, title)

@@ -46,7 +46,7 @@ def batch_chart() -> alt.Chart | None:
     rule = alt.Chart(ridge).mark_rule(color=charts.COLORS["bad"], strokeDash=[2, 2]).encode(x="batch:Q")
     label = alt.Chart(ridge).mark_text(align="right", baseline="top", dx=-4, color=charts.COLORS["bad"]).encode(
         x="batch:Q", y=alt.value(4), text="text:N")
-    return (lines + rule + label).properties(height=320, title="Decode throughput of one replica against batch size")
+    return charts.framed(lines + rule + label, 260, "Decode throughput of one replica against batch size")
 
 
 def tp_chart() -> alt.Chart:
@@ -66,7 +66,7 @@ def tp_chart() -> alt.Chart:
     rule = alt.Chart(usable).mark_rule(color=charts.COLORS["bad"], strokeDash=[6, 4]).encode(y="gb:Q")
     label = alt.Chart(usable).mark_text(align="right", dy=-6, color=charts.COLORS["bad"]).encode(
         x=alt.value("width"), y="gb:Q", text="text:N")
-    return (bars + rule + label).properties(height=280, title="What one GPU holds as the model is sharded")
+    return charts.framed(bars + rule + label, 230, "What one GPU holds as the model is sharded")
 
 
 # the write-up, section by section, with a chart after the sections it illustrates

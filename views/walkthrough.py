@@ -54,7 +54,7 @@ else:
         st.success("Meets the targets (p99 TTFT and TPOT, with a stable queue).", icon=":material/check_circle:")
     worst = max(advisor.gauges(o.config, o.result, inputs), key=lambda g: g.ratio)
     st.markdown(f"**What limits it now.** {note['limit']}")
-    st.markdown(f"Measured: **{worst.name}** is the tightest gauge ({worst.reading}). {worst.why}")
+    st.markdown(f"Measured: **{worst.name}** is the tightest gauge. {worst.why}")  # why carries the numbers
 st.markdown(f"**Next step.** {note['next']}")
 for rid in note["next_rules"]:
     r = rules.get(rid)
