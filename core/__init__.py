@@ -6,13 +6,14 @@ import tempfile
 from pathlib import Path
 
 
-JITTED = ("jit", "layout", "kvcache", "queues", "cohort", "costmodel", "engine")  # modules with compiled code
-
-
 def _source_digest() -> str:
+    """Digest of the sources compiled into the engine: the modules with jitted functions (they
+    import from .jit), the compilation settings and the table layouts their constants come from."""
     h = hashlib.sha1()
-    for name in JITTED:
-        h.update((Path(__file__).parent / f"{name}.py").read_bytes())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        text = path.read_bytes()
+        if b"from .jit import" in text or path.name in ("jit.py", "layout.py"):
+            h.update(path.name.encode() + text)
     return h.hexdigest()[:12]
 
 

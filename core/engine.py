@@ -35,28 +35,9 @@ from . import costmodel as cm
 from .jit import engine_jit, step_jit
 from .kvcache import blocks_for, can_admit, paged_growth
 from .layout import *  # noqa: F403 (column names of the engine's tables)
+from .fastforward import decode_run, quiet
 from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
-
-
-@engine_jit
-def itl_bin(gap):
-    if gap <= 0.0:
-        return 0
-    b = int((math.log10(gap) - ITL_LO) * ITL_PER_DECADE)
-    if b < 0:
-        return 0
-    if b >= ITL_BINS:
-        return ITL_BINS - 1
-    return b
-
-
-@engine_jit
-def itl_bin_near(gap, b, edges):
-    """itl_bin(gap), checking bin b first: successive steps of a replica mostly fall in one bin,
-    and a comparison costs far less than a logarithm."""
-    if edges[b] <= gap < edges[b + 1]:
-        return b
-    return itl_bin(gap)
+from .tally import integrate, itl_bin, itl_bin_near, record
 
 
 @engine_jit
@@ -527,67 +508,7 @@ def autoscale(PI, PF, cfg, cf, t):
                 return
 
 
-# ---------------------------------------------------------------- step trace (bounded)
-
-@engine_jit
-def stored_tokens(PI, r):
-    return PI[r, P_STORED] + PI[r, P_COH_V] + PI[r, P_COH_N] * PI[r, P_S]
-
-
-@step_jit
-def record(trace, oi, t, dt, mix, r, PI, bs):
-    """Keep every stride-th step; when full, drop every other row and double the stride, so a
-    run of any length keeps at most trace.shape[0] evenly spread rows."""
-    if oi[O_TRACE_SKIP] > 0:
-        oi[O_TRACE_SKIP] -= 1
-        return
-    oi[O_TRACE_SKIP] = oi[O_TRACE_STRIDE] - 1
-    k = oi[O_TRACE_N]
-    running = waiting = used = empty = active = xfer = 0
-    for j in range(PI.shape[0]):
-        running += PI[j, P_NRUN]
-        waiting += PI[j, P_NWAIT]
-        used += PI[j, P_USED]
-        empty += PI[j, P_USED] * bs - stored_tokens(PI, j)
-        xfer += PI[j, P_NXFER]
-        if PI[j, P_STATE] != OFF:
-            active += 1
-    trace[k, T_TIME] = t
-    trace[k, T_STEP] = dt
-    trace[k, T_PREFILL] = mix[M_TOKENS] - mix[M_DECODES]
-    trace[k, T_DECODE] = mix[M_DECODES]
-    trace[k, T_RUNNING] = running
-    trace[k, T_WAITING] = waiting
-    trace[k, T_USED] = used
-    trace[k, T_EMPTY_SLOTS] = empty
-    trace[k, T_REPLICA] = r
-    trace[k, T_ACTIVE] = active
-    trace[k, T_XFER] = xfer
-    k += 1
-    if k == trace.shape[0]:
-        half = k // 2
-        for i in range(half):
-            for c in range(NT):
-                trace[i, c] = trace[2 * i, c]
-        k = half
-        oi[O_TRACE_STRIDE] *= 2
-        oi[O_TRACE_SKIP] = oi[O_TRACE_STRIDE] - 1
-    oi[O_TRACE_N] = k
-
-
 # ---------------------------------------------------------------- the loop
-
-@step_jit
-def integrate(PI, of, span):
-    """Requests in each part of the system, integrated over time (for Little's law)."""
-    for r in range(PI.shape[0]):
-        in_queues = PI[r, P_NWAIT] + PI[r, P_NRUN] - PI[r, P_NHELD]
-        if PI[r, P_POOL] == POOL_DECODE:
-            of[OF_AREA_DECODE] += in_queues * span
-            of[OF_AREA_XFER] += PI[r, P_NXFER] * span
-        else:
-            of[OF_AREA_FRONT] += in_queues * span
-
 
 @step_jit
 def next_event(RF, PI, PF, nxt, next_tick, skip):
@@ -629,6 +550,47 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trac
         oi[O_MIN_FREE] = free
     record(trace, oi, t, dt, mix, r, PI, bs)
     return dt
+
+
+@engine_jit
+def steps_alone(RI, RF, PI, PF, SLOTS, BKT, params, cfg, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
+                mix, scratch, rr_decode, t, done, nxt, next_tick, total_used):
+    """While the replica whose step ends next keeps ending its steps before any other event (an
+    arrival, another replica's step end, a transfer landing, a replica ready, an autoscaler tick),
+    nothing else in the cluster changes, and a pass of the loop would only complete its step and
+    start its next: do just that, here. Under light load most steps are such runs of decodes
+    between arrivals. Returns (t, requests done)."""
+    n = RI.shape[0]
+    r = 0
+    for j in range(1, PI.shape[0]):
+        if PF[j, Q_BUSY] < PF[r, Q_BUSY]:
+            r = j
+    if PF[r, Q_BUSY] == np.inf or PI[r, P_POOL] == POOL_PREFILL:  # a prefill replica's steps move KV elsewhere
+        return t, done
+    t_other = next_event(RF, PI, PF, nxt, next_tick, r)
+    others_used = total_used - PI[r, P_USED]
+    while (PF[r, Q_BUSY] < t_other and PI[r, P_STATE] == ON and PI[r, P_XHEAD] < 0 and PI[r, P_FHEAD] < 0
+           and oi[O_STEPS] < cfg[C_MAX_STEPS]):
+        if quiet(PI, SLOTS, r, cfg):
+            t_quiet = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, t_other, others_used, itl_hist,
+                                 itl_edges, trace, oi, of, mix, scratch)
+            if t_quiet > t:
+                t = t_quiet
+                continue
+        t_end = PF[r, Q_BUSY]
+        integrate(PI, of, t_end - t)
+        t = t_end
+        PF[r, Q_BUSY] = np.inf
+        PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
+        done += complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of,
+                              rr_decode)
+        if done == n or (PI[r, P_NWAIT] == 0 and PI[r, P_NRUN] == 0):
+            break
+        if start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of) < 0:
+            break
+        if others_used + PI[r, P_USED] > oi[O_PEAK_USED]:
+            oi[O_PEAK_USED] = others_used + PI[r, P_USED]
+    return t, done
 
 
 @engine_jit
@@ -709,6 +671,11 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
             total_used += PI[r, P_USED]
         if total_used > oi[O_PEAK_USED]:
             oi[O_PEAK_USED] = total_used
+
+        # ---- one replica's steps, back to back
+        if cfg[C_FAST_FORWARD]:
+            t, done = steps_alone(RI, RF, PI, PF, SLOTS, BKT, params, cfg, trace, stream_t, stream_ids, itl_hist,
+                                  itl_edges, oi, of, mix, scratch, rr_decode, t, done, nxt, next_tick, total_used)
 
     # ---- close the books
     for r in range(R):

@@ -88,6 +88,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
         peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), min_free_kv_blocks=int(oi[E.O_MIN_FREE]),
         preemptions=int(oi[E.O_PREEMPTS]),
         mean_batch=float(oi[E.O_SEQS_SCHEDULED] / max(oi[E.O_STEPS], 1)), steps=int(oi[E.O_STEPS]),
+        quiet_steps=int(oi[E.O_QUIET_STEPS]),  # of those, decode steps run back to back (fastforward.py)
         stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
         replicas=replicas, gpus=int(sum(p.replicas * p.tp for p in pools)), tp=pools[0].tp,

@@ -56,6 +56,7 @@ class SimConfig:
     launch: str = "graph"  # serving engines replay CUDA graphs (vLLM v1: piecewise, for every step)
     engine_overhead: str = "vllm"
     max_steps: int = 50_000_000  # a guard: a run needing more engine steps stops with a clear error
+    fast_forward: bool = True  # run quiet decode steps back to back (fastforward.py); same results either way
     trace_cap: int = 4096
     stream_samples: int = 12
     stream_cap: int = 4096
@@ -263,6 +264,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
     cfg_i[L.C_SPLIT] = split
     cfg_i[L.C_MAX_STEPS] = cfg.max_steps
+    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward)
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
         cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)

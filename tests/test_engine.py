@@ -220,6 +220,39 @@ def test_invariants_across_replicas_and_disaggregated_pools(kw):
         assert (moved == (q["output_tokens"] > 1)).all()  # every request with more to say moved its KV
 
 
+def assert_same_run(a, b):
+    for k in a.requests:
+        np.testing.assert_array_equal(a.requests[k], b.requests[k], err_msg=k)
+    for k in a.trace:
+        np.testing.assert_array_equal(a.trace[k], b.trace[k], err_msg=k)
+    np.testing.assert_array_equal(a.stream["token_s"], b.stream["token_s"])
+    np.testing.assert_array_equal(a.itl_hist, b.itl_hist)
+    wall = {"sim_wall_s", "quiet_steps"}
+    assert {k: v for k, v in a.summary.items() if k not in wall} == {k: v for k, v in b.summary.items() if k not in wall}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(scenarios(), cluster_scenarios()), st.booleans(), st.booleans())
+def test_fast_forward_over_quiet_decode_steps_changes_no_result(kw, autoscale, few_streams):
+    # runs of decode steps between events are taken back to back outside the general loop: every
+    # request time, trace row, histogram count and summary figure must come out the same
+    if kw["policy"] == "sarathi":
+        kw["max_batched_tokens"] = max(kw["max_batched_tokens"], kw["max_seqs"])
+    kw.update(stream_samples=1 if few_streams else 12, trace_cap=64)
+    if autoscale and kw.get("gpus", 1) > 1 and not kw.get("disagg"):
+        kw.update(autoscale=True, scale_target=4.0, scale_interval_s=0.5, startup_fixed_s=1.0)
+    assert_same_run(run(**kw), run(**kw, fast_forward=False))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_fast_forward_takes_most_steps_of_a_light_load_and_changes_no_result(policy):
+    kw = dict(gpu="h100", model="llama-3.1-8b", policy=policy,
+              wl=dict(n_requests=1000, rate=0.5 if policy == "serial" else 4, length_dist="lognormal", seed=2))
+    fast = run(**kw)
+    assert fast.summary["quiet_steps"] > 0.5 * fast.summary["steps"]
+    assert_same_run(fast, run(**kw, fast_forward=False))
+
+
 def test_disaggregated_decode_pool_under_preemption_does_not_deadlock():
     # landed KV transfers hold decode-pool blocks: they must not queue behind recomputing prompts
     from core.lab import LabInputs, stage_config

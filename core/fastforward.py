@@ -1,0 +1,116 @@
+"""Quiet decode steps, run back to back.
+
+Under light load most engine steps are alike: a replica whose only running requests are its
+decode cohort, with nothing waiting, steps again and again until a request arrives or a member
+finishes. Each such step changes a handful of numbers (the cohort's step counter, the blocks it
+takes, the clock) and tallies a few more. The general path re-reads and re-writes all of them in
+the replica table every step, through every rule of the scheduler; here they stay in local
+variables for the whole run and are written back once, which makes a step several times cheaper.
+
+A step is quiet when:
+  the step in flight is the cohort's alone; the replica has no prompt running, none waiting
+  (except under static batching, where a running batch admits nobody), no landed KV transfer
+  waiting, and no member decoding for the first time or streamed;
+  it completes before `t_other`, the next event anywhere else in the cluster;
+  no member finishes when it completes (the heap's top says when the first one will);
+  with paged KV, the blocks the next step takes are free (else the general path preempts).
+Its results are the general path's to the last bit: the same operations on the same numbers in
+the same order (tests/test_engine.py runs both and compares).
+"""
+from . import costmodel as cm
+from .jit import engine_jit
+from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_TOKENS, OF_KV_ALLOC_S,
+                     OF_KV_DATA_S, OF_MAX_ITL, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
+                     O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
+                     P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_NWAIT, P_PEAK, P_S, P_STEPS, P_STORED, P_S_BLOCK,
+                     P_S_SPLIT, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STEP_START, STATIC, VLLM)
+from .queues import finish_step, heap_top
+from .tally import integrate, itl_bin_near, record
+
+
+@engine_jit
+def quiet(PI, SLOTS, r, cfg):
+    """Whether replica r's step in flight and its next step are the cohort's alone. Under static
+    batching a running batch admits nobody, so requests may wait meanwhile."""
+    return (PI[r, P_COH_STEPPED] == 1 and PI[r, P_NSCHED] == 0 and PI[r, P_NPRE] == 0
+            and (PI[r, P_NWAIT] == 0 or cfg[C_POLICY] == STATIC) and PI[r, P_LHEAD] < 0 and PI[r, P_NFRESH] == 0
+            and PI[r, P_NSAMPLED] == 0 and heap_top(SLOTS, PI, r) >= 0)
+
+
+@engine_jit
+def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_hist, itl_edges, trace, oi, of, mix,
+               scratch):
+    """Complete replica r's quiet steps and start the next ones while they stay quiet (see the
+    module's docstring; the caller checks `quiet` first). Returns the time of the last step
+    completed (t if none was)."""
+    bs = cfg[C_BLOCK]
+    split = cfg[C_SPLIT]
+    paged = cfg[C_POLICY] >= VLLM
+    kv_heads = p[cm.KV_HEADS]
+    m = PI[r, P_COH_N]
+    coh_v = PI[r, P_COH_V]
+    stored = PI[r, P_STORED]
+    blocks = PI[r, P_BLOCKS]
+    # completions that finish no member: the cohort's counter may reach last - 1
+    last = finish_step(RI, heap_top(SLOTS, PI, r))
+    S, s_block, s_split = PI[r, P_S], PI[r, P_S_BLOCK], PI[r, P_S_SPLIT]
+    used, parts, peak, b = PI[r, P_USED], PI[r, P_COH_PARTS], PI[r, P_PEAK], PI[r, P_ITL_BIN]
+    busy, busy_s, step_start, last_decode = PF[r, Q_BUSY], PF[r, Q_BUSY_S], PF[r, Q_STEP_START], PF[r, Q_LAST_DECODE]
+    kv_data, kv_alloc, max_itl = of[OF_KV_DATA_S], of[OF_KV_ALLOC_S], of[OF_MAX_ITL]
+    steps = 0
+    min_free, peak_used, max_steps = oi[O_MIN_FREE], oi[O_PEAK_USED], cfg[C_MAX_STEPS] - oi[O_STEPS]
+    while busy < t_other and S + 1 < last and steps < max_steps:
+        nb = s_block + 1 if s_block + 1 < bs else 0
+        need = BKT[r, B_BLOCK, nb] if paged else 0
+        if need > blocks - used:
+            break
+        # ---- the step in flight completes: each member has one more token
+        integrate(PI, of, busy - t)
+        t = busy
+        busy_s += t - step_start
+        gap = t - last_decode
+        b = itl_bin_near(gap, b, itl_edges)
+        itl_hist[b] += m
+        max_itl = max(max_itl, gap)
+        S += 1
+        s_block = nb
+        if split > 0:
+            s_split = s_split + 1 if s_split + 1 < split else 0
+        last_decode = t
+        # ---- the next step starts: the cohort takes its blocks and decodes again
+        used += need
+        if split > 0:
+            parts += BKT[r, B_SPLIT, s_split]
+            ctas = kv_heads * parts
+        else:
+            ctas = kv_heads * m
+        sum_ctx = coh_v + m * (S + 1)
+        dt = cm.step_breakdown(p, float(m), float(m), float(sum_ctx), ctas, 0.0, 0.0, float(m), scratch)
+        busy = t + dt
+        step_start = t
+        steps += 1
+        kv_data += (stored + 0.0 + sum_ctx) * dt
+        kv_alloc += used * bs * dt
+        if used > peak:
+            peak = used
+        if blocks - used < min_free:
+            min_free = blocks - used
+        if others_used + used > peak_used:
+            peak_used = others_used + used
+        if oi[O_TRACE_SKIP] > 0:
+            oi[O_TRACE_SKIP] -= 1
+        else:  # a row of the trace: it reads the replica table, so bring that up to date first
+            PI[r, P_S], PI[r, P_USED] = S, used
+            mix[:] = 0.0
+            mix[M_TOKENS] = mix[M_DECODES] = m
+            record(trace, oi, t, dt, mix, r, PI, bs)
+    PI[r, P_S], PI[r, P_S_BLOCK], PI[r, P_S_SPLIT] = S, s_block, s_split
+    PI[r, P_USED], PI[r, P_COH_PARTS], PI[r, P_PEAK], PI[r, P_ITL_BIN] = used, parts, peak, b
+    PI[r, P_STEPS] += steps
+    PF[r, Q_BUSY], PF[r, Q_BUSY_S], PF[r, Q_STEP_START], PF[r, Q_LAST_DECODE] = busy, busy_s, step_start, last_decode
+    of[OF_KV_DATA_S], of[OF_KV_ALLOC_S], of[OF_MAX_ITL] = kv_data, kv_alloc, max_itl
+    oi[O_STEPS] += steps
+    oi[O_QUIET_STEPS] += steps
+    oi[O_SEQS_SCHEDULED] += steps * m
+    oi[O_MIN_FREE], oi[O_PEAK_USED] = min_free, peak_used
+    return t
