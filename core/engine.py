@@ -24,6 +24,9 @@ load). With disaggregation, replicas [0, n_prefill) only prefill; a request that
 token moves its KV to a decode replica (which must first have the blocks free) over a link, then
 decodes there. An autoscaler can start replicas (after a start-up delay) and drain them.
 
+Under light load most steps are a replica's decodes alone between two events; those run back to
+back outside the loop (fastforward.py), with the loop's results to the last bit.
+
 Tables and their columns are named in layout.py; simulate.py builds them and reads the results.
 """
 import math
@@ -553,47 +556,6 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trac
 
 
 @engine_jit
-def steps_alone(RI, RF, PI, PF, SLOTS, BKT, params, cfg, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
-                mix, scratch, rr_decode, t, done, nxt, next_tick, total_used):
-    """While the replica whose step ends next keeps ending its steps before any other event (an
-    arrival, another replica's step end, a transfer landing, a replica ready, an autoscaler tick),
-    nothing else in the cluster changes, and a pass of the loop would only complete its step and
-    start its next: do just that, here. Under light load most steps are such runs of decodes
-    between arrivals. Returns (t, requests done)."""
-    n = RI.shape[0]
-    r = 0
-    for j in range(1, PI.shape[0]):
-        if PF[j, Q_BUSY] < PF[r, Q_BUSY]:
-            r = j
-    if PF[r, Q_BUSY] == np.inf or PI[r, P_POOL] == POOL_PREFILL:  # a prefill replica's steps move KV elsewhere
-        return t, done
-    t_other = next_event(RF, PI, PF, nxt, next_tick, r)
-    others_used = total_used - PI[r, P_USED]
-    while (PF[r, Q_BUSY] < t_other and PI[r, P_STATE] == ON and PI[r, P_XHEAD] < 0 and PI[r, P_FHEAD] < 0
-           and oi[O_STEPS] < cfg[C_MAX_STEPS]):
-        if quiet(PI, SLOTS, r, cfg):
-            t_quiet = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, t_other, others_used, itl_hist,
-                                 itl_edges, trace, oi, of, mix, scratch)
-            if t_quiet > t:
-                t = t_quiet
-                continue
-        t_end = PF[r, Q_BUSY]
-        integrate(PI, of, t_end - t)
-        t = t_end
-        PF[r, Q_BUSY] = np.inf
-        PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
-        done += complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of,
-                              rr_decode)
-        if done == n or (PI[r, P_NWAIT] == 0 and PI[r, P_NRUN] == 0):
-            break
-        if start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of) < 0:
-            break
-        if others_used + PI[r, P_USED] > oi[O_PEAK_USED]:
-            oi[O_PEAK_USED] = others_used + PI[r, P_USED]
-    return t, done
-
-
-@engine_jit
 def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
         work_i, work_f):
     """Simulate until every request has finished. Requests must be sorted by arrival.
@@ -672,10 +634,16 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
         if total_used > oi[O_PEAK_USED]:
             oi[O_PEAK_USED] = total_used
 
-        # ---- one replica's steps, back to back
+        # ---- the replica whose step ends next: its quiet decode steps, back to back, up to the
+        # next event elsewhere (until then nothing else in the cluster changes)
         if cfg[C_FAST_FORWARD]:
-            t, done = steps_alone(RI, RF, PI, PF, SLOTS, BKT, params, cfg, trace, stream_t, stream_ids, itl_hist,
-                                  itl_edges, oi, of, mix, scratch, rr_decode, t, done, nxt, next_tick, total_used)
+            r = 0
+            for j in range(1, R):
+                if PF[j, Q_BUSY] < PF[r, Q_BUSY]:
+                    r = j
+            if PF[r, Q_BUSY] < inf and PI[r, P_STATE] == ON and PI[r, P_XHEAD] < 0 and quiet(PI, SLOTS, r, cfg):
+                t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, next_event(RF, PI, PF, nxt, next_tick, r),
+                               total_used - PI[r, P_USED], itl_hist, itl_edges, trace, oi, of, mix, scratch)
 
     # ---- close the books
     for r in range(R):

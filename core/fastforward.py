@@ -18,7 +18,7 @@ Its results are the general path's to the last bit: the same operations on the s
 the same order (tests/test_engine.py runs both and compares).
 """
 from . import costmodel as cm
-from .jit import engine_jit
+from .jit import engine_jit, step_jit
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_TOKENS, OF_KV_ALLOC_S,
                      OF_KV_DATA_S, OF_MAX_ITL, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
@@ -37,7 +37,7 @@ def quiet(PI, SLOTS, r, cfg):
             and PI[r, P_NSAMPLED] == 0 and heap_top(SLOTS, PI, r) >= 0)
 
 
-@engine_jit
+@step_jit
 def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_hist, itl_edges, trace, oi, of, mix,
                scratch):
     """Complete replica r's quiet steps and start the next ones while they stay quiet (see the
