@@ -629,21 +629,21 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
             start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of)
         # the cluster's KV blocks in use peak when steps start (blocks are taken then)
         total_used = 0
+        soonest = 0  # the replica whose step ends next
         for r in range(R):
             total_used += PI[r, P_USED]
+            if PF[r, Q_BUSY] < PF[soonest, Q_BUSY]:
+                soonest = r
         if total_used > oi[O_PEAK_USED]:
             oi[O_PEAK_USED] = total_used
 
-        # ---- the replica whose step ends next: its quiet decode steps, back to back, up to the
-        # next event elsewhere (until then nothing else in the cluster changes)
-        if cfg[C_FAST_FORWARD]:
-            r = 0
-            for j in range(1, R):
-                if PF[j, Q_BUSY] < PF[r, Q_BUSY]:
-                    r = j
-            if PF[r, Q_BUSY] < inf and PI[r, P_STATE] == ON and PI[r, P_XHEAD] < 0 and quiet(PI, SLOTS, r, cfg):
-                t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, next_event(RF, PI, PF, nxt, next_tick, r),
-                               total_used - PI[r, P_USED], itl_hist, itl_edges, trace, oi, of, mix, scratch)
+        # ---- its quiet decode steps, back to back, up to the next event elsewhere (until then
+        # nothing else in the cluster changes)
+        r = soonest
+        if (cfg[C_FAST_FORWARD] and PF[r, Q_BUSY] < (RF[nxt, F_ARRIVAL] if nxt < n else inf)
+                and PI[r, P_STATE] == ON and PI[r, P_XHEAD] < 0 and quiet(PI, SLOTS, r, cfg)):
+            t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, next_event(RF, PI, PF, nxt, next_tick, r),
+                           total_used - PI[r, P_USED], itl_hist, itl_edges, trace, oi, of, mix, scratch)
 
     # ---- close the books
     for r in range(R):
