@@ -1,7 +1,9 @@
 """Simulator speed and memory: simulated output tokens per second of wall time, peak memory, and
 the compile time cold and from the on-disk cache. Speeds are warm (the process has already run
-one small simulation); "engine" is the jitted loop, "simulate" adds building its inputs and the
-summary metrics.
+one small simulation) and the median of three runs (a shared VM's timings vary by a third from
+run to run); "engine" is the jitted loop, "simulate" adds generating the workload, building the
+engine's inputs and the summary metrics. "quiet_steps" are those run back to back
+(core/fastforward.py).
 
 usage: python bench/engine_speed.py [--quick] [--out bench/results/engine.json]
 
@@ -33,26 +35,37 @@ def config(n):
 t1 = time.perf_counter()
 simulate(config(10))  # the first call in a process loads the compiled engine
 first_s = time.perf_counter() - t1
-t1 = time.perf_counter()
-r = simulate(config({n}))
-total_s = time.perf_counter() - t1
+engine, total, r = [], [], None
+for _ in range({repeat}):
+    r = None  # free the last run's tables: peak memory is one run's
+    t1 = time.perf_counter()
+    r = simulate(config({n}))
+    total.append(time.perf_counter() - t1)
+    engine.append(r.summary["sim_wall_s"])
 s = r.summary
 tokens = int(r.requests["output_tokens"].sum())
-print(json.dumps(dict(requests={n}, rate={rate}, gpus={gpus}, replicas=s["replicas"], engine_s=s["sim_wall_s"],
-                      simulate_s=total_s, first_call_s=import_s + first_s, steps=s["steps"],
-                      mean_batch=s["mean_batch"], stable=s["stable"], output_tokens=tokens,
-                      sim_tokens_per_wall_s=tokens / s["sim_wall_s"],
+engine_s, total_s = sorted(engine)[len(engine) // 2], sorted(total)[len(total) // 2]
+print(json.dumps(dict(requests={n}, rate={rate}, gpus={gpus}, replicas=s["replicas"], engine_s=engine_s,
+                      engine_runs_s=engine, simulate_s=total_s, first_call_s=import_s + first_s, steps=s["steps"],
+                      quiet_steps=s["quiet_steps"], mean_batch=s["mean_batch"], stable=s["stable"],
+                      output_tokens=tokens, sim_tokens_per_wall_s=tokens / engine_s,
                       peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
 """
 
 
-def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None) -> dict:
-    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus)
+def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None, repeat: int = 3) -> dict:
+    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env or os.environ.copy(),
                          timeout=3600)
     if out.returncode:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summary(r: dict) -> str:
+    return (f"engine {r['engine_s']:.3f} s (simulate {r['simulate_s']:.3f} s), "
+            f"{r['sim_tokens_per_wall_s'] / 1e6:.1f}M simulated tok/s, {r['steps'] / 1e6:.2f}M steps "
+            f"({r['quiet_steps'] / max(r['steps'], 1):.0%} quiet), peak {r['peak_rss_mb']:.0f} MB")
 
 
 def main(argv: list[str]) -> None:
@@ -63,8 +76,8 @@ def main(argv: list[str]) -> None:
     # compile: cold (empty cache dir), then cached (a new process finds the cache)
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        cold = run_case(10, 5.0, env=env)
-        cached = run_case(10, 5.0, env=env)
+        cold = run_case(10, 5.0, env=env, repeat=1)
+        cached = run_case(10, 5.0, env=env, repeat=1)
     results["compile"] = dict(cold_first_call_s=cold["first_call_s"], cached_first_call_s=cached["first_call_s"])
     print(f"compile: cold {cold['first_call_s']:.1f} s, from cache {cached['first_call_s']:.2f} s "
           f"(import + a 10-request simulation)", flush=True)
@@ -77,16 +90,14 @@ def main(argv: list[str]) -> None:
             r = run_case(n, rate)
             r["load"] = label
             results["single_replica"].append(r)
-            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s): engine {r['engine_s']:.3f} s, "
-                  f"{r['sim_tokens_per_wall_s'] / 1e6:.1f}M simulated tok/s, batch {r['mean_batch']:.1f}, "
-                  f"peak {r['peak_rss_mb']:.0f} MB", flush=True)
+            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s): {summary(r)}, batch {r['mean_batch']:.1f}",
+                  flush=True)
 
     # a cluster: 64 single-GPU replicas behind the gateway
     n = 100_000 if quick else 1_000_000
     r = run_case(n, 64 * 40.0, gpus=64)
     results["cluster_64"] = r
-    print(f"64 replicas, {n:,} requests at {64 * 40:g} req/s: engine {r['engine_s']:.2f} s, "
-          f"{r['sim_tokens_per_wall_s'] / 1e6:.1f}M simulated tok/s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
+    print(f"64 replicas, {n:,} requests at {64 * 40:g} req/s: {summary(r)}", flush=True)
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=1) + "\n")
