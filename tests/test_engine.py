@@ -232,13 +232,14 @@ def assert_same_run(a, b):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(scenarios(), cluster_scenarios()), st.booleans(), st.booleans())
-def test_fast_forward_over_quiet_decode_steps_changes_no_result(kw, autoscale, few_streams):
+@given(st.one_of(scenarios(), cluster_scenarios()), st.booleans(), st.booleans(), st.sampled_from(["paged", "sdpa"]),
+       st.sampled_from(["graph", "eager", "auto"]))
+def test_fast_forward_over_quiet_decode_steps_changes_no_result(kw, autoscale, few_streams, kernel, launch):
     # runs of decode steps between events are taken back to back outside the general loop: every
     # request time, trace row, histogram count and summary figure must come out the same
     if kw["policy"] == "sarathi":
         kw["max_batched_tokens"] = max(kw["max_batched_tokens"], kw["max_seqs"])
-    kw.update(stream_samples=1 if few_streams else 12, trace_cap=64)
+    kw.update(stream_samples=1 if few_streams else 12, trace_cap=64, attn_kernel=kernel, launch=launch)
     if autoscale and kw.get("gpus", 1) > 1 and not kw.get("disagg"):
         kw.update(autoscale=True, scale_target=4.0, scale_interval_s=0.5, startup_fixed_s=1.0)
     assert_same_run(run(**kw), run(**kw, fast_forward=False))
