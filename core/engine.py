@@ -37,8 +37,8 @@ from . import cohort
 from . import costmodel as cm
 from .jit import engine_jit, step_jit
 from .kvcache import blocks_for, can_admit, paged_growth
-from .layout import *  # noqa: F403 (column names of the engine's tables)
 from .fastforward import decode_run, quiet
+from .layout import *  # noqa: F403 (column names of the engine's tables)
 from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
 from .tally import integrate, itl_bin, itl_bin_near, record
 
@@ -638,10 +638,10 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
             oi[O_PEAK_USED] = total_used
 
         # ---- its quiet decode steps, back to back, up to the next event elsewhere (until then
-        # nothing else in the cluster changes)
+        # nothing else in the cluster changes); the next arrival is the cheap first test
         r = soonest
         if (cfg[C_FAST_FORWARD] and PF[r, Q_BUSY] < (RF[nxt, F_ARRIVAL] if nxt < n else inf)
-                and PI[r, P_STATE] == ON and PI[r, P_XHEAD] < 0 and quiet(PI, SLOTS, r, cfg)):
+                and quiet(PI, SLOTS, r, cfg)):
             t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, next_event(RF, PI, PF, nxt, next_tick, r),
                            total_used - PI[r, P_USED], itl_hist, itl_edges, trace, oi, of, mix, scratch)
 

@@ -8,9 +8,10 @@ the replica table every step, through every rule of the scheduler; here they sta
 variables for the whole run and are written back once, which makes a step several times cheaper.
 
 A step is quiet when:
-  the step in flight is the cohort's alone; the replica has no prompt running, none waiting
-  (except under static batching, where a running batch admits nobody), no landed KV transfer
-  waiting, and no member decoding for the first time or streamed;
+  the replica serves (not starting or draining); the step in flight is the cohort's alone; the
+  replica has no prompt running, none waiting (except under static batching, where a running
+  batch admits nobody), no KV transfer waiting to come in, and no member decoding for the first
+  time or streamed;
   it completes before `t_other`, the next event anywhere else in the cluster;
   no member finishes when it completes (the heap's top says when the first one will);
   with paged KV, the blocks the next step takes are free (else the general path preempts).
@@ -20,21 +21,23 @@ the same order (tests/test_engine.py runs both and compares).
 from . import costmodel as cm
 from .jit import engine_jit, step_jit
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_TOKENS, OF_KV_ALLOC_S,
-                     OF_KV_DATA_S, OF_MAX_ITL, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
+                     OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
-                     P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_NWAIT, P_PEAK, P_S, P_STEPS, P_STORED, P_S_BLOCK,
-                     P_S_SPLIT, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STEP_START, STATIC, VLLM)
+                     P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_NWAIT, P_PEAK, P_S, P_STATE, P_STEPS, P_STORED,
+                     P_S_BLOCK, P_S_SPLIT, P_USED, P_XHEAD, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STEP_START, STATIC,
+                     VLLM)
 from .queues import finish_step, heap_top
 from .tally import integrate, itl_bin_near, record
 
 
 @engine_jit
 def quiet(PI, SLOTS, r, cfg):
-    """Whether replica r's step in flight and its next step are the cohort's alone. Under static
-    batching a running batch admits nobody, so requests may wait meanwhile."""
-    return (PI[r, P_COH_STEPPED] == 1 and PI[r, P_NSCHED] == 0 and PI[r, P_NPRE] == 0
-            and (PI[r, P_NWAIT] == 0 or cfg[C_POLICY] == STATIC) and PI[r, P_LHEAD] < 0 and PI[r, P_NFRESH] == 0
-            and PI[r, P_NSAMPLED] == 0 and heap_top(SLOTS, PI, r) >= 0)
+    """Whether replica r's step in flight and its next step are the cohort's alone, with nothing
+    else for the replica to do in between. Under static batching a running batch admits nobody,
+    so requests may wait meanwhile."""
+    return (PI[r, P_STATE] == ON and PI[r, P_COH_STEPPED] == 1 and PI[r, P_NSCHED] == 0 and PI[r, P_NPRE] == 0
+            and (PI[r, P_NWAIT] == 0 or cfg[C_POLICY] == STATIC) and PI[r, P_LHEAD] < 0 and PI[r, P_XHEAD] < 0
+            and PI[r, P_NFRESH] == 0 and PI[r, P_NSAMPLED] == 0 and heap_top(SLOTS, PI, r) >= 0)
 
 
 @step_jit
@@ -89,7 +92,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
         busy = t + dt
         step_start = t
         steps += 1
-        kv_data += (stored + 0.0 + sum_ctx) * dt
+        kv_data += (stored + sum_ctx) * dt
         kv_alloc += used * bs * dt
         if used > peak:
             peak = used
