@@ -12,7 +12,7 @@ from core.simulate import SimConfig, simulate
 from core.workload import WorkloadSpec
 
 
-@st.cache_resource(show_spinner="Compiling the simulator (first start only; up to a minute)...")
+@st.cache_resource(show_spinner="Compiling the simulator (first start only; a minute or so)...")
 def warm_up() -> bool:
     """Compile the jitted engine and cost model once per process (from disk cache when warm)."""
     simulate(SimConfig(workload=WorkloadSpec(n_requests=4, rate=10, prompt_mean=16, output_mean=4)))
