@@ -26,8 +26,8 @@ CASE = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
-from core.simulate import SimConfig, simulate
-from core.workload import WorkloadSpec
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
 import_s = time.perf_counter() - t0
 def config(n):
     spec = WorkloadSpec(n_requests=n, rate={rate}, prompt_mean=512, output_mean=128, length_dist="lognormal", seed=1)

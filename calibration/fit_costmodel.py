@@ -23,8 +23,8 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.catalog import get_gpu, get_model  # noqa: E402
-from core.costmodel import FIT_FILE, Efficiency, fitted, steptime  # noqa: E402
+from core.physics.catalog import get_gpu, get_model  # noqa: E402
+from core.physics.costmodel import FIT_FILE, Efficiency, fitted, steptime  # noqa: E402
 
 # name, lower bound, upper bound (physically plausible ranges)
 FITTED = [

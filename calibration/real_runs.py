@@ -28,9 +28,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import catalog, costmodel  # noqa: E402
-from core.simulate import SimConfig, simulate  # noqa: E402
-from core.workload import WorkloadSpec  # noqa: E402
+from core.physics import catalog, costmodel  # noqa: E402
+from core.serving.simulate import SimConfig, simulate  # noqa: E402
+from core.serving.workload import WorkloadSpec  # noqa: E402
 
 # (name, lower, upper): what --fit adjusts
 ENGINE_FITTED = [

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from core import catalog
+from core.physics import catalog
 
 REQUIRED_GPUS = "a100-40gb a100-80gb h100 h100-pcie h200 b200 l40s l4 mi300x".split()
 REQUIRED_MODELS = ("llama-2-7b llama-2-13b llama-2-70b llama-3.1-8b llama-3.1-70b llama-3.1-405b mistral-7b "

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from core import catalog
-from core.simulate import SimConfig, simulate
-from core.workload import WorkloadSpec
+from core.physics import catalog
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
 
 
 def run(**kw):

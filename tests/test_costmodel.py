@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import catalog, costmodel
-from core.costmodel import steptime
+from core.physics import catalog, costmodel
+from core.physics.costmodel import steptime
 
 ROOT = Path(__file__).resolve().parent.parent
 H200, H100 = catalog.get_gpu("h200"), catalog.get_gpu("h100")

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.simulate import SimConfig, simulate
-from core.workload import WorkloadSpec
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
 
 POLICIES = ["serial", "static", "orca", "vllm", "sarathi"]
 
@@ -256,7 +256,7 @@ def test_fast_forward_takes_most_steps_of_a_light_load_and_changes_no_result(pol
 
 def test_disaggregated_decode_pool_under_preemption_does_not_deadlock():
     # landed KV transfers hold decode-pool blocks: they must not queue behind recomputing prompts
-    from core.lab import LabInputs, stage_config
+    from core.lab.inputs import LabInputs, stage_config
     for seed in range(3):
         inp = LabInputs(model="llama-3.1-70b", gpus=8, rate=20, prompt_tokens=4000, tensor_parallel=True,
                         requests=300, seed=seed)

@@ -1,8 +1,8 @@
 """Memory planner against hand computations."""
 import pytest
 
-from core import catalog
-from core.memory import DRIVER_RESERVED_GIB, plan_memory, weight_bytes_per_gpu
+from core.physics import catalog
+from core.physics.memory import DRIVER_RESERVED_GIB, plan_memory, weight_bytes_per_gpu
 
 GIB = 1024**3
 H100 = catalog.get_gpu("h100")

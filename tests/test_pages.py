@@ -136,11 +136,12 @@ def test_bottlenecks_and_tradeoffs_pages_render():
 
 
 def test_the_scenario_path_never_goes_back_a_stage():
-    from core import advisor
+    from core.lab import content
+    from core.lab.stages import evaluate_stages, recommend
     stages = []
-    for card in advisor.scenarios():
-        inputs = advisor.scenario_inputs(card)
-        rec = advisor.recommend(advisor.evaluate_stages(inputs, stop_when_met=True), inputs)
+    for card in content.scenarios():
+        inputs = content.scenario_inputs(card)
+        rec = recommend(evaluate_stages(inputs, stop_when_met=True), inputs)
         assert rec.met, card["id"]
         stages.append(rec.stage)
     assert stages == sorted(stages)

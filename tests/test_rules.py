@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import advisor, catalog
-from core.assumptions import assumptions, fill, values
-from core.lab import LabInputs, current_config
-from core.simulate import SimConfig
-from core.workload import LENGTH_DISTS
+from core.physics import catalog
+from core.lab import content, inputs, report, tradeoffs
+from core.lab.assumptions import assumptions, fill, values
+from core.lab.inputs import LabInputs, current_config
+from core.serving.simulate import SimConfig
+from core.serving.workload import LENGTH_DISTS
 from ui import state
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "core" / "data"
-RULES = advisor.rules()
+RULES = content.rules()
 IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
@@ -76,22 +77,22 @@ def test_every_demo_value_is_a_choice_the_sidebar_offers(rid):
 
 
 def lab(rid: str) -> dict:
-    return advisor.lab_view(LabInputs(**RULES[rid]["demo"]))
+    return report.lab_view(LabInputs(**RULES[rid]["demo"]))
 
 
 def test_pagedattention_demo_fills_far_more_kv_than_reservation():
     x = LabInputs(**RULES["pagedattention"]["demo"])
-    r = advisor.ab(x, "kv_cache")
+    r = tradeoffs.ab(x, "kv_cache")
     paged, reserved = r.on.summary, r.off.summary
     assert paged["kv_utilization"] > 2 * reserved["kv_utilization"]
     assert paged["mean_batch"] > reserved["mean_batch"]
     assert paged["throughput_tok_s"] > 1.3 * reserved["throughput_tok_s"]
-    assert advisor.lab_view(x)["recommendation"].stage == 3
+    assert report.lab_view(x)["recommendation"].stage == 3
 
 
 @pytest.mark.parametrize("rid", ["vllm_docs", "orca"])
 def test_continuous_batching_demos_cut_the_wait_that_request_level_batching_imposes(rid):
-    r = advisor.ab(LabInputs(**RULES[rid]["demo"]), "continuous_batching")
+    r = tradeoffs.ab(LabInputs(**RULES[rid]["demo"]), "continuous_batching")
     static, continuous = r.off.summary, r.on.summary
     assert continuous["stable"]
     assert continuous["goodput_req_s"] > 5 * static["goodput_req_s"]
@@ -102,7 +103,7 @@ def test_tensor_parallel_demo_holds_a_model_one_gpu_cannot():
     x = LabInputs(**RULES["tensorrt_llm"]["demo"])
     with pytest.raises(ValueError, match="does not fit one"):
         current_config(replace(x, tensor_parallel=False))
-    view = advisor.lab_view(x)
+    view = report.lab_view(x)
     weights = next(g for g in view["gauges"] if g.id == "weights")
     assert view["config"].tp > 1 and weights.ratio < 0.5
     assert view["recommendation"].stage == 4 and view["recommendation"].met
@@ -116,8 +117,8 @@ def test_triton_demo_serves_the_load_with_batching_replicas():
 
 def test_sarathi_demo_chunked_prefill_cuts_the_decode_stalls():
     x = LabInputs(**RULES["sarathi"]["demo"])
-    chunked = advisor.run(current_config(x)).summary
-    whole = advisor.run(current_config(replace(x, chunked_prefill=False))).summary
+    chunked = inputs.run(current_config(x)).summary
+    whole = inputs.run(current_config(replace(x, chunked_prefill=False))).summary
     assert chunked["itl_ms"]["p99"] < whole["itl_ms"]["p99"] / 2
     assert chunked["tpot_ms"]["p99"] <= x.tpot_ms < whole["tpot_ms"]["p99"]
     assert chunked["ttft_ms"]["p99"] <= x.ttft_p99_ms

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from core import tutorial
-from core.lab import LabInputs
+from core.lab import tutorial
+from core.lab.inputs import LabInputs
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = "views/tutorial.py"

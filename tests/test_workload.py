@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from core.workload import PRESETS, WorkloadSpec, diurnal_schedule, generate, load_trace, parse_schedule
+from core.serving.workload import PRESETS, WorkloadSpec, diurnal_schedule, generate, load_trace, parse_schedule
 
 
 def gaps(spec):

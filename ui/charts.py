@@ -5,7 +5,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from core.simulate import SimResult
+from core.serving.simulate import SimResult
 
 # Channels are always typed objects (alt.X, alt.Tooltip, ...): Altair resolves shorthand strings
 # through a slow schema lookup, several milliseconds each, which would dominate a page's run.

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core import catalog
-from core.lab import LabInputs
-from core.workload import LENGTH_DISTS
+from core.physics import catalog
+from core.lab.inputs import LabInputs
+from core.serving.workload import LENGTH_DISTS
 from ui import widgets
 
 DEFAULTS = LabInputs()

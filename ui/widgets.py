@@ -5,7 +5,7 @@ import textwrap
 
 import streamlit as st
 
-from core.advisor import Gauge
+from core.lab.gauges import Gauge
 
 STATUS_ICON = {"ok": ":material/check_circle:", "warn": ":material/warning:", "bad": ":material/error:"}
 STATUS_WORD = {"ok": "fine", "warn": "getting close", "bad": "limiting"}

@@ -1,7 +1,8 @@
 """Bottlenecks: each gauge's live value on the current workload, and a sweep showing where it bites."""
 import streamlit as st
 
-from core import advisor
+from core.lab import sweeps
+from core import text
 from ui import cache, charts, state, widgets
 
 st.title("Bottlenecks")
@@ -34,13 +35,13 @@ def section(gauge_id: str, draw) -> None:
 
 def ttft():
     rows = cache.sweep(inputs, "rate")
-    knee = advisor.knee_rate(rows, inputs.ttft_p99_ms)
+    knee = sweeps.knee_rate(rows, inputs.ttft_p99_ms)
     st.altair_chart(charts.line(rows, "rate", "ttft_p99_ms", "request rate (req/s)", "p99 TTFT (ms, log scale)",
                                 "p99 TTFT against request rate: the knee", log_y=True, rule_y=inputs.ttft_p99_ms,
                                 rule_x=inputs.rate), width="stretch")
     st.caption((f"Within the target up to about {knee:.3g} req/s on this deployment" if knee else
                 "No swept rate meets the target on this deployment") +
-               f"; dashed: the {advisor.fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s.")
+               f"; dashed: the {text.fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s.")
 
 
 def kv():

@@ -1,7 +1,7 @@
 """The Lab: the recommended shape, the bottlenecks and the live charts for the current workload."""
 import streamlit as st
 
-from core.advisor import describe_config
+from core.lab.report import describe_config
 from ui import cache, charts, state, widgets
 
 st.title("LLM Serving Design Lab")

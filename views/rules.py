@@ -2,9 +2,11 @@
 opens the Lab on a workload where the simulation shows it; then the teaching assumptions."""
 import streamlit as st
 
-from core import advisor, catalog
-from core.assumptions import assumptions
-from core.lab import LabInputs
+from core.physics import catalog
+from core.lab import content
+from core import text
+from core.lab.assumptions import assumptions
+from core.lab.inputs import LabInputs
 from ui import state, widgets
 
 st.title("Rules & sources")
@@ -14,7 +16,7 @@ st.markdown(
     "are listed below them, labelled as teaching assumptions.")
 
 try:
-    rules = list(advisor.rules().values())
+    rules = list(content.rules().values())
     items = assumptions()
 except ValueError as e:
     widgets.show_error(e, "The rules")
@@ -35,7 +37,7 @@ def workload(demo: dict) -> str:
     x = LabInputs(**demo)
     return (f"{catalog.get_model(x.model).name} on {x.gpus} × {catalog.get_gpu(x.gpu).name}, {x.rate:g} req/s, "
             f"{x.prompt_tokens:,} prompt / {x.output_tokens:,} output tokens ({x.length_dist}), "
-            f"targets p99 TTFT {advisor.fmt_ms(x.ttft_p99_ms)}, p99 TPOT {advisor.fmt_ms(x.tpot_ms)}")
+            f"targets p99 TTFT {text.fmt_ms(x.ttft_p99_ms)}, p99 TPOT {text.fmt_ms(x.tpot_ms)}")
 
 
 def card(rule: dict) -> None:

@@ -1,19 +1,21 @@
 """Normal evolution scenarios: cards that set the workload, left to right."""
 import streamlit as st
 
-from core import advisor, catalog
+from core.physics import catalog
+from core.lab import content, stages
+from core import text
 from ui import cache, charts, state
 
 st.title("Normal evolution scenarios")
 st.markdown("Click left to right for the intended demo path. Each card changes the **workload inputs**, not the "
             "architecture: the recommended stage follows from simulating them.")
 
-cards = advisor.scenarios()
+cards = content.scenarios()
 with st.spinner("Simulating each card's workload..."):
     recs = []
     for card in cards:
-        inp = advisor.scenario_inputs(card)
-        recs.append(advisor.recommend(cache.stages(inp), inp))
+        inp = content.scenario_inputs(card)
+        recs.append(stages.recommend(cache.stages(inp), inp))
 
 
 def _open(card: dict) -> None:
@@ -29,7 +31,7 @@ for row in range(0, len(cards), 3):
             x = card["inputs"]
             st.markdown(f"{x['rate']:g} req/s · {x['prompt_tokens']:,} in / {x['output_tokens']:,} out tokens  \n"
                         f"{catalog.get_model(x['model']).name} on {x['gpus']} x {x['gpu'].upper()}  \n"
-                        f"p99 TTFT target {advisor.fmt_ms(x['ttft_p99_ms'])}")
+                        f"p99 TTFT target {text.fmt_ms(x['ttft_p99_ms'])}")
             st.markdown(f":violet-badge[Stage {rec.stage}: {rec.name}]" if rec.met else
                         ":red-badge[No stage meets the targets]")
             if st.button("Load into the Lab", key=f"load_{card['id']}", on_click=_open, args=(card,), type="primary",

@@ -2,7 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from core import advisor
+from core.lab import content, tradeoffs
+from core import text
 from ui import cache, state
 
 st.title("Decision trade-offs")
@@ -10,10 +11,10 @@ st.markdown("Why this changes: six choices the design makes as the workload grow
             "on the sidebar's workload.")
 
 inputs = state.valid_inputs()
-rules = advisor.rules()
+rules = content.rules()
 
-ROWS = [("p50 TTFT", lambda s: advisor.fmt_ms(s["ttft_ms"]["p50"])),
-        ("p99 TTFT", lambda s: advisor.fmt_ms(s["ttft_ms"]["p99"])),
+ROWS = [("p50 TTFT", lambda s: text.fmt_ms(s["ttft_ms"]["p50"])),
+        ("p99 TTFT", lambda s: text.fmt_ms(s["ttft_ms"]["p99"])),
         ("p50 TPOT", lambda s: f"{s['tpot_ms']['p50']:.1f} ms"),
         ("p99 TPOT", lambda s: f"{s['tpot_ms']['p99']:.1f} ms"),
         ("p50 time to the whole answer", lambda s: f"{s['e2e_s']['p50']:.2f} s"),
@@ -25,14 +26,14 @@ ROWS = [("p50 TTFT", lambda s: advisor.fmt_ms(s["ttft_ms"]["p50"])),
         ("GPU-hours", lambda s: f"{s['gpu_hours']:.3f} h"),
         ("cost per 1M output tokens", lambda s: f"${s['cost_per_1m_tokens_usd']:.2f}")]
 
-for t in advisor.TRADEOFFS:
+for t in content.tradeoffs():
     st.subheader(t["title"])
     left, right = st.columns([2, 3])
     with left:
         st.markdown(f":green-badge[Gains] {t['gains']}")
         st.markdown(f":red-badge[Costs] {t['costs']}")
         st.markdown(f":blue-badge[Choose it when] {t['choose_when']}")
-        links = [f"[{rules[r]['citation']['label']}]({rules[r]['citation']['link']}) ({advisor.cite(rules[r])})"
+        links = [f"[{rules[r]['citation']['label']}]({rules[r]['citation']['link']}) ({content.cite(rules[r])})"
                  for r in t["rules"] if r in rules]
         if links:
             st.caption("Sources: " + "; ".join(links))
@@ -42,12 +43,12 @@ for t in advisor.TRADEOFFS:
         if ab.error:
             st.info(ab.error, icon=":material/info:")
             continue
-        st.markdown(f"**On this workload:** {advisor.verdict(ab)}")
+        st.markdown(f"**On this workload:** {tradeoffs.verdict(ab)}")
         if t["id"] == "streaming":
             s = ab.on.summary
             table = pd.DataFrame({"what the client sees": ["first token (p50)", "first token (p99)", "whole answer (p50)",
                                                            "whole answer (p99)"],
-                                  "streaming": [advisor.fmt_ms(s["ttft_ms"]["p50"]), advisor.fmt_ms(s["ttft_ms"]["p99"]),
+                                  "streaming": [text.fmt_ms(s["ttft_ms"]["p50"]), text.fmt_ms(s["ttft_ms"]["p99"]),
                                                 "", ""],
                                   "waiting for the whole answer": ["", "", f"{s['e2e_s']['p50']:.2f} s",
                                                                    f"{s['e2e_s']['p99']:.2f} s"]})

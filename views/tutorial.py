@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from core import tutorial
+from core.lab import tutorial
 from ui import cache, charts, state, widgets
 
 st.title("Tutorial: from one token to a serving fleet")

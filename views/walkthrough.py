@@ -1,8 +1,9 @@
 """Guided walkthrough: the five stages, one at a time, each simulated on the current workload."""
 import streamlit as st
 
-from core import advisor
-from core.lab import STAGES
+from core.lab import content, gauges, report, stages
+from core import text
+from core.lab.inputs import STAGES
 from ui import cache, charts, state
 
 st.title("Guided walkthrough")
@@ -13,8 +14,8 @@ st.markdown("Reason about it one step at a time: each stage below is simulated o
 inputs = state.valid_inputs()
 with st.spinner("Simulating the five stages..."):
     outcomes = cache.stages(inputs)
-rec = advisor.recommend(outcomes, inputs)
-notes, rules = advisor.stage_notes(), advisor.rules()
+rec = stages.recommend(outcomes, inputs)
+notes, rules = content.stage_notes(), content.rules()
 
 def _step(by: int) -> None:
     st.session_state["walk_stage"] = min(5, max(1, st.session_state.get("walk_stage", 1) + by))
@@ -33,11 +34,11 @@ if o.error:
     st.warning(f"This stage cannot run here: {o.error}.", icon=":material/block:")
 else:
     s = o.summary
-    st.caption(f"Simulated: {advisor.describe_config(o.config)}.")
+    st.caption(f"Simulated: {report.describe_config(o.config)}.")
     p = prev.summary if prev is not None and prev.result is not None else None
     cols = st.columns(4)
     for col, (label, get, show, lower_better) in zip(cols, [
-            ("p99 TTFT", lambda x: x["ttft_ms"]["p99"], advisor.fmt_ms, True),
+            ("p99 TTFT", lambda x: x["ttft_ms"]["p99"], text.fmt_ms, True),
             ("p50 TPOT", lambda x: x["tpot_ms"]["p50"], lambda v: f"{v:.1f} ms", True),
             ("Throughput", lambda x: x["throughput_tok_s"], lambda v: f"{v:,.0f} tok/s", False),
             ("Goodput", lambda x: x["goodput_req_s"], lambda v: f"{v:.2f} req/s", False)]):
@@ -52,14 +53,14 @@ else:
         st.error("Misses the targets: " + "; ".join(o.misses) + ".", icon=":material/error:")
     else:
         st.success("Meets the targets (p99 TTFT and TPOT, with a stable queue).", icon=":material/check_circle:")
-    worst = max(advisor.gauges(o.config, o.result, inputs), key=lambda g: g.ratio)
+    worst = max(gauges.gauges(o.config, o.result, inputs), key=lambda g: g.ratio)
     st.markdown(f"**What limits it now.** {note['limit']}")
     st.markdown(f"Measured: **{worst.name}** is the tightest gauge. {worst.why}")  # why carries the numbers
 st.markdown(f"**Next step.** {note['next']}")
 for rid in note["next_rules"]:
     r = rules.get(rid)
     if r:
-        st.markdown(f"- *{r['title']}* ([{r['citation']['label']}]({r['citation']['link']}), {advisor.cite(r)}): "
+        st.markdown(f"- *{r['title']}* ([{r['citation']['label']}]({r['citation']['link']}), {content.cite(r)}): "
                     f"{r['claim']}")
 
 st.subheader("All five stages on this workload")

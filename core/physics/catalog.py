@@ -9,9 +9,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
+from .. import DATA
 
-DATA = Path(__file__).parent / "data"
 
 GIB = 1024**3
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}

@@ -34,8 +34,8 @@ import math
 import numpy as np
 
 from . import cohort
-from . import costmodel as cm
-from .jit import engine_jit, step_jit
+from ..physics import costmodel as cm
+from ..jit import engine_jit, step_jit
 from .kvcache import blocks_for, can_admit, paged_growth
 from .fastforward import decode_run, quiet
 from .layout import *  # noqa: F403 (column names of the engine's tables)

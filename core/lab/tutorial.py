@@ -14,16 +14,17 @@ import math
 import re
 from dataclasses import replace
 from functools import lru_cache, partial
-from pathlib import Path
 from types import SimpleNamespace
 
-from . import advisor, catalog, costmodel
-from .catalog import DTYPE_BYTES
-from .lab import LabInputs, current_config, min_tp
-from .memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
-from .simulate import kv_link, startup_seconds, steptime
+from .. import DATA
+from ..physics import catalog, costmodel
+from ..physics.catalog import DTYPE_BYTES
+from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
+from .inputs import LabInputs, current_config, min_tp, run
+from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..serving.simulate import kv_link, startup_seconds, steptime
 
-TEXT = Path(__file__).parent / "data" / "tutorial.md"
+TEXT = DATA / "tutorial.md"
 PLACEHOLDER = re.compile(r"\{([a-z0-9_]+)\}")
 NA = "n/a"
 WAIT_RHOS = (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -96,7 +97,7 @@ def facts(inputs: LabInputs) -> dict:
     f["replicas"] = (cfg.gpus or tp) // tp
     f["result"], f["sim_error"] = None, ""
     try:
-        f["result"] = advisor.run(cfg)
+        f["result"] = run(cfg)
     except (ValueError, RuntimeError) as e:
         f["sim_error"] = str(e)
     plan = (f["result"].pools[0].plan if f["result"] else
@@ -151,52 +152,6 @@ def facts(inputs: LabInputs) -> dict:
     f["startup_s"] = startup_seconds(cfg, model, tp)
     f["fit"] = json.loads(costmodel.FIT_FILE.read_text())["fit"]
     return f
-
-
-# ---------------------------------------------------------------- formatting with units
-
-def ms(x: float) -> str:
-    if x >= 1000:
-        return f"{x / 1e3:,.2f} s"
-    return f"{x:.3g} ms" if x >= 1 else f"{x:.2f} ms"
-
-
-def secs(x: float) -> str:
-    if x < 1:
-        return ms(x * 1e3)
-    return f"{x:.2f} s" if x < 10 else (f"{x:.1f} s" if x < 100 else f"{x:,.0f} s")
-
-
-def gb(b: float) -> str:
-    return f"{b / 1e9:,.1f} GB" if b >= 1e9 else f"{b / 1e6:,.0f} MB"
-
-
-def mb(b: float) -> str:
-    return f"{b / 1e6:,.1f} MB" if b < 1e9 else gb(b)
-
-
-def per_token(b: float) -> str:
-    if b >= 1024**2:
-        return f"{b:,.0f} bytes ({b / 1024**2:.3g} MiB)"
-    return f"{b:,.0f} bytes ({b / 1024:.3g} KiB)"
-
-
-def toks(n: float, unit: str = "tokens") -> str:
-    return f"{n:,.0f} {unit}"
-
-
-def tok_s(x: float) -> str:
-    return f"{x:,.0f} tokens/s" if x >= 10 else f"{x:.1f} tokens/s"
-
-
-def times(x: float) -> str:
-    if x >= 10 or abs(x - round(x)) < 0.05:
-        return f"{x:,.0f}×"
-    return f"{x:.1f}×"
-
-
-def usd(x: float) -> str:
-    return f"${x:,.2f}" if x >= 0.1 else f"${x:.3f}"
 
 
 def _verdicts(f: dict, inputs: LabInputs) -> dict[str, str]:

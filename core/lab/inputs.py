@@ -15,11 +15,12 @@ through, on the same workload:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
 
-from . import catalog
-from .memory import MEM_UTIL, plan_memory, smallest_fitting_tp
-from .simulate import SimConfig, model_len_for
-from .workload import LENGTH_DISTS, WorkloadSpec, load_trace
+from ..physics import catalog
+from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
+from ..serving.simulate import SimConfig, SimResult, model_len_for, simulate
+from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 STAGES = {
     1: "One GPU, one request at a time",
@@ -198,3 +199,16 @@ def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:
         raise ValueError(f"disaggregation needs a prefill and a decode replica of tp={base} each: raise the GPU "
                          f"count to {2 * base} or more")
     return out
+
+
+@lru_cache(maxsize=96)
+def run(cfg: SimConfig) -> SimResult:
+    """A simulation, memoised by its (frozen, hashable) configuration, so that pages asking the same
+    question share one answer."""
+    return simulate(cfg)
+
+
+def current(inputs: LabInputs) -> tuple[SimConfig, SimResult]:
+    """The deployment the toggles describe, simulated."""
+    cfg = current_config(inputs)
+    return cfg, run(cfg)

@@ -17,7 +17,7 @@ and the step's aggregates follow from sums kept as members join and leave:
 A step then costs O(1) for the whole cohort, plus O(log n) when a request joins or leaves;
 a member's own columns are written back ("materialised") when it leaves.
 """
-from .jit import engine_jit
+from ..jit import engine_jit
 
 from .kvcache import blocks_for
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_ROWS,

@@ -8,7 +8,7 @@ column of RI, so no queue ever allocates. Three kinds:
   the newest request (the one preemption evicts);
   a min-heap per replica of decoding requests keyed on the step in which each finishes.
 """
-from .jit import engine_jit
+from ..jit import engine_jit
 
 from .layout import P_HEAPN, P_NRUN, P_RHEAD, P_RTAIL, R_HPOS, R_NEXT, R_OUTPUT, R_RNEXT, R_RPREV, R_W, L_HEAP
 

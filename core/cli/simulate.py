@@ -3,56 +3,55 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import engine
-from .memory import MEM_UTIL
-from .simulate import SCALE_METRICS, SimConfig, simulate
-from .workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
+from ..engine import loop as engine
+from ..physics.memory import MEM_UTIL
+from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
+from .args import emit, number, positive_int
+from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 
 
 def register(sub) -> None:
-    from .cli import _number, _positive_int  # shared argument types
-
     p = sub.add_parser("simulate", help="simulate serving a workload, step by step")
     p.add_argument("--gpu", required=True)
     p.add_argument("--model", required=True)
-    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree of a replica")
-    p.add_argument("--gpus", type=_positive_int, default=None, help="GPUs in all (default: tp, one replica)")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of a replica")
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp, one replica)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
-    p.add_argument("--rate", type=_number, default=5.0, help="mean request rate, req/s")
-    p.add_argument("--prompt", type=_number, default=None, help="mean prompt tokens (default: the distribution's)")
-    p.add_argument("--output", type=_number, default=None, help="mean output tokens (default: the distribution's)")
-    p.add_argument("--requests", type=_positive_int, default=1000)
+    p.add_argument("--rate", type=number, default=5.0, help="mean request rate, req/s")
+    p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens (default: the distribution's)")
+    p.add_argument("--output", type=number, default=None, help="mean output tokens (default: the distribution's)")
+    p.add_argument("--requests", type=positive_int, default=1000)
     p.add_argument("--policy", default="vllm", choices=engine.POLICIES)
     p.add_argument("--length-dist", default="fixed", choices=LENGTH_DISTS)
-    p.add_argument("--spread", type=_number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
+    p.add_argument("--spread", type=number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
     p.add_argument("--arrival", default="poisson", choices=ARRIVALS)
-    p.add_argument("--cv", type=_number, default=1.0, help="coefficient of variation of gamma gaps")
-    p.add_argument("--block-size", type=_positive_int, default=16)
-    p.add_argument("--max-seqs", type=_positive_int, default=256)
-    p.add_argument("--max-batched-tokens", type=_positive_int, default=8192)
-    p.add_argument("--chunk", type=_positive_int, default=512)
-    p.add_argument("--max-model-len", type=_positive_int, default=None)
-    p.add_argument("--mem-util", type=_number, default=MEM_UTIL)
-    p.add_argument("--ttft-slo-ms", type=_number, default=1000.0)
-    p.add_argument("--tpot-slo-ms", type=_number, default=100.0)
-    p.add_argument("--seed", type=_positive_int, default=0)
+    p.add_argument("--cv", type=number, default=1.0, help="coefficient of variation of gamma gaps")
+    p.add_argument("--block-size", type=positive_int, default=16)
+    p.add_argument("--max-seqs", type=positive_int, default=256)
+    p.add_argument("--max-batched-tokens", type=positive_int, default=8192)
+    p.add_argument("--chunk", type=positive_int, default=512)
+    p.add_argument("--max-model-len", type=positive_int, default=None)
+    p.add_argument("--mem-util", type=number, default=MEM_UTIL)
+    p.add_argument("--ttft-slo-ms", type=number, default=1000.0)
+    p.add_argument("--tpot-slo-ms", type=number, default=100.0)
+    p.add_argument("--seed", type=positive_int, default=0)
     p.add_argument("--trace", default=None, help="CSV file: arrival_s,prompt_tokens,output_tokens")
     p.add_argument("--router", default="rr", choices=engine.ROUTERS)
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
-    p.add_argument("--prefill-gpus", type=_positive_int, default=0)
-    p.add_argument("--prefill-tp", type=_positive_int, default=None)
-    p.add_argument("--decode-tp", type=_positive_int, default=None)
+    p.add_argument("--prefill-gpus", type=positive_int, default=0)
+    p.add_argument("--prefill-tp", type=positive_int, default=None)
+    p.add_argument("--decode-tp", type=positive_int, default=None)
     p.add_argument("--rate-schedule", default=None, help="'t0:r0,t1:r1,...' seconds:req/s (overrides --rate)")
-    p.add_argument("--diurnal", type=_number, default=None, metavar="PERIOD_S",
+    p.add_argument("--diurnal", type=number, default=None, metavar="PERIOD_S",
                    help="a day of load compressed into PERIOD_S seconds around --rate")
     p.add_argument("--autoscale", action="store_true", help="start and drain replicas on a load target")
-    p.add_argument("--min-replicas", type=_positive_int, default=1)
+    p.add_argument("--min-replicas", type=positive_int, default=1)
     p.add_argument("--scale-metric", default="concurrency", choices=SCALE_METRICS,
                    help="concurrency: requests per replica; kv: share of KV blocks in use")
-    p.add_argument("--scale-target", type=_number, default=64.0, help="per-replica target of the metric")
-    p.add_argument("--scale-interval", type=_number, default=5.0, help="seconds between autoscaler decisions")
-    p.add_argument("--startup-s", type=_number, default=30.0, help="fixed replica start-up before weight loading")
-    p.add_argument("--load-gbps", type=_number, default=5.0, help="weight loading bandwidth per GPU, GB/s")
+    p.add_argument("--scale-target", type=number, default=64.0, help="per-replica target of the metric")
+    p.add_argument("--scale-interval", type=number, default=5.0, help="seconds between autoscaler decisions")
+    p.add_argument("--startup-s", type=number, default=30.0, help="fixed replica start-up before weight loading")
+    p.add_argument("--load-gbps", type=number, default=5.0, help="weight loading bandwidth per GPU, GB/s")
     p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
@@ -86,7 +85,6 @@ def config_from_args(args) -> SimConfig:
 
 
 def cmd_simulate(args) -> None:
-    from .cli import _emit
     result = simulate(config_from_args(args))
     s = result.summary
     lines = [
@@ -105,4 +103,4 @@ def cmd_simulate(args) -> None:
         f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",
         f"  simulated in {s['sim_wall_s'] * 1e3:.0f} ms",
     ]
-    _emit(s, args.json, lines)
+    emit(s, args.json, lines)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import layout as E
+from ..engine import layout as E
 
 PCTS = (50, 90, 99)
 

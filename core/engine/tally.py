@@ -3,7 +3,7 @@ inter-token gaps, the bounded step trace, and the number of requests in each par
 integrated over time (for Little's law)."""
 import math
 
-from .jit import engine_jit, step_jit
+from ..jit import engine_jit, step_jit
 from .layout import (ITL_BINS, ITL_LO, ITL_PER_DECADE, M_DECODES, M_TOKENS, NT, O_TRACE_N, O_TRACE_SKIP,
                      O_TRACE_STRIDE, OF_AREA_DECODE, OF_AREA_FRONT, OF_AREA_XFER, OFF, P_COH_N, P_COH_V, P_NHELD,
                      P_NRUN, P_NWAIT, P_NXFER, P_POOL, P_S, P_STATE, P_STORED, P_USED, POOL_DECODE, T_ACTIVE,

@@ -29,14 +29,14 @@ import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
-from .jit import engine_jit
+from .. import DATA
+from ..jit import engine_jit
 
 from .catalog import DTYPE_BYTES, GPU, Model
 
-FIT_FILE = Path(__file__).parent / "data" / "costmodel_fit.json"
+FIT_FILE = DATA / "costmodel_fit.json"
 
 # ---- parameter vector layout (one float64 array per replica shape; read inside jitted code)
 LAYERS = 0

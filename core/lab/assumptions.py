@@ -13,11 +13,12 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from . import catalog, costmodel, memory
-from .simulate import SimConfig
+from .. import DATA
+from ..physics import catalog, costmodel, memory
+from ..serving.simulate import SimConfig
 
-ROOT = Path(__file__).parent.parent
-DATA = Path(__file__).parent / "data" / "assumptions.json"
+ROOT = Path(__file__).parents[2]
+FILE = DATA / "assumptions.json"
 VALIDATION = ROOT / "calibration" / "VALIDATION.md"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -107,5 +108,5 @@ def fill(text: str, vals: dict[str, str] | None = None) -> str:
 def assumptions() -> list[dict]:
     """The assumptions, texts filled: id, title, text, and for the seed's own three `seed_text`
     (what the seed assumed) before `text` (what this simulator does instead)."""
-    items = json.loads(DATA.read_text())["assumptions"]
+    items = json.loads(FILE.read_text())["assumptions"]
     return [{**a, "text": fill(a["text"])} for a in items]

@@ -7,7 +7,7 @@ Two ways to hold a sequence's KV cache:
             taken when the request is admitted (Orca, FasterTransformer).
 Replica columns live in the engine's replica table; this module only does the arithmetic.
 """
-from .jit import engine_jit
+from ..jit import engine_jit
 
 
 @engine_jit

@@ -5,52 +5,11 @@ Bad arguments print one line on stderr and exit with status 2; no traceback reac
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from . import catalog, costmodel, memory
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, status 2 (argparse prints usage + message otherwise)
-        raise UsageError(f"{self.prog}: {message}")
-
-
-class UsageError(Exception):
-    pass
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} must not be negative")
-    return v
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-
-
-def _emit(result: dict, as_json: bool, lines: list[str]) -> None:
-    if as_json:
-        json.dump(result, sys.stdout, indent=1, default=_jsonable)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _jsonable(o):
-    if hasattr(o, "item"):
-        return o.item()
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    raise TypeError(f"cannot write {type(o).__name__} as JSON")
+from ..physics import catalog, costmodel, memory
+from . import simulate
+from .args import Parser, UsageError, emit, number, positive_int
 
 
 # ---------------------------------------------------------------- commands
@@ -67,7 +26,7 @@ def cmd_catalog(args) -> None:
         lines.append(f"  {m['id']:<15} {m['params_total'] / 1e9:7.1f}B params ({m['params_active'] / 1e9:.1f}B active)"
                      f"  {m['attention']}{moe}  KV {m['kv_bytes_per_token_bf16'] / 1024:.1f} KiB/token")
     lines.append("Parametric: dense-<N>b (1b to 1000b), an interpolated Llama-3 shape.")
-    _emit(data, args.json, lines)
+    emit(data, args.json, lines)
 
 
 def cmd_steptime(args) -> None:
@@ -78,7 +37,7 @@ def cmd_steptime(args) -> None:
     lines = [f"{model.label()} on {args.tp} x {gpu.name}: one step of {r['tokens']} tokens takes "
              f"{r['step_ms']:.3f} ms (tensor-parallel communication {r['comm_ms']:.3f} ms)"]
     lines += [f"  {k:<16} {v:8.3f} ms" for k, v in r["breakdown_ms"].items() if v > 0]
-    _emit(r, args.json, lines)
+    emit(r, args.json, lines)
 
 
 def cmd_memory(args) -> None:
@@ -92,20 +51,20 @@ def cmd_memory(args) -> None:
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
              f"  KV cache          {d['kv_gb_per_gpu']:8.2f} GB at {plan.kv_bytes_per_token / 1024:.1f} KiB/token per GPU",
              f"  KV blocks         {plan.kv_blocks:8d} of {args.block_size} tokens = {plan.kv_tokens} tokens"]
-    _emit(d, args.json, lines)
+    emit(d, args.json, lines)
 
 
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", required=True, help="GPU id (see `catalog`)")
     p.add_argument("--model", required=True, help="model id, or dense-<N>b for a parametric model")
-    p.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel degree (GPUs per replica)")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (GPUs per replica)")
     p.add_argument("--dtype", default="bf16", choices=sorted(catalog.DTYPE_BYTES), help="weight dtype")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m core", description="LLM Serving Design Lab: the numeric core, headless.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="python -m core", description="LLM Serving Design Lab: the numeric core, headless.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("catalog", help="list GPUs and models")
     p.add_argument("--json", action="store_true")
@@ -113,10 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("steptime", help="time of one engine step for a token mix")
     _add_shape_args(p)
-    p.add_argument("--decode-batch", type=_positive_int, default=0, help="decoding sequences in the step")
-    p.add_argument("--context", type=_positive_int, default=0, help="tokens each decoding sequence attends to")
-    p.add_argument("--prefill-tokens", type=_positive_int, default=0, help="new tokens of one prefill chunk")
-    p.add_argument("--prefill-cached", type=_positive_int, default=0, help="tokens already cached before the chunk")
+    p.add_argument("--decode-batch", type=positive_int, default=0, help="decoding sequences in the step")
+    p.add_argument("--context", type=positive_int, default=0, help="tokens each decoding sequence attends to")
+    p.add_argument("--prefill-tokens", type=positive_int, default=0, help="new tokens of one prefill chunk")
+    p.add_argument("--prefill-cached", type=positive_int, default=0, help="tokens already cached before the chunk")
     p.add_argument("--launch", default="auto", choices=sorted(costmodel.LAUNCH_MODES),
                    help="CUDA graphs, eager, or auto (graphs for decode-only steps)")
     p.add_argument("--attention", default="sdpa", choices=costmodel.ATTN_KERNELS,
@@ -128,14 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("memory", help="per-GPU memory plan and KV blocks")
     _add_shape_args(p)
-    p.add_argument("--block-size", type=_positive_int, default=16, help="tokens per KV block")
-    p.add_argument("--mem-util", type=_number, default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
-    p.add_argument("--max-batched-tokens", type=_positive_int, default=8192, help="token budget of one step")
-    p.add_argument("--max-seqs", type=_positive_int, default=256, help="sequences per step")
+    p.add_argument("--block-size", type=positive_int, default=16, help="tokens per KV block")
+    p.add_argument("--mem-util", type=number, default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
+    p.add_argument("--max-batched-tokens", type=positive_int, default=8192, help="token budget of one step")
+    p.add_argument("--max-seqs", type=positive_int, default=256, help="sequences per step")
     p.set_defaults(func=cmd_memory)
 
-    from . import cli_simulate  # the simulate command lives beside the engine
-    cli_simulate.register(sub)
+    simulate.register(sub)
 
     return parser
 

@@ -1,0 +1,157 @@
+"""The bottleneck gauges (each a value against its limit, why, and the knob that relieves it), the
+headline metrics and the per-GPU memory split of a simulated deployment."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..physics import catalog
+from ..serving.simulate import SimConfig, SimResult, steptime
+from ..text import fmt_ms, share
+from .inputs import LabInputs
+
+
+@dataclass
+class Gauge:
+    id: str
+    name: str
+    value: float
+    limit: float
+    unit: str
+    ratio: float  # value / limit
+    status: str  # ok, warn, bad
+    why: str
+    knob: str
+    detail: str = ""
+
+    @property
+    def reading(self) -> str:
+        """The value against its limit, in words with units."""
+        return READINGS[self.id](self)
+
+
+READINGS = {
+    "kv": lambda g: f"peak {share(g.ratio)} of KV blocks in use",
+    "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB usable per GPU ({share(g.ratio)})",
+    "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({share(g.ratio)})",
+    "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({share(g.ratio)})",
+    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} against a {fmt_ms(g.limit)} target ({share(g.ratio)})",
+}
+
+
+def _status(ratio: float, warn: float, bad: float) -> str:
+    return "bad" if ratio >= bad else ("warn" if ratio >= warn else "ok")
+
+
+def decode_capacity(cfg: SimConfig, result: SimResult) -> tuple[float, int]:
+    """The most output tokens/s this deployment could sustain: every replica at the largest batch
+    its slots and KV blocks hold, at the workload's mean context, with each request's prefill
+    taking its share of the GPU time (unless a prefill pool does it)."""
+    pool = result.pools[-1]  # the decode side
+    wl = result.workload
+    prompt, out = float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean())
+    ctx = prompt + out / 2
+    kv_seqs = int(pool.plan.kv_tokens // max(ctx, 1))
+    batch = max(1, min(cfg.max_seqs if cfg.policy != "serial" else 1, kv_seqs))
+    step_s = steptime(cfg, pool.tp, decode_batch=batch, context=int(ctx))["step_ms"] / 1e3
+    prefill_s = 0.0 if cfg.disagg else steptime(cfg, pool.tp, prefill_tokens=max(1, int(prompt)))["step_ms"] / 1e3
+    req_s = 1.0 / (prefill_s + out * step_s / batch)
+    return req_s * out * pool.replicas, batch
+
+
+def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
+    s = result.summary
+    pool = result.pools[-1]
+    plan = pool.plan
+    out = []
+
+    peak = s["peak_kv_blocks_used"] / max(s["kv_blocks_total"], 1)
+    used = result.trace["kv_blocks_used"]
+    mean = float(used.mean()) / max(s["kv_blocks_total"], 1) if len(used) else 0.0
+    status = _status(peak, 0.7, 0.95)
+    if s["preemptions"]:
+        status = "bad"
+    out.append(Gauge(
+        "kv", "KV cache pressure", peak * 100, 100, "% of blocks", peak, status,
+        (f"At peak {peak:.0%} of the {s['kv_blocks_total']:,} KV blocks hold sequences (mean {mean:.0%}); "
+         + (f"{s['preemptions']} preemptions recomputed evicted requests." if s["preemptions"] else
+            "no request had to be preempted.")),
+        "Shard with tensor parallelism or add GPUs for more cache; lower max batch; paged attention wastes less.",
+        detail=f"KV utilisation (tokens held / slots allocated): {s['kv_utilization']:.0%}"))
+
+    usable = plan.usable_bytes
+    w = plan.weights_bytes / usable
+    out.append(Gauge(
+        "weights", "Per-GPU weight footprint", plan.weights_bytes / 1e9, usable / 1e9, "GB", w, _status(w, 0.5, 0.8),
+        f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}, {w:.0%} of the "
+        f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; what is left "
+        f"(after the workspace) is KV cache.",
+        "Turn on tensor-parallel sharding (weights / tp per GPU) or use fp8 weights.",
+        detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB"))
+
+    cap, batch = decode_capacity(cfg, result)
+    achieved = s["throughput_tok_s"]
+    u = achieved / cap if cap > 0 else 1.0
+    out.append(Gauge(
+        "decode", "Decode throughput vs capacity", achieved, cap, "tok/s", u, _status(u, 0.7, 0.9),
+        f"{achieved:,.0f} output tokens/s against the {cap:,.0f} tok/s the deployment could sustain with "
+        f"{batch} sequences per replica, each request's prefill included.",
+        "Continuous batching raises the batch; more replicas raise the ceiling.",
+        detail=f"mean batch {s['mean_batch']:.1f} sequences per step"))
+
+    slots = (1 if cfg.policy == "serial" else cfg.max_seqs)
+    running = result.trace["running"] / max(s["replicas"], 1)
+    p90 = float(np.percentile(running, 90)) if len(running) else 0.0
+    r = p90 / slots
+    out.append(Gauge(
+        "slots", "Batch slot saturation", p90, slots, "sequences", r, _status(r, 0.7, 0.95),
+        f"90% of the time a replica runs at most {p90:.0f} of its {slots} sequence slots.",
+        "Raise max batch (if KV blocks allow) or add replicas.",
+        detail=f"mean running per replica {float(running.mean()) if len(running) else 0:.1f}"))
+
+    t = s["ttft_ms"]["p99"] / inputs.ttft_p99_ms
+    out.append(Gauge(
+        "ttft", "Time-to-first-token", s["ttft_ms"]["p99"], inputs.ttft_p99_ms, "ms (p99)", t, _status(t, 0.7, 1.0),
+        f"p99 TTFT is {fmt_ms(s['ttft_ms']['p99'])} against the {fmt_ms(inputs.ttft_p99_ms)} target "
+        f"(p50 {fmt_ms(s['ttft_ms']['p50'])}); queueing is {fmt_ms(s['queue_wait_ms']['p99'])} of it at p99.",
+        "Chunked prefill, more replicas, tensor parallelism for long prompts, or a prefill pool.",
+        detail=f"prefill of a {inputs.prompt_tokens}-token prompt alone: {prefill_ms(cfg, inputs):.0f} ms"))
+    return out
+
+
+def prefill_ms(cfg: SimConfig, inputs: LabInputs) -> float:
+    return steptime(cfg, cfg.prefill_tp or cfg.tp, prefill_tokens=inputs.prompt_tokens)["step_ms"]
+
+
+# ---------------------------------------------------------------- headline numbers
+
+def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
+    s = result.summary
+    return [
+        dict(label="p50 TTFT", value=fmt_ms(s["ttft_ms"]["p50"]), help="time to first token, median"),
+        dict(label="p99 TTFT", value=fmt_ms(s["ttft_ms"]["p99"]), target=f"target {fmt_ms(inputs.ttft_p99_ms)}",
+             ok=s["ttft_ms"]["p99"] <= inputs.ttft_p99_ms, help="time to first token, 99th percentile"),
+        dict(label="p50 TPOT", value=f"{s['tpot_ms']['p50']:.1f} ms", help="time per output token after the first"),
+        dict(label="p99 TPOT", value=f"{s['tpot_ms']['p99']:.1f} ms", target=f"target {inputs.tpot_ms:g} ms",
+             ok=s["tpot_ms"]["p99"] <= inputs.tpot_ms),
+        dict(label="Throughput", value=f"{s['throughput_tok_s']:,.0f} tok/s",
+             help=f"{s['throughput_req_s']:.2f} req/s completed"),
+        dict(label="Goodput", value=f"{s['goodput_req_s']:.2f} req/s",
+             help=f"{s['slo_attainment']:.1%} of requests meet both targets"),
+        dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}", help=f"tp={s['tp']} per replica"),
+        dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
+             help=f"at ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})"),
+    ]
+
+
+def memory_split(result: SimResult) -> list[dict]:
+    """Per-GPU memory of each pool: weights, KV cache, workspace, unused (GB)."""
+    rows = []
+    for pool in result.pools:
+        p = pool.plan
+        kv = p.kv_blocks * p.block_size * p.kv_bytes_per_token
+        for part, b in (("weights", p.weights_bytes), ("KV cache", kv), ("workspace", p.workspace_bytes),
+                        ("unused", p.unused_bytes)):
+            rows.append(dict(pool=pool.name, part=part, gb=b / 1e9))
+    return rows

@@ -1,0 +1,42 @@
+"""Everything the Lab's home page shows for one set of inputs, in one call, and the caption that
+names a simulated deployment."""
+from __future__ import annotations
+
+from ..physics import catalog
+from ..serving.simulate import SimConfig
+from .gauges import gauges, headline, memory_split
+from .inputs import LabInputs, current
+from .stages import architecture_path, evaluate_stages, misses, recommend
+
+
+def lab_view(inputs: LabInputs) -> dict:
+    """Everything the home page shows, in one call. The recommendation stands on its own: when
+    the toggles describe a deployment that cannot run (say, a model too big for one GPU without
+    sharding), `current_error` says why and the current-architecture parts are None."""
+    inputs.validate()
+    outcomes = evaluate_stages(inputs, stop_when_met=True)
+    rec = recommend(outcomes, inputs)
+    view = dict(outcomes=outcomes, recommendation=rec, path=architecture_path(rec.stage, inputs),
+                config=None, result=None, gauges=None, headline=None, memory=None, current_misses=None,
+                current_error=None)
+    try:
+        cfg, res = current(inputs)
+    except ValueError as e:
+        view["current_error"] = str(e)
+        return view
+    view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=headline(res, inputs),
+                memory=memory_split(res), current_misses=misses(res.summary, inputs))
+    return view
+
+
+def describe_config(cfg: SimConfig) -> str:
+    """A short description of a simulated deployment, for captions."""
+    policy = {"serial": "one request at a time", "static": "request-level (static) batching",
+              "orca": "continuous batching, reserved KV", "vllm": "continuous batching + paged attention",
+              "sarathi": "continuous batching + paged attention + chunked prefill"}[cfg.policy]
+    gpus = cfg.gpus or cfg.tp
+    model = catalog.get_model(cfg.model).label()
+    if cfg.disagg:
+        return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
+                f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
+    return f"{model}, {policy}; {gpus // cfg.tp} replica(s) x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"

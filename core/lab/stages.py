@@ -1,0 +1,157 @@
+"""The five architecture stages on a workload, the one to recommend, and the component path it
+lights. Stages 4 and 5 have a free choice (the tensor-parallel degree; the split into prefill and
+decode pools): each tries a few and keeps the first that meets the targets."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..physics import catalog
+from ..serving.simulate import SimResult, steptime
+from ..text import fmt_ms, in_sentence, sentence
+from .content import components
+from .inputs import STAGES, LabInputs, SimConfig, auto_tp, disagg_splits, run, stage_config
+
+
+def misses(summary: dict, inputs: LabInputs) -> list[str]:
+    """What a simulated deployment misses, in words; empty when it meets every target."""
+    out = []
+    if not summary["stable"]:
+        out.append(f"the queue grows without bound ({summary['throughput_req_s']:.2f} of "
+                   f"{summary['arrival_rate_req_s']:.2f} req/s served)")
+    if summary["ttft_ms"]["p99"] > inputs.ttft_p99_ms:
+        out.append(f"p99 TTFT {fmt_ms(summary['ttft_ms']['p99'])} is above the {fmt_ms(inputs.ttft_p99_ms)} target")
+    if summary["tpot_ms"]["p99"] > inputs.tpot_ms:
+        out.append(f"p99 TPOT {summary['tpot_ms']['p99']:.1f} ms is above the {inputs.tpot_ms:g} ms target")
+    return out
+
+
+@dataclass
+class StageOutcome:
+    stage: int
+    name: str
+    config: SimConfig | None = None
+    result: SimResult | None = None
+    error: str | None = None
+    misses: list = field(default_factory=list)
+
+    @property
+    def meets(self) -> bool:
+        return self.result is not None and not self.misses
+
+    @property
+    def summary(self) -> dict | None:
+        return self.result.summary if self.result else None
+
+
+def run_stage(inputs: LabInputs, stage: int) -> StageOutcome:
+    """One stage on the inputs' workload. Stages 4 and 5 have a free choice (the tensor-parallel
+    degree; the prefill pool's size): they try a few and keep the first that meets the targets,
+    else the one with the best goodput."""
+    out = StageOutcome(stage, STAGES[stage])
+    try:
+        if stage == 4:
+            candidates = [stage_config(replace(inputs, tp=tp), 4) for tp in tp_choices(inputs)]
+        elif stage == 5:
+            candidates = [stage_config(inputs, 5, split) for split in disagg_splits(inputs)]
+        else:
+            candidates = [stage_config(inputs, stage)]
+        best = None
+        for cfg in candidates:
+            res = run(cfg)
+            miss = misses(res.summary, inputs)
+            key = (not miss, res.summary["goodput_req_s"], -res.summary["ttft_ms"]["p99"])
+            if best is None or key > best[0]:
+                best = (key, cfg, res, miss)
+            if not miss:
+                break
+        _, out.config, out.result, out.misses = best
+    except ValueError as e:
+        out.error = str(e)
+    return out
+
+
+def tp_choices(inputs: LabInputs) -> list[int]:
+    """Tensor-parallel degrees worth trying: from the smallest that fits (at least 2), doubling,
+    each dividing the GPU count and the model's heads."""
+    first = auto_tp(replace(inputs, tp=0))
+    heads = catalog.get_model(inputs.model).heads
+    out, tp = [], first
+    while tp <= inputs.gpus:
+        if inputs.gpus % tp == 0 and heads % tp == 0:
+            out.append(tp)
+        tp *= 2
+    return out
+
+
+def evaluate_stages(inputs: LabInputs, stop_when_met: bool = False) -> list[StageOutcome]:
+    """Every stage simulated on the workload; with stop_when_met, only up to the first that meets
+    the targets, and stage 1 settled by the utilisation law when it is plainly overloaded."""
+    outcomes = []
+    for stage in STAGES:
+        o = serial_overload(inputs) if stage == 1 and stop_when_met else None
+        o = o or run_stage(inputs, stage)
+        outcomes.append(o)
+        if stop_when_met and o.meets:
+            break
+    return outcomes
+
+
+def serial_overload(inputs: LabInputs) -> StageOutcome | None:
+    """Stage 1 without simulating it, when one request at a time cannot keep up on average: each
+    request holds a GPU for its prefill and its decode steps, and utilisation = rate x that time /
+    GPUs at or above 1 means the queue grows without bound. None when it is not that clear."""
+    if inputs.trace_csv is not None:
+        return None
+    try:
+        cfg = stage_config(inputs, 1)
+    except ValueError:
+        return None
+    prefill = steptime(cfg, 1, prefill_tokens=inputs.prompt_tokens)["step_ms"]
+    ctx = int(inputs.prompt_tokens + inputs.output_tokens / 2)
+    decode = steptime(cfg, 1, decode_batch=1, context=ctx)["step_ms"]
+    service_s = (prefill + (inputs.output_tokens - 1) * decode) / 1e3
+    rho = inputs.rate * service_s / inputs.gpus
+    if rho < 1:
+        return None
+    return StageOutcome(1, STAGES[1], config=cfg, misses=[
+        f"each request holds a GPU for {service_s:.2f} s, so {inputs.rate:g} req/s would keep "
+        f"{inputs.gpus} GPU(s) busy {rho:.0%} of the time: the queue grows without bound"])
+
+
+@dataclass
+class Recommendation:
+    stage: int
+    name: str
+    reason: str
+    met: bool
+
+
+def recommend(outcomes: list[StageOutcome], inputs: LabInputs) -> Recommendation:
+    """The simplest stage that meets the targets, and one sentence of why."""
+    for i, o in enumerate(outcomes):
+        if o.meets:
+            if i == 0:
+                s = o.summary
+                reason = (f"at {inputs.rate:g} req/s one request at a time keeps up: p99 TTFT "
+                          f"{fmt_ms(s['ttft_ms']['p99'])} within the {fmt_ms(inputs.ttft_p99_ms)} target, so nothing "
+                          f"more is needed yet.")
+            else:
+                prev = outcomes[i - 1]
+                why_not = prev.error or "; ".join(prev.misses)
+                reason = (f"{prev.name} falls short ({why_not}); {in_sentence(o.name)} meets the targets "
+                          f"(p99 TTFT {fmt_ms(o.summary['ttft_ms']['p99'])}, p99 TPOT {o.summary['tpot_ms']['p99']:.1f} ms).")
+            return Recommendation(o.stage, o.name, sentence(reason), True)
+    last = outcomes[-1]
+    why = last.error or "; ".join(last.misses)
+    return Recommendation(5, STAGES[5], f"No stage meets the targets on {inputs.gpus} GPU(s) ({why}): add GPUs, "
+                                        f"relax the targets or lower the load.", False)
+
+
+def architecture_path(stage: int, inputs: LabInputs) -> list[dict]:
+    """The seed's component path with the parts this stage needs switched on."""
+    replicas_or_scale = inputs.gpus > 1 or stage >= 3
+    needed = {
+        "clients": True, "gateway": True, "scheduler": stage >= 2, "prefill_pool": stage >= 5,
+        "gpu_workers": True, "paged_kv": stage >= 3, "model_shards": stage >= 4, "metrics": replicas_or_scale,
+    }
+    return [dict(c, on=needed[c["id"]]) for c in components()]

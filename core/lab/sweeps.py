@@ -1,0 +1,89 @@
+"""The series behind the bottleneck charts: each gauge's input swept across its range, simulated
+(request rate, output length) or from the cost model and memory planner (tp, batch)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..physics import catalog
+from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..serving.simulate import steptime
+from .gauges import decode_capacity
+from .inputs import LabInputs, current, current_config, run
+
+
+def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
+    """p99 TTFT and batch slots against request rate, from well below the current rate to past
+    the deployment's decode capacity, so that the knee shows."""
+    cfg, res = current(inputs)
+    cap_tok_s, _ = decode_capacity(cfg, res)
+    cap_rate = cap_tok_s / max(float(res.workload.output_tokens.mean()), 1.0)
+    lo = min(0.25 * inputs.rate, 0.1 * cap_rate)
+    hi = max(2.0 * inputs.rate, 1.3 * cap_rate)
+    rows = []
+    for r in np.geomspace(lo, hi, points):
+        x = replace(inputs, rate=float(r))
+        try:
+            s = run(current_config(x)).summary
+        except ValueError:
+            continue
+        rows.append(dict(rate=x.rate, ttft_p99_ms=s["ttft_ms"]["p99"], tpot_p50_ms=s["tpot_ms"]["p50"],
+                         stable=s["stable"], mean_batch=s["mean_batch"], throughput_tok_s=s["throughput_tok_s"]))
+    return rows
+
+
+def sweep_output(inputs: LabInputs, points: int = 8) -> list[dict]:
+    """KV cache pressure against output length, up to 16 times the current one (within the
+    model's context)."""
+    rows = []
+    room = catalog.get_model(inputs.model).max_context - inputs.prompt_tokens
+    for f in np.geomspace(0.25, min(16.0, max(room / max(inputs.output_tokens, 1), 0.25)), points):
+        x = replace(inputs, output_tokens=max(1, int(inputs.output_tokens * f)))
+        try:
+            s = run(current_config(x)).summary
+        except ValueError:
+            continue
+        rows.append(dict(output_tokens=x.output_tokens, peak_kv=s["peak_kv_blocks_used"] / max(s["kv_blocks_total"], 1),
+                         preemptions=s["preemptions"], kv_utilization=s["kv_utilization"]))
+    return rows
+
+
+def sweep_tp(inputs: LabInputs) -> list[dict]:
+    """Per-GPU weight footprint and KV room against the tensor-parallel degree (memory planner)."""
+    gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
+    rows = []
+    for tp in (1, 2, 4, 8, 16):
+        if model.heads % tp:
+            continue
+        try:
+            p = plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,
+                            inputs.dtype)
+            rows.append(dict(tp=tp, weights_gb=p.weights_bytes / 1e9, kv_gb=p.kv_pool_bytes / 1e9,
+                             usable_gb=p.usable_bytes / 1e9, fits=True))
+        except ValueError:
+            rows.append(dict(tp=tp, weights_gb=weight_bytes_per_gpu(model, tp, inputs.dtype) / 1e9, kv_gb=0.0,
+                             usable_gb=usable_bytes(gpu) / 1e9, fits=False))
+    return rows
+
+
+def sweep_batch(inputs: LabInputs) -> list[dict]:
+    """Decode throughput of one replica against batch size (cost model), at the workload's context."""
+    cfg = current_config(inputs)
+    ctx = int(inputs.prompt_tokens + inputs.output_tokens / 2)
+    rows = []
+    for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512):
+        if b > max(cfg.max_seqs, 1) * 2:
+            break
+        st = steptime(cfg, decode_batch=b, context=ctx)
+        rows.append(dict(batch=b, step_ms=st["step_ms"], tok_s=b / st["step_ms"] * 1e3))
+    return rows
+
+
+def knee_rate(rows: list[dict], target_ms: float) -> float | None:
+    """The highest swept rate still within the TTFT target and stable."""
+    ok = [r["rate"] for r in rows if r["stable"] and r["ttft_p99_ms"] <= target_ms]
+    return max(ok) if ok else None
+
+
+SWEEPS = {"rate": sweep_rate, "output": sweep_output, "tp": sweep_tp, "batch": sweep_batch}

@@ -1,0 +1,120 @@
+"""Design trade-offs: each choice simulated off and on, on the current workload, and one sentence
+on what it buys there. The gains, costs and sources of each are data (data/tradeoffs.json)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..serving.simulate import SimConfig, SimResult
+from ..serving.workload import diurnal_schedule
+from ..text import fmt_ms, ratio
+from .content import tradeoffs
+from .inputs import LabInputs, auto_tp, current_config, min_tp, run
+from .stages import run_stage
+
+
+@dataclass
+class ABResult:
+    id: str
+    off_label: str
+    on_label: str
+    off: SimResult | None
+    on: SimResult | None
+    note: str
+    error: str | None = None
+
+
+def ab(inputs: LabInputs, tradeoff_id: str) -> ABResult:
+    """The trade-off switched off and on, on the current workload."""
+    t = next(x for x in tradeoffs() if x["id"] == tradeoff_id)
+    try:
+        off, on, note = _ab_configs(inputs, tradeoff_id)
+        if tradeoff_id == "streaming":  # one run, two views of it
+            res = run(on)
+            return ABResult(tradeoff_id, t["off"], t["on"], res, res, note)
+        return ABResult(tradeoff_id, t["off"], t["on"], run(off), run(on), note)
+    except ValueError as e:
+        return ABResult(tradeoff_id, t["off"], t["on"], None, None, "", str(e))
+
+
+def _fits_one_gpu(inputs: LabInputs) -> bool:
+    return (min_tp(inputs) or 99) == 1
+
+
+def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]:
+    tp = 1 if _fits_one_gpu(inputs) else auto_tp(replace(inputs, gpus=max(inputs.gpus, min_tp(inputs) or 2)))
+    gpus = max(inputs.gpus, tp)
+    here = replace(inputs, gpus=gpus)
+    base = current_config(replace(here, tensor_parallel=tp > 1, tp=tp if tp > 1 else 0, continuous_batching=True))
+    note = "" if gpus == inputs.gpus else f"run on {gpus} GPUs, the fewest that hold the model"
+    if tid == "kv_cache":
+        on = replace(base, policy="vllm")
+        return replace(on, policy="orca"), on, note
+    if tid == "continuous_batching":
+        return replace(base, policy="static"), base, note
+    if tid == "tensor_parallel":
+        if not _fits_one_gpu(inputs):
+            raise ValueError("the model does not fit one GPU, so there is no unsharded deployment to compare with: "
+                             "sharding is not a choice here")
+        g = max(inputs.gpus, 2)
+        t2 = auto_tp(replace(inputs, gpus=g, tp=0))
+        off = replace(base, gpus=g, tp=1)
+        return off, replace(base, gpus=g, tp=t2), (f"both on {g} GPUs: {g} single-GPU replicas against "
+                                                   f"{g // t2} replica(s) of tp={t2}")
+    if tid == "disaggregation":
+        g = max(gpus, 2 * tp)
+        wide = replace(here, gpus=g)
+        stage5 = run_stage(wide, 5)
+        if stage5.config is None:
+            raise ValueError(stage5.error)
+        on = stage5.config
+        return replace(base, gpus=g), on, (f"both on {g} GPUs; the prefill pool has {on.prefill_gpus} of them "
+                                           f"(tp={on.prefill_tp}), the decode pool {g - on.prefill_gpus} (tp={on.decode_tp})")
+    if tid == "autoscaling":
+        replicas = max(2, gpus // tp)
+        g = replicas * tp
+        period = inputs.requests / inputs.rate  # the run spans one compressed day
+        day = replace(base.workload, rate_schedule=diurnal_schedule(inputs.rate, period))
+        fixed = replace(base, gpus=g, workload=day)
+        return fixed, replace(fixed, autoscale=True, min_replicas=1, scale_target=max(8.0, inputs.max_seqs / 4)), \
+            f"a day of load compressed into {period:.0f} s around {inputs.rate:g} req/s; up to {replicas} replicas"
+    if tid == "streaming":
+        return base, base, note
+    raise ValueError(f"unknown trade-off '{tid}'")
+
+
+def verdict(r: ABResult) -> str:
+    """One sentence on what the trade-off buys on this workload."""
+    if r.error:
+        return r.error
+    a, b = r.off.summary, r.on.summary
+    tid = r.id
+    if tid == "kv_cache":
+        filled = (f"Paged blocks keep {b['kv_utilization']:.0%} of allocated KV slots filled against "
+                  f"{a['kv_utilization']:.0%} with maximum-length reservation")
+        if abs(b["throughput_tok_s"] / max(a["throughput_tok_s"], 1e-9) - 1) < 0.05 and a["preemptions"] == 0 \
+                and abs(b["mean_batch"] - a["mean_batch"]) < 1:
+            return (f"{filled}; but here memory does not limit the batch ({b['mean_batch']:.0f} sequences either way), "
+                    f"so paging changes little. It pays when reservations would fill the cache: raise the request "
+                    f"rate or the output length.")
+        return (f"{filled}, so batches average {b['mean_batch']:.0f} sequences instead of {a['mean_batch']:.0f} and "
+                f"throughput is {ratio(b['throughput_tok_s'], a['throughput_tok_s'])}.")
+    if tid == "continuous_batching":
+        return (f"Admitting requests every step cuts p99 TTFT from {fmt_ms(a['ttft_ms']['p99'])} to "
+                f"{fmt_ms(b['ttft_ms']['p99'])} and changes goodput from {a['goodput_req_s']:.2f} to "
+                f"{b['goodput_req_s']:.2f} req/s.")
+    if tid == "tensor_parallel":
+        return (f"Sharding changes p50 TPOT from {a['tpot_ms']['p50']:.1f} to {b['tpot_ms']['p50']:.1f} ms and p99 TTFT "
+                f"from {fmt_ms(a['ttft_ms']['p99'])} to {fmt_ms(b['ttft_ms']['p99'])}, at "
+                f"${b['cost_per_1m_tokens_usd']:.2f} against ${a['cost_per_1m_tokens_usd']:.2f} per 1M tokens.")
+    if tid == "disaggregation":
+        return (f"Splitting prefill from decode changes p99 TPOT from {a['tpot_ms']['p99']:.1f} to "
+                f"{b['tpot_ms']['p99']:.1f} ms and goodput from {a['goodput_req_s']:.2f} to {b['goodput_req_s']:.2f} "
+                f"req/s (p99 TTFT {fmt_ms(a['ttft_ms']['p99'])} against {fmt_ms(b['ttft_ms']['p99'])}).")
+    if tid == "autoscaling":
+        return (f"Over the day, autoscaling uses {b['gpu_hours']:.2f} GPU-hours against {a['gpu_hours']:.2f} "
+                f"(${b['cost_per_1m_tokens_usd']:.2f} against ${a['cost_per_1m_tokens_usd']:.2f} per 1M tokens), "
+                f"with p99 TTFT {fmt_ms(b['ttft_ms']['p99'])} against {fmt_ms(a['ttft_ms']['p99'])}.")
+    if tid == "streaming":
+        return (f"Streaming shows the first token after {fmt_ms(b['ttft_ms']['p50'])} (p50); waiting for the whole "
+                f"answer takes {b['e2e_s']['p50']:.2f} s, {b['e2e_s']['p50'] * 1e3 / max(b['ttft_ms']['p50'], 1e-9):.0f}x longer.")
+    return ""

@@ -1,0 +1,81 @@
+"""Numbers and sentences for people: durations, sizes, rates, ratios. One place, shared by the
+Lab's reasoning, the tutorial, the command line and the views, so a figure reads the same everywhere."""
+from __future__ import annotations
+
+
+def ms(x: float) -> str:
+    """A duration given in ms, to three significant figures: ms below a second, then s, min, h."""
+    if x >= 1000:
+        return secs(x / 1e3)
+    return f"{x:.3g} ms" if x >= 1 else f"{x:.2f} ms"
+
+
+def fmt_ms(x: float) -> str:
+    """A duration given in ms, as a headline shows it: whole ms below a second, then s, min, h."""
+    return f"{x:.0f} ms" if x < 1000 else secs(x / 1e3)
+
+
+def secs(x: float) -> str:
+    """A duration given in s: ms below a second, then s, min, h."""
+    if x < 1:
+        return ms(x * 1e3)
+    if x < 60:
+        return f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
+    if x < 3600:
+        return f"{x / 60:.1f} min"
+    return f"{x / 3600:.1f} h"
+
+
+def gb(b: float) -> str:
+    return f"{b / 1e9:,.1f} GB" if b >= 1e9 else f"{b / 1e6:,.0f} MB"
+
+
+def mb(b: float) -> str:
+    return f"{b / 1e6:,.1f} MB" if b < 1e9 else gb(b)
+
+
+def per_token(b: float) -> str:
+    if b >= 1024**2:
+        return f"{b:,.0f} bytes ({b / 1024**2:.3g} MiB)"
+    return f"{b:,.0f} bytes ({b / 1024:.3g} KiB)"
+
+
+def toks(n: float, unit: str = "tokens") -> str:
+    return f"{n:,.0f} {unit}"
+
+
+def tok_s(x: float) -> str:
+    return f"{x:,.0f} tokens/s" if x >= 10 else f"{x:.1f} tokens/s"
+
+
+def times(x: float) -> str:
+    if x >= 10 or abs(x - round(x)) < 0.05:
+        return f"{x:,.0f}×"
+    return f"{x:.1f}×"
+
+
+def usd(x: float) -> str:
+    return f"${x:,.2f}" if x >= 0.1 else f"${x:.3f}"
+
+
+def share(ratio: float) -> str:
+    """A value against its limit: a percentage, or a multiple once it is far past the limit."""
+    return f"{ratio:.0%}" if ratio < 10 else f"{ratio:,.0f}x"
+
+
+def ratio(a: float, b: float) -> str:
+    """a against b in words: "2.3x as high", "40% of it"."""
+    if b <= 0:
+        return "higher"
+    x = a / b
+    return f"{x:.1f}x as high" if x >= 1 else f"{x:.0%} of it"
+
+
+def in_sentence(name: str) -> str:
+    """A name inside a sentence: lower case, but not its acronyms ("KV cache ...")."""
+    return name if name[1:2].isupper() else name[:1].lower() + name[1:]
+
+
+def sentence(s: str) -> str:
+    """A sentence starts with a capital letter."""
+    return s[:1].upper() + s[1:]
