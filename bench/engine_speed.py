@@ -3,7 +3,7 @@ the compile time cold and from the on-disk cache. Speeds are warm (the process h
 one small simulation) and the median of three runs (a shared VM's timings vary by a third from
 run to run); "engine" is the jitted loop, "simulate" adds generating the workload, building the
 engine's inputs and the summary metrics. "quiet_steps" are those run back to back
-(core/fastforward.py).
+(core/engine/fastforward.py).
 
 usage: python bench/engine_speed.py [--quick] [--out bench/results/engine.json]
 

@@ -181,3 +181,42 @@ def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: st
         layers.append(alt.Chart(pd.DataFrame({"v": [rule_x]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2])
                       .encode(x=alt.X("v:Q")))
     return framed(alt.layer(*layers), 200, title)
+
+
+def decode_roofline(rows: list[dict], roof: list[dict], ridge_batch: float) -> alt.Chart:
+    """Decode tokens/s against batch: the Lab's cost model (rows) under the weights-only roofline."""
+    df = pd.DataFrame([dict(batch=r["batch"], tok_s=r["tok_s"], curve="Lab cost model") for r in rows]
+                      + [dict(batch=r["batch"], tok_s=r["tok_s"], curve="roofline, weights only") for r in roof])
+    lines = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("batch:Q", title="decode batch (sequences, log scale)", scale=alt.Scale(type="log")),
+        y=alt.Y("tok_s:Q", title="tokens/s (log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("curve:N", scale=alt.Scale(domain=["Lab cost model", "roofline, weights only"],
+                                                   range=[COLORS["accent"], COLORS["muted"]]),
+                        legend=alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=3)),
+        strokeDash=alt.StrokeDash("curve:N", legend=None, scale=alt.Scale(range=[[1, 0], [6, 4]])),
+        tooltip=[alt.Tooltip("batch:Q", title="batch (sequences)"), "curve:N",
+                 alt.Tooltip("tok_s:Q", title="tokens/s", format=",.0f")])
+    ridge = pd.DataFrame({"batch": [ridge_batch], "text": ["ridge point"]})
+    rule = alt.Chart(ridge).mark_rule(color=COLORS["bad"], strokeDash=[2, 2]).encode(x="batch:Q")
+    label = alt.Chart(ridge).mark_text(align="right", baseline="top", dx=-4, color=COLORS["bad"]).encode(
+        x="batch:Q", y=alt.value(4), text="text:N")
+    return framed(lines + rule + label, 260, "Decode throughput of one replica against batch size")
+
+
+def tp_memory(rows: list[dict]) -> alt.Chart:
+    """Per-GPU memory against the tensor-parallel degree: weights shrink, the KV cache gets the rest."""
+    df = pd.DataFrame([dict(tp=str(r["tp"]), part=p, gb=r[k]) for r in rows
+                       for p, k in (("weights", "weights_gb"), ("KV cache", "kv_gb"))])
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("tp:O", title="tensor-parallel degree (GPUs per replica)", sort=None, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("gb:Q", title="memory per GPU (GB)", stack="zero"),
+        color=alt.Color("part:N", scale=alt.Scale(domain=["weights", "KV cache"],
+                                                  range=["#475569", COLORS["accent"]]),
+                        legend=alt.Legend(orient="top", title=None)),
+        order=alt.Order("part:N", sort="descending"),
+        tooltip=["tp:O", "part:N", alt.Tooltip("gb:Q", title="GB per GPU", format=",.1f")])
+    usable = pd.DataFrame({"gb": [rows[0]["usable_gb"]], "text": [f"usable {rows[0]['usable_gb']:.0f} GB per GPU"]})
+    rule = alt.Chart(usable).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(y="gb:Q")
+    label = alt.Chart(usable).mark_text(align="right", dy=-6, color=COLORS["bad"]).encode(
+        x=alt.value("width"), y="gb:Q", text="text:N")
+    return framed(bars + rule + label, 230, "What one GPU holds as the model is sharded")

@@ -2,9 +2,7 @@
 opens the Lab on a workload where the simulation shows it; then the teaching assumptions."""
 import streamlit as st
 
-from core.physics import catalog
 from core.lab import content
-from core import text
 from core.lab.assumptions import assumptions
 from core.lab.inputs import LabInputs
 from ui import state, widgets
@@ -29,17 +27,6 @@ def open_demo(demo: dict) -> None:
     state.load(LabInputs(**demo).to_dict())
 
 
-def citation(c: dict) -> str:
-    return f"{', '.join(c['authors'])}. [{c['title']}]({c['link']}). *{c['venue']}*, {c['year']}."
-
-
-def workload(demo: dict) -> str:
-    x = LabInputs(**demo)
-    return (f"{catalog.get_model(x.model).name} on {x.gpus} × {catalog.get_gpu(x.gpu).name}, {x.rate:g} req/s, "
-            f"{x.prompt_tokens:,} prompt / {x.output_tokens:,} output tokens ({x.length_dist}), "
-            f"targets p99 TTFT {text.fmt_ms(x.ttft_p99_ms)}, p99 TPOT {text.fmt_ms(x.tpot_ms)}")
-
-
 def card(rule: dict) -> None:
     with st.container(border=True):
         if rule["seed_rule"]:
@@ -48,13 +35,13 @@ def card(rule: dict) -> None:
             st.badge(f"Published result: {rule['citation']['label']}", icon=":material/article:", color="blue")
         st.markdown(f"**{rule['title']}**")
         st.markdown(rule["claim"])
-        st.caption(citation(rule["citation"]))
+        st.caption(content.full_citation(rule["citation"]))
         if st.button("Show in the Lab", key=f"demo_{rule['id']}", icon=":material/science:", on_click=open_demo,
                      args=(rule["demo"],)):
             # query_params={}: the default (None) clears the URL with a call that refuses while sidebar
             # widgets are bound to it; the widgets write their new values back on the next run.
             st.switch_page("views/lab.py", query_params={})
-        st.caption(f":material/tune: **Workload:** {workload(rule['demo'])}.  \n"
+        st.caption(f":material/tune: **Workload:** {content.describe_workload(LabInputs(**rule['demo']))}.  \n"
                    f":material/visibility: **Look at:** {rule['demo_note']}")
 
 

@@ -1,9 +1,7 @@
 """Normal evolution scenarios: cards that set the workload, left to right."""
 import streamlit as st
 
-from core.physics import catalog
 from core.lab import content, stages
-from core import text
 from ui import cache, charts, state
 
 st.title("Normal evolution scenarios")
@@ -28,10 +26,7 @@ for row in range(0, len(cards), 3):
         with col.container(border=True):
             st.markdown(f"**{i + 1}. {card['title']}** {card['icon']}")
             st.caption(card["story"])
-            x = card["inputs"]
-            st.markdown(f"{x['rate']:g} req/s · {x['prompt_tokens']:,} in / {x['output_tokens']:,} out tokens  \n"
-                        f"{catalog.get_model(x['model']).name} on {x['gpus']} x {x['gpu'].upper()}  \n"
-                        f"p99 TTFT target {text.fmt_ms(x['ttft_p99_ms'])}")
+            st.markdown(content.card_lines(card["inputs"]))
             st.markdown(f":violet-badge[Stage {rec.stage}: {rec.name}]" if rec.met else
                         ":red-badge[No stage meets the targets]")
             if st.button("Load into the Lab", key=f"load_{card['id']}", on_click=_open, args=(card,), type="primary",

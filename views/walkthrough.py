@@ -2,7 +2,6 @@
 import streamlit as st
 
 from core.lab import content, gauges, report, stages
-from core import text
 from core.lab.inputs import STAGES
 from ui import cache, charts, state
 
@@ -35,20 +34,9 @@ if o.error:
 else:
     s = o.summary
     st.caption(f"Simulated: {report.describe_config(o.config)}.")
-    p = prev.summary if prev is not None and prev.result is not None else None
-    cols = st.columns(4)
-    for col, (label, get, show, lower_better) in zip(cols, [
-            ("p99 TTFT", lambda x: x["ttft_ms"]["p99"], text.fmt_ms, True),
-            ("p50 TPOT", lambda x: x["tpot_ms"]["p50"], lambda v: f"{v:.1f} ms", True),
-            ("Throughput", lambda x: x["throughput_tok_s"], lambda v: f"{v:,.0f} tok/s", False),
-            ("Goodput", lambda x: x["goodput_req_s"], lambda v: f"{v:.2f} req/s", False)]):
-        v = get(s)
-        delta = None
-        if p is not None:
-            pv = get(p)
-            change = (v / pv - 1) if pv > 0 else 0.0
-            delta = f"{change:+.0%} vs stage {k - 1}" if pv > 0 else f"from 0 at stage {k - 1}"
-        col.metric(label, show(v), delta=delta, delta_color="inverse" if lower_better else "normal", border=True)
+    for col, m in zip(st.columns(4), stages.stage_metrics(o, prev)):
+        col.metric(m["label"], m["value"], delta=m["delta"], delta_color="inverse" if m["lower_better"] else "normal",
+                   border=True)
     if o.misses:
         st.error("Misses the targets: " + "; ".join(o.misses) + ".", icon=":material/error:")
     else:
@@ -64,13 +52,7 @@ for rid in note["next_rules"]:
                     f"{r['claim']}")
 
 st.subheader("All five stages on this workload")
-rows = []
-for x in outcomes:
-    if x.result is None:
-        rows.append(dict(stage=f"Stage {x.stage}", name=x.name, ttft=None, tok=None, meets="cannot run here"))
-    else:
-        rows.append(dict(stage=f"Stage {x.stage}", name=x.name, ttft=x.summary["ttft_ms"]["p99"] / 1e3,
-                         tok=x.summary["throughput_tok_s"], meets="meets" if x.meets else "misses"))
+rows = stages.stage_rows(outcomes)
 a, b = st.columns(2)
 a.altair_chart(charts.stage_bars(rows, "ttft", "p99 TTFT", "s, log scale", inputs.ttft_p99_ms / 1e3, log=True),
                width="stretch")

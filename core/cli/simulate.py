@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..engine import loop as engine
+from ..engine import layout
 from ..physics.memory import MEM_UTIL
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
-from .args import emit, number, positive_int
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
+from .args import emit, number, positive_int
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
     p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens (default: the distribution's)")
     p.add_argument("--output", type=number, default=None, help="mean output tokens (default: the distribution's)")
     p.add_argument("--requests", type=positive_int, default=1000)
-    p.add_argument("--policy", default="vllm", choices=engine.POLICIES)
+    p.add_argument("--policy", default="vllm", choices=layout.POLICIES)
     p.add_argument("--length-dist", default="fixed", choices=LENGTH_DISTS)
     p.add_argument("--spread", type=number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
     p.add_argument("--arrival", default="poisson", choices=ARRIVALS)
@@ -36,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--tpot-slo-ms", type=number, default=100.0)
     p.add_argument("--seed", type=positive_int, default=0)
     p.add_argument("--trace", default=None, help="CSV file: arrival_s,prompt_tokens,output_tokens")
-    p.add_argument("--router", default="rr", choices=engine.ROUTERS)
+    p.add_argument("--router", default="rr", choices=layout.ROUTERS)
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
     p.add_argument("--prefill-gpus", type=positive_int, default=0)
     p.add_argument("--prefill-tp", type=positive_int, default=None)

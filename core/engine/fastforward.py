@@ -18,8 +18,8 @@ A step is quiet when:
 Its results are the general path's to the last bit: the same operations on the same numbers in
 the same order (tests/test_engine.py runs both and compares).
 """
-from ..physics import costmodel as cm
 from ..jit import engine_jit, step_jit
+from ..physics import costmodel as cm
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_TOKENS, OF_KV_ALLOC_S,
                      OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,

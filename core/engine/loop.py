@@ -33,11 +33,11 @@ import math
 
 import numpy as np
 
-from . import cohort
-from ..physics import costmodel as cm
 from ..jit import engine_jit, step_jit
-from .kvcache import blocks_for, can_admit, paged_growth
+from ..physics import costmodel as cm
+from . import cohort
 from .fastforward import decode_run, quiet
+from .kvcache import blocks_for, can_admit, paged_growth
 from .layout import *  # noqa: F403 (column names of the engine's tables)
 from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
 from .tally import integrate, itl_bin, itl_bin_near, record

@@ -7,6 +7,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from .. import DATA
+from ..physics import catalog
+from ..text import fmt_ms
 from .inputs import LabInputs
 
 
@@ -52,3 +54,22 @@ def cite(rule: dict) -> str:
     else:
         who = f"{authors[0].split()[-1]} et al."
     return f"{who}, {c['venue']} {c['year']}"
+
+
+def full_citation(c: dict) -> str:
+    """Authors. [Title](link). *Venue*, year."""
+    return f"{', '.join(c['authors'])}. [{c['title']}]({c['link']}). *{c['venue']}*, {c['year']}."
+
+
+def describe_workload(x: LabInputs) -> str:
+    """A workload in one line: model, GPUs, rate, lengths and targets."""
+    return (f"{catalog.get_model(x.model).name} on {x.gpus} × {catalog.get_gpu(x.gpu).name}, {x.rate:g} req/s, "
+            f"{x.prompt_tokens:,} prompt / {x.output_tokens:,} output tokens ({x.length_dist}), "
+            f"targets p99 TTFT {fmt_ms(x.ttft_p99_ms)}, p99 TPOT {fmt_ms(x.tpot_ms)}")
+
+
+def card_lines(x: dict) -> str:
+    """A scenario card's workload, in three short lines (Markdown line breaks)."""
+    return (f"{x['rate']:g} req/s · {x['prompt_tokens']:,} in / {x['output_tokens']:,} out tokens  \n"
+            f"{catalog.get_model(x['model']).name} on {x['gpus']} x {x['gpu'].upper()}  \n"
+            f"p99 TTFT target {fmt_ms(x['ttft_p99_ms'])}")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..physics import catalog
-from ..serving.simulate import SimResult, steptime
+from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import fmt_ms, in_sentence, sentence
 from .content import components
-from .inputs import STAGES, LabInputs, SimConfig, auto_tp, disagg_splits, run, stage_config
+from .inputs import STAGES, LabInputs, auto_tp, disagg_splits, run, stage_config
 
 
 def misses(summary: dict, inputs: LabInputs) -> list[str]:
@@ -155,3 +155,38 @@ def architecture_path(stage: int, inputs: LabInputs) -> list[dict]:
         "gpu_workers": True, "paged_kv": stage >= 3, "model_shards": stage >= 4, "metrics": replicas_or_scale,
     }
     return [dict(c, on=needed[c["id"]]) for c in components()]
+
+
+# ---------------------------------------------------------------- the walkthrough's figures
+
+STAGE_METRICS = (  # label, value from a summary, how it reads, lower is better
+    ("p99 TTFT", lambda s: s["ttft_ms"]["p99"], fmt_ms, True),
+    ("p50 TPOT", lambda s: s["tpot_ms"]["p50"], lambda v: f"{v:.1f} ms", True),
+    ("Throughput", lambda s: s["throughput_tok_s"], lambda v: f"{v:,.0f} tok/s", False),
+    ("Goodput", lambda s: s["goodput_req_s"], lambda v: f"{v:.2f} req/s", False),
+)
+
+
+def stage_metrics(o: StageOutcome, prev: StageOutcome | None) -> list[dict]:
+    """A stage's four headline figures, each with its change against the stage before."""
+    out = []
+    p = prev.summary if prev is not None and prev.result is not None else None
+    for label, get, show, lower_better in STAGE_METRICS:
+        v, delta = get(o.summary), None
+        if p is not None:
+            pv = get(p)
+            delta = f"{v / pv - 1:+.0%} vs stage {prev.stage}" if pv > 0 else f"from 0 at stage {prev.stage}"
+        out.append(dict(label=label, value=show(v), delta=delta, lower_better=lower_better))
+    return out
+
+
+def stage_rows(outcomes: list[StageOutcome]) -> list[dict]:
+    """Every stage's p99 TTFT (s) and throughput (tok/s), for the walkthrough's bar charts."""
+    rows = []
+    for x in outcomes:
+        if x.result is None:
+            rows.append(dict(stage=f"Stage {x.stage}", name=x.name, ttft=None, tok=None, meets="cannot run here"))
+        else:
+            rows.append(dict(stage=f"Stage {x.stage}", name=x.name, ttft=x.summary["ttft_ms"]["p99"] / 1e3,
+                             tok=x.summary["throughput_tok_s"], meets="meets" if x.meets else "misses"))
+    return rows

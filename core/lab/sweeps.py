@@ -9,6 +9,7 @@ import numpy as np
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving.simulate import steptime
+from ..text import fmt_ms
 from .gauges import decode_capacity
 from .inputs import LabInputs, current, current_config, run
 
@@ -87,3 +88,39 @@ def knee_rate(rows: list[dict], target_ms: float) -> float | None:
 
 
 SWEEPS = {"rate": sweep_rate, "output": sweep_output, "tp": sweep_tp, "batch": sweep_batch}
+
+
+# ---------------------------------------------------------------- what each sweep shows, in words
+
+def rate_caption(rows: list[dict], inputs: LabInputs) -> str:
+    knee = knee_rate(rows, inputs.ttft_p99_ms)
+    return ((f"Within the target up to about {knee:.3g} req/s on this deployment" if knee else
+             "No swept rate meets the target on this deployment") +
+            f"; dashed: the {fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s.")
+
+
+def output_caption(rows: list[dict]) -> str:
+    worst = max(rows, key=lambda r: r["preemptions"]) if rows else None
+    if worst and worst["preemptions"]:
+        return (f"At {worst['output_tokens']:,} output tokens the cache runs out: {worst['preemptions']:,} "
+                f"preemptions recompute evicted requests.")
+    return "No preemptions across the sweep: the cache holds every running sequence."
+
+
+def tp_caption(rows: list[dict]) -> str:
+    usable = rows[0]["usable_gb"] if rows else 0
+    fits = [r["tp"] for r in rows if r["fits"]]
+    return ((f"Fits from tp={fits[0]}" if fits else "Does not fit at any swept tp") +
+            f"; dashed: {usable:.0f} GB usable per GPU. KV room per GPU at each tp: " +
+            ", ".join(f"tp={r['tp']}: {r['kv_gb']:.0f} GB" for r in rows) + ".")
+
+
+def batch_caption(mean_batch: float) -> str:
+    return (f"Dotted: this run's mean batch of {mean_batch:.1f}. Memory-bound, then compute-bound: a bigger "
+            f"batch shares each pass over the weights among more tokens, until the attention reads and the FLOPs "
+            f"catch up.")
+
+
+def slot_limit(cfg) -> int:
+    """Sequences one replica may run in a step: one under serial serving, else max batch."""
+    return cfg.max_seqs if cfg.policy != "serial" else 1

@@ -118,3 +118,33 @@ def verdict(r: ABResult) -> str:
         return (f"Streaming shows the first token after {fmt_ms(b['ttft_ms']['p50'])} (p50); waiting for the whole "
                 f"answer takes {b['e2e_s']['p50']:.2f} s, {b['e2e_s']['p50'] * 1e3 / max(b['ttft_ms']['p50'], 1e-9):.0f}x longer.")
     return ""
+
+
+# what the A/B table shows of each side: (metric, how it reads)
+COMPARED = (
+    ("p50 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p50"])),
+    ("p99 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p99"])),
+    ("p50 TPOT", lambda s: f"{s['tpot_ms']['p50']:.1f} ms"),
+    ("p99 TPOT", lambda s: f"{s['tpot_ms']['p99']:.1f} ms"),
+    ("p50 time to the whole answer", lambda s: f"{s['e2e_s']['p50']:.2f} s"),
+    ("throughput", lambda s: f"{s['throughput_tok_s']:,.0f} tok/s"),
+    ("goodput", lambda s: f"{s['goodput_req_s']:.2f} req/s"),
+    ("mean batch", lambda s: f"{s['mean_batch']:.1f} sequences"),
+    ("KV utilisation", lambda s: f"{s['kv_utilization']:.0%}"),
+    ("preemptions", lambda s: f"{s['preemptions']:,}"),
+    ("GPU-hours", lambda s: f"{s['gpu_hours']:.3f} h"),
+    ("cost per 1M output tokens", lambda s: f"${s['cost_per_1m_tokens_usd']:.2f}"),
+)
+
+
+def comparison(r: ABResult) -> dict[str, list[str]]:
+    """The A/B table: a column of labels, then one column per side. Streaming is one run seen two
+    ways (what a streaming client sees against one that waits for the whole answer)."""
+    if r.id == "streaming":
+        s = r.on.summary
+        return {"what the client sees": ["first token (p50)", "first token (p99)", "whole answer (p50)",
+                                         "whole answer (p99)"],
+                "streaming": [fmt_ms(s["ttft_ms"]["p50"]), fmt_ms(s["ttft_ms"]["p99"]), "", ""],
+                "waiting for the whole answer": ["", "", f"{s['e2e_s']['p50']:.2f} s", f"{s['e2e_s']['p99']:.2f} s"]}
+    return {"metric": [label for label, _ in COMPARED], "off": [f(r.off.summary) for _, f in COMPARED],
+            "on": [f(r.on.summary) for _, f in COMPARED]}

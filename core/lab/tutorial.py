@@ -19,10 +19,10 @@ from types import SimpleNamespace
 from .. import DATA
 from ..physics import catalog, costmodel
 from ..physics.catalog import DTYPE_BYTES
-from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
-from .inputs import LabInputs, current_config, min_tp, run
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving.simulate import kv_link, startup_seconds, steptime
+from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
+from .inputs import LabInputs, current_config, min_tp, run
 
 TEXT = DATA / "tutorial.md"
 PLACEHOLDER = re.compile(r"\{([a-z0-9_]+)\}")

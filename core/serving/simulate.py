@@ -11,11 +11,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..physics import catalog
-from ..physics import costmodel
-from ..engine import loop as engine
 from ..engine import layout as L
+from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
+from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace
