@@ -25,12 +25,12 @@ def stage_heading(at: AppTest) -> str:
 # each sidebar input changed once, to a value other than its default
 CHANGES = [
     ("slider", "rate", 8.0), ("select_slider", "prompt", 1024), ("select_slider", "output", 128),
-    ("selectbox", "model", "qwen2.5-7b"), ("select_slider", "gpus", 2), ("selectbox", "gpu", "h200"),
-    ("select_slider", "ttft", 500), ("toggle", "cb", False), ("toggle", "tp_on", True),
-    ("select_slider", "budget", 4096), ("toggle", "chunked", False), ("select_slider", "max_seqs", 64),
+    ("selectbox", "model", "qwen2.5-7b"), ("select_slider", "gpus", 2), ("selectbox", "router", "rr"),
+    ("selectbox", "gpu", "h200"),
+    ("select_slider", "ttft", 500), ("select_slider", "budget", 4096), ("toggle", "chunked", False),
+    ("toggle", "cb", False), ("toggle", "tp_on", True), ("select_slider", "max_seqs", 64),
     ("select_slider", "block", 32), ("selectbox", "dist", "sharegpt"), ("select_slider", "tpot", 50),
-    ("select_slider", "requests", 1000), ("number_input", "seed", 3), ("selectbox", "router", "rr"),
-    ("selectbox", "dtype", "fp8"),
+    ("select_slider", "requests", 1000), ("number_input", "seed", 3), ("selectbox", "dtype", "fp8"),
 ]
 
 
@@ -137,11 +137,11 @@ def test_bottlenecks_and_tradeoffs_pages_render():
 
 def test_the_scenario_path_never_goes_back_a_stage():
     from core.lab import content
-    from core.lab.stages import evaluate_stages, recommend
+    from core.lab.stages import evaluate_stages, simplest_stage
     stages = []
     for card in content.scenarios():
         inputs = content.scenario_inputs(card)
-        rec = recommend(evaluate_stages(inputs, stop_when_met=True), inputs)
+        rec = simplest_stage(evaluate_stages(inputs, stop_when_met=True), inputs)
         assert rec.met, card["id"]
         stages.append(rec.stage)
     assert stages == sorted(stages)

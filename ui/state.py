@@ -73,8 +73,10 @@ def sidebar() -> None:
                    "collective communication.")
     with sb.expander("Advanced"):
         st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked", bind="query-params",
+                  disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
                   help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
-                       "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own.")
+                       "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own. Needs continuous "
+                       "batching: a static batch prefills its members together.")
         st.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192, 16384],
                          DEFAULTS.max_batched_tokens, key="budget", bind="query-params",
                          help="Most tokens one engine step processes (vLLM's max_num_batched_tokens).")
@@ -83,7 +85,7 @@ def sidebar() -> None:
         st.select_slider("KV block size (tokens)", [1, 8, 16, 32, 64, 128, 256], DEFAULTS.block_size, key="block",
                          bind="query-params")
         st.selectbox("Tensor-parallel degree", [0, 2, 4, 8, 16], 0, key="tp",
-                     format_func=lambda v: "auto (smallest that fits)" if v == 0 else str(v), bind="query-params")
+                     format_func=lambda v: "auto (the planner's choice)" if v == 0 else str(v), bind="query-params")
         st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
                      bind="query-params",
                      help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "

@@ -19,8 +19,11 @@ except ValueError as e:
     st.stop()
 
 rec = view["recommendation"]
-st.subheader(f"Recommended shape: stage {rec.stage}, {rec.name}")
-st.markdown(rec.reason)
+st.subheader(rec.heading)
+if rec.met:
+    st.markdown(rec.reason)
+else:
+    st.warning(rec.reason, icon=":material/warning:")
 st.graphviz_chart(widgets.diagram_dot(view["path"]), width="stretch")
 with st.expander("What each component does"):
     st.markdown("\n".join(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}"

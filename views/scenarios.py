@@ -13,7 +13,7 @@ with st.spinner("Simulating each card's workload..."):
     recs = []
     for card in cards:
         inp = content.scenario_inputs(card)
-        recs.append(stages.recommend(cache.stages(inp), inp))
+        recs.append(stages.simplest_stage(cache.stages(inp), inp))
 
 
 def _open(card: dict) -> None:

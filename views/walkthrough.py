@@ -13,7 +13,7 @@ st.markdown("Reason about it one step at a time: each stage below is simulated o
 inputs = state.valid_inputs()
 with st.spinner("Simulating the five stages..."):
     outcomes = cache.stages(inputs)
-rec = stages.recommend(outcomes, inputs)
+rec = stages.simplest_stage(outcomes, inputs)
 notes, rules = content.stage_notes(), content.rules()
 
 def _step(by: int) -> None:

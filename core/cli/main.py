@@ -1,4 +1,4 @@
-"""Command line: `python -m core {catalog,steptime,memory,simulate} ... [--json]`.
+"""Command line: `python -m core {catalog,steptime,memory,simulate,plan} ... [--json]`.
 
 Bad arguments print one line on stderr and exit with status 2; no traceback reaches the user.
 """
@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..physics import catalog, costmodel, memory
-from . import simulate
+from . import plan, simulate
 from .args import Parser, UsageError, emit, number, positive_int
 
 
@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_memory)
 
     simulate.register(sub)
+    plan.register(sub)
 
     return parser
 

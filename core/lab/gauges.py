@@ -40,6 +40,37 @@ READINGS = {
 }
 
 
+def knob(cfg: SimConfig, kv: bool = False, weights: bool = False, decode: bool = False, ttft: bool = False) -> str:
+    """What relieves a gauge on this deployment, naming only what is not already in use."""
+    paged = cfg.policy in ("vllm", "sarathi")
+    sharded = cfg.tp > 1 or (cfg.disagg and (cfg.prefill_tp or 1) > 1)
+    fp8 = cfg.dtype == "fp8"
+    if kv:
+        parts = ["turn on continuous batching with paged attention (it reserves no room for unwritten tokens)"] if not paged else []
+        parts.append("turn on tensor-parallel sharding for more cache per replica" if not sharded else
+                     f"a tp above {cfg.tp} or more GPUs")
+        parts.append("lower max batch")
+        if not fp8:
+            parts.append("fp8 weights leave more room for the cache")
+    elif weights:
+        parts = ["turn on tensor-parallel sharding (each GPU holds weights / tp)" if not sharded else
+                 f"a tp above {cfg.tp} (each GPU holds weights / tp)"]
+        if not fp8:
+            parts.append("fp8 weights (half the bytes)")
+    elif decode:
+        parts = ["turn on continuous batching (a bigger batch shares each pass over the weights)"] if not paged else []
+        parts.append("more replicas raise the ceiling")
+    else:
+        parts = ["turn on chunked prefill (long prompts stop blocking the queue)"] if cfg.policy != "sarathi" else []
+        parts.append("more replicas")
+        if not sharded:
+            parts.append("tensor-parallel sharding for long prompts")
+        if not cfg.disagg:
+            parts.append("a prefill pool")
+    text = "; ".join(parts[:-1]) + (", or " if len(parts) > 1 else "") + parts[-1]
+    return text[:1].upper() + text[1:] + "."
+
+
 def _status(ratio: float, warn: float, bad: float) -> str:
     return "bad" if ratio >= bad else ("warn" if ratio >= warn else "ok")
 
@@ -77,7 +108,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         (f"At peak {peak:.0%} of the {s['kv_blocks_total']:,} KV blocks hold sequences (mean {mean:.0%}); "
          + (f"{s['preemptions']} preemptions recomputed evicted requests." if s["preemptions"] else
             "no request had to be preempted.")),
-        "Shard with tensor parallelism or add GPUs for more cache; lower max batch; paged attention wastes less.",
+        knob(cfg, kv=True),
         detail=f"KV utilisation (tokens held / slots allocated): {s['kv_utilization']:.0%}"))
 
     usable = plan.usable_bytes
@@ -87,7 +118,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}, {w:.0%} of the "
         f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; what is left "
         f"(after the workspace) is KV cache.",
-        "Turn on tensor-parallel sharding (weights / tp per GPU) or use fp8 weights.",
+        knob(cfg, weights=True),
         detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB"))
 
     cap, batch = decode_capacity(cfg, result)
@@ -97,7 +128,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         "decode", "Decode throughput vs capacity", achieved, cap, "tok/s", u, _status(u, 0.7, 0.9),
         f"{achieved:,.0f} output tokens/s against the {cap:,.0f} tok/s the deployment could sustain with "
         f"{batch} sequences per replica, each request's prefill included.",
-        "Continuous batching raises the batch; more replicas raise the ceiling.",
+        knob(cfg, decode=True),
         detail=f"mean batch {s['mean_batch']:.1f} sequences per step"))
 
     slots = (1 if cfg.policy == "serial" else cfg.max_seqs)
@@ -115,7 +146,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         "ttft", "Time-to-first-token", s["ttft_ms"]["p99"], inputs.ttft_p99_ms, "ms (p99)", t, _status(t, 0.7, 1.0),
         f"p99 TTFT is {fmt_ms(s['ttft_ms']['p99'])} against the {fmt_ms(inputs.ttft_p99_ms)} target "
         f"(p50 {fmt_ms(s['ttft_ms']['p50'])}); queueing is {fmt_ms(s['queue_wait_ms']['p99'])} of it at p99.",
-        "Chunked prefill, more replicas, tensor parallelism for long prompts, or a prefill pool.",
+        knob(cfg, ttft=True),
         detail=f"prefill of a {inputs.prompt_tokens}-token prompt alone: {prefill_ms(cfg, inputs):.0f} ms"))
     return out
 

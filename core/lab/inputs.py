@@ -117,18 +117,40 @@ def min_tp(inputs: LabInputs) -> int | None:
                                inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
 
 
+def tp_choices(inputs: LabInputs) -> list[int]:
+    """Tensor-parallel degrees a sharded replica can take here: from the smallest that fits (at
+    least 2), doubling, each dividing the GPU count and the model's attention heads."""
+    heads = catalog.get_model(inputs.model).heads
+    tp, out = max(2, min_tp(inputs) or 2), []
+    while tp <= inputs.gpus:
+        if inputs.gpus % tp == 0 and heads % tp == 0:
+            out.append(tp)
+        tp *= 2
+    return out
+
+
 def auto_tp(inputs: LabInputs) -> int:
-    """The tensor-parallel degree when sharding is on: the user's choice, or the smallest degree
-    (at least 2) that fits the model, divides its heads and divides the GPU count."""
-    model = catalog.get_model(inputs.model)
+    """The tensor-parallel degree when sharding is on: the user's choice, or the planner's: of the
+    degrees that fit these GPUs, the one with the most room under the targets when every GPU serves
+    (the smallest that fits can leave too little room for the KV cache)."""
     if inputs.tp:
         return inputs.tp
-    need = max(2, min_tp(inputs) or 2)
-    for tp in range(need, inputs.gpus + 1):
-        if inputs.gpus % tp == 0 and model.heads % tp == 0:
-            return tp
-    raise ValueError(f"tensor-parallel sharding needs at least {need} GPUs per replica for {model.label()} on "
-                     f"{catalog.get_gpu(inputs.gpu).name}: raise the GPU count to {need} or more")
+    choices = tp_choices(inputs)
+    if not choices:
+        model, need = catalog.get_model(inputs.model), max(2, min_tp(inputs) or 2)
+        raise ValueError(f"tensor-parallel sharding needs at least {need} GPUs per replica for {model.label()} on "
+                         f"{catalog.get_gpu(inputs.gpu).name}: raise the GPU count to {need} or more")
+    if len(choices) == 1:
+        return choices[0]
+    return min(choices, key=lambda tp: target_slack(run(_base(inputs, policy=continuous_policy(inputs), tp=tp)).summary,
+                                                    inputs))
+
+
+def target_slack(summary: dict, inputs: LabInputs) -> tuple[bool, float]:
+    """(whether the queue grows, the larger of p99 TTFT and p99 TPOT as a share of its target):
+    smaller is better."""
+    return (not summary["stable"], max(summary["ttft_ms"]["p99"] / inputs.ttft_p99_ms,
+                                       summary["tpot_ms"]["p99"] / inputs.tpot_ms))
 
 
 def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:

@@ -6,7 +6,8 @@ from ..physics import catalog
 from ..serving.simulate import SimConfig
 from .gauges import gauges, headline, memory_split
 from .inputs import LabInputs, current
-from .stages import architecture_path, evaluate_stages, misses, recommend
+from .recommend import recommend
+from .stages import architecture_path, misses
 
 
 def lab_view(inputs: LabInputs) -> dict:
@@ -14,9 +15,9 @@ def lab_view(inputs: LabInputs) -> dict:
     the toggles describe a deployment that cannot run (say, a model too big for one GPU without
     sharding), `current_error` says why and the current-architecture parts are None."""
     inputs.validate()
-    outcomes = evaluate_stages(inputs, stop_when_met=True)
-    rec = recommend(outcomes, inputs)
-    view = dict(outcomes=outcomes, recommendation=rec, path=architecture_path(rec.stage, inputs),
+    rec = recommend(inputs)
+    gpus = rec.deployment.gpus if rec.deployment else inputs.gpus
+    view = dict(recommendation=rec, path=architecture_path(rec.light_stage, gpus),
                 config=None, result=None, gauges=None, headline=None, memory=None, current_misses=None,
                 current_error=None)
     try:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..physics import catalog
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import fmt_ms, in_sentence, sentence
 from .content import components
-from .inputs import STAGES, LabInputs, auto_tp, disagg_splits, run, stage_config
+from .inputs import STAGES, LabInputs, auto_tp, disagg_splits, run, stage_config, target_slack
 
 
 def misses(summary: dict, inputs: LabInputs) -> list[str]:
@@ -44,42 +43,22 @@ class StageOutcome:
 
 
 def run_stage(inputs: LabInputs, stage: int) -> StageOutcome:
-    """One stage on the inputs' workload. Stages 4 and 5 have a free choice (the tensor-parallel
-    degree; the prefill pool's size): they try a few and keep the first that meets the targets,
-    else the one with the best goodput."""
+    """One stage on the inputs' workload and GPUs, with its best settings: stage 4 at the
+    tensor-parallel degree the planner picks, stage 5 at the split into prefill and decode pools
+    with the most room under the targets."""
     out = StageOutcome(stage, STAGES[stage])
     try:
         if stage == 4:
-            candidates = [stage_config(replace(inputs, tp=tp), 4) for tp in tp_choices(inputs)]
+            candidates = [stage_config(replace(inputs, tp=auto_tp(replace(inputs, tp=inputs.tp))), 4)]
         elif stage == 5:
             candidates = [stage_config(inputs, 5, split) for split in disagg_splits(inputs)]
         else:
             candidates = [stage_config(inputs, stage)]
-        best = None
-        for cfg in candidates:
-            res = run(cfg)
-            miss = misses(res.summary, inputs)
-            key = (not miss, res.summary["goodput_req_s"], -res.summary["ttft_ms"]["p99"])
-            if best is None or key > best[0]:
-                best = (key, cfg, res, miss)
-            if not miss:
-                break
-        _, out.config, out.result, out.misses = best
+        cfg = min(candidates, key=lambda c: target_slack(run(c).summary, inputs))
+        out.config, out.result = cfg, run(cfg)
+        out.misses = misses(out.result.summary, inputs)
     except ValueError as e:
         out.error = str(e)
-    return out
-
-
-def tp_choices(inputs: LabInputs) -> list[int]:
-    """Tensor-parallel degrees worth trying: from the smallest that fits (at least 2), doubling,
-    each dividing the GPU count and the model's heads."""
-    first = auto_tp(replace(inputs, tp=0))
-    heads = catalog.get_model(inputs.model).heads
-    out, tp = [], first
-    while tp <= inputs.gpus:
-        if inputs.gpus % tp == 0 and heads % tp == 0:
-            out.append(tp)
-        tp *= 2
     return out
 
 
@@ -119,14 +98,14 @@ def serial_overload(inputs: LabInputs) -> StageOutcome | None:
 
 
 @dataclass
-class Recommendation:
+class StageChoice:
     stage: int
     name: str
     reason: str
     met: bool
 
 
-def recommend(outcomes: list[StageOutcome], inputs: LabInputs) -> Recommendation:
+def simplest_stage(outcomes: list[StageOutcome], inputs: LabInputs) -> StageChoice:
     """The simplest stage that meets the targets, and one sentence of why."""
     for i, o in enumerate(outcomes):
         if o.meets:
@@ -140,16 +119,17 @@ def recommend(outcomes: list[StageOutcome], inputs: LabInputs) -> Recommendation
                 why_not = prev.error or "; ".join(prev.misses)
                 reason = (f"{prev.name} falls short ({why_not}); {in_sentence(o.name)} meets the targets "
                           f"(p99 TTFT {fmt_ms(o.summary['ttft_ms']['p99'])}, p99 TPOT {o.summary['tpot_ms']['p99']:.1f} ms).")
-            return Recommendation(o.stage, o.name, sentence(reason), True)
+            return StageChoice(o.stage, o.name, sentence(reason), True)
     last = outcomes[-1]
     why = last.error or "; ".join(last.misses)
-    return Recommendation(5, STAGES[5], f"No stage meets the targets on {inputs.gpus} GPU(s) ({why}): add GPUs, "
+    return StageChoice(5, STAGES[5], f"No stage meets the targets on {inputs.gpus} GPU(s) ({why}): add GPUs, "
                                         f"relax the targets or lower the load.", False)
 
 
-def architecture_path(stage: int, inputs: LabInputs) -> list[dict]:
-    """The seed's component path with the parts this stage needs switched on."""
-    replicas_or_scale = inputs.gpus > 1 or stage >= 3
+def architecture_path(stage: int, gpus: int) -> list[dict]:
+    """The seed's component path with the parts a stage-`stage` deployment on `gpus` GPUs needs
+    switched on."""
+    replicas_or_scale = gpus > 1 or stage >= 3
     needed = {
         "clients": True, "gateway": True, "scheduler": stage >= 2, "prefill_pool": stage >= 5,
         "gpu_workers": True, "paged_kv": stage >= 3, "model_shards": stage >= 4, "metrics": replicas_or_scale,

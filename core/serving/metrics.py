@@ -31,23 +31,33 @@ def itl_from_histogram(hist: np.ndarray, mean_s: float) -> dict:
     return out
 
 
-def backlog(arrival: np.ndarray, finish_sorted: np.ndarray, t: float) -> int:
-    """Requests that have arrived by time t and not yet finished (arrival and finish sorted)."""
-    return int(np.searchsorted(arrival, t, side="right") - np.searchsorted(finish_sorted, t, side="right"))
+def served_and_offered(arrival: np.ndarray, finish: np.ndarray) -> tuple[float, float]:
+    """Requests/s served (finished) and offered (arrived) over the second half of the arrival window.
+
+    By then a stable queue is in its steady state, where what finishes matches what arrives, however
+    long a request takes; an overloaded one serves its capacity and the difference piles up. The
+    first half is left out as the warm-up (the queue starts empty), and the drain after the last
+    arrival is left out because it is an artefact of ending the run."""
+    n = len(arrival)
+    t0, t1 = float(arrival[n // 2]), float(arrival[-1])
+    span = t1 - t0
+    if n < 2 or span <= 0:
+        return 1.0, 1.0
+    arrived = n - n // 2 - 1
+    finished = int(np.count_nonzero((finish > t0) & (finish <= t1)))
+    return finished / span, arrived / span
 
 
 def is_stable(arrival: np.ndarray, finish: np.ndarray) -> bool:
-    """Overloaded when the backlog keeps growing: the backlog at the last arrival is well above
-    the backlog half-way through the arrivals (a stable queue fluctuates around one level; an
-    overloaded one grows in proportion to time)."""
+    """Overloaded when, in the steady state, fewer requests finish than arrive by more than counting
+    noise allows (two standard deviations of a Poisson count, and at least 5%): the queue then grows
+    without bound, and every latency figure grows with the length of the run."""
     n = len(arrival)
     if n < 20:
         return True
-    finish = np.sort(finish)
-    mid = backlog(arrival, finish, arrival[n // 2])
-    end = backlog(arrival, finish, arrival[-1])
-    growing = end > 1.5 * mid + 3 * np.sqrt(mid + 1) + 5
-    return not (growing and end > 0.05 * n)
+    served, offered = served_and_offered(arrival, finish)
+    tolerance = max(0.05, 2 / np.sqrt(n / 2))
+    return served >= offered * (1 - tolerance)
 
 
 def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall) -> dict:
@@ -75,6 +85,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
     total_tokens = int(out_tok.sum())
     cost = gpu_hours * gpu.price_usd_per_gpu_hour / (total_tokens / 1e6)
     lam = len(arrival) / max(float(arrival[-1] - arrival[0]), 1e-9) if len(arrival) > 1 else 0.0
+    served, offered = served_and_offered(arrival, finish)
 
     summary = dict(
         requests=len(arrival),
@@ -90,6 +101,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
         mean_batch=float(oi[E.O_SEQS_SCHEDULED] / max(oi[E.O_STEPS], 1)), steps=int(oi[E.O_STEPS]),
         quiet_steps=int(oi[E.O_QUIET_STEPS]),  # of those, decode steps run back to back (fastforward.py)
         stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
+        served_req_s=served, offered_req_s=offered,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
         replicas=replicas, gpus=int(sum(p.replicas * p.tp for p in pools)), tp=pools[0].tp,
         gpu_hours=gpu_hours, cost_per_1m_tokens_usd=cost,

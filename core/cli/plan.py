@@ -1,0 +1,90 @@
+"""`python -m core plan`: the cheapest deployment that meets latency targets at a traffic level,
+found by searching deployments with the simulator."""
+from __future__ import annotations
+
+import sys
+
+from ..planner.executors import EXECUTORS
+from ..planner.plan import plan
+from ..planner.space import DTYPES, Budget, Engine, Targets, Workload
+from ..serving.workload import LENGTH_DISTS, WorkloadSpec
+from ..text import fmt_ms
+from .args import emit, number, positive_int
+
+
+def _ids(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
+    out = []
+    for item in items or ():
+        gpu, sep, price = item.partition("=")
+        if not sep:
+            raise ValueError(f"--price takes GPU=DOLLARS_PER_HOUR (h100=2.49), not '{item}'")
+        out.append((gpu.strip(), number(price)))
+    return tuple(out)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="search deployments for the cheapest that meets the targets")
+    p.add_argument("--gpu", required=True, help="GPU ids to search, comma-separated (h100,h200)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--rate", type=number, required=True, help="mean request rate, req/s")
+    p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens")
+    p.add_argument("--output", type=number, default=None, help="mean output tokens")
+    p.add_argument("--length-dist", default="lognormal", choices=LENGTH_DISTS)
+    p.add_argument("--spread", type=number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
+    p.add_argument("--requests", type=positive_int, default=2000, help="requests simulated per candidate")
+    p.add_argument("--seed", type=positive_int, default=0)
+    p.add_argument("--ttft-p99-ms", type=number, default=1000.0)
+    p.add_argument("--tpot-p99-ms", type=number, default=100.0)
+    p.add_argument("--attainment", type=number, default=0.99,
+                   help="share of requests that must meet both targets (0.99: 99%%)")
+    p.add_argument("--max-gpus", type=positive_int, default=16)
+    p.add_argument("--dtypes", default=",".join(DTYPES), help="weight dtypes to search, comma-separated")
+    p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
+    p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a list price (repeatable)")
+    p.add_argument("--max-seqs", type=positive_int, default=256)
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="local: a process pool on this machine; inline: this process; ray: a Ray cluster")
+    p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray; default: start one)")
+    p.add_argument("--workers", type=positive_int, default=None, help="local pool size (default: the CPU count)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args) -> None:
+    spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, prompt_mean=args.prompt, output_mean=args.output,
+                        length_dist=args.length_dist, spread=args.spread, seed=args.seed)
+    w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment),
+                 Engine(max_seqs=args.max_seqs))
+    budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
+                    dtypes=_ids(args.dtypes), disaggregation=not args.no_disagg)
+
+    def progress(done, total):
+        if not args.json and sys.stderr.isatty():
+            sys.stderr.write(f"\rsearched {done}/{total} deployment shapes")
+            sys.stderr.flush()
+
+    p = plan(w, budget, args.executor, args.workers, args.address, progress)
+    if not args.json and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    c = p.counts
+    lines = [f"{c['deployments']:,} deployments in {c['shapes']} shapes: {c['pruned_memory']:,} refused by the memory "
+             f"planner, {c['pruned_roofline']:,} ruled out by the roofline, {c['not_needed']:,} larger than a passing "
+             f"size, {c['simulated']} simulated (+{c['rate_search_runs']} for the highest rates) in {c['wall_s']:.1f} s"]
+    best = p.cheapest
+    if best is None:
+        lines.append("No deployment within the budget meets the targets: raise --max-gpus, add a GPU type, add fp8 to "
+                     "--dtypes or relax the targets.")
+    else:
+        r = p.row(best)
+        lines.append(f"Cheapest: {r['deployment']} at ${r['usd_per_hour']:.2f}/h, ${r['usd_per_1m_output_tokens']:.3f} "
+                     f"per 1M output tokens; p99 TTFT {fmt_ms(r['ttft_p99_ms'])}, p99 TPOT {r['tpot_p99_ms']:.1f} ms; "
+                     f"within the targets up to {r['max_rate_req_s']:.3g} req/s")
+        lines.append("Frontier (cost against p99 TTFT and TPOT):")
+        for r in map(p.row, p.frontier):
+            lines.append(f"  ${r['usd_per_hour']:7.2f}/h  TTFT {fmt_ms(r['ttft_p99_ms']):>8}  TPOT "
+                         f"{r['tpot_p99_ms']:6.1f} ms  up to {r['max_rate_req_s']:7.3g} req/s  {r['deployment']}")
+    emit(p.to_json(), args.json, lines)

@@ -1,0 +1,130 @@
+"""The Lab's recommended shape: the planner's cheapest deployment on the sidebar's GPUs that meets
+the targets, the stage it amounts to, and one sentence of why. When nothing there meets them, the
+nearest deployment and the smallest changes that would (more GPUs, fp8 weights, another GPU type,
+a looser target)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..physics import catalog
+from ..planner.plan import cheapest
+from ..planner.search import ShapeResult, closeness, outcome
+from ..planner.space import Budget, Deployment, Engine, Targets, Workload
+from ..text import fmt_ms
+from .inputs import STAGES, LabInputs, workload
+
+MAX_GPUS_SUGGESTED = 64  # how far "more GPUs" looks
+
+
+@dataclass
+class Recommendation:
+    stage: int
+    name: str
+    reason: str
+    met: bool
+    deployment: Deployment | None = None  # the answer, or the nearest miss
+    changes: list[str] = field(default_factory=list)  # when nothing meets: what would
+    searched: int = 0  # deployment shapes the planner searched
+    simulated: int = 0  # simulations it ran
+    light_stage: int = 1  # the stage whose components the diagram lights
+
+    @property
+    def heading(self) -> str:
+        if self.met:
+            return f"Recommended shape: stage {self.stage}, {self.name}"
+        return "No deployment on these GPUs meets the targets"
+
+
+def planner_workload(inputs: LabInputs) -> Workload:
+    return Workload(inputs.model, workload(inputs), Targets(inputs.ttft_p99_ms, inputs.tpot_ms),
+                    Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router), inputs.trace_csv)
+
+
+def lab_budget(inputs: LabInputs, **changes) -> Budget:
+    """The sidebar's GPUs: its type, at most its count, its weight dtype."""
+    return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=(inputs.dtype,)), **changes)
+
+
+def _describe(r: ShapeResult, w: Workload) -> str:
+    o = r.best
+    return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}, p99 TPOT {o.tpot_p99_ms:.1f} ms)"
+
+
+def recommend(inputs: LabInputs) -> Recommendation:
+    inputs.validate()
+    w, budget = planner_workload(inputs), lab_budget(inputs)
+    best, searched = cheapest(w, budget)
+    sims = sum(r.simulated for r in searched)
+    gpu = catalog.get_gpu(inputs.gpu).name
+    if best is not None:
+        d = best.deployment
+        spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
+        reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.rate:g} "
+                  f"req/s is {_describe(best, w)}{spare}. {len(searched)} deployment shapes searched, {sims} "
+                  f"simulated.")
+        return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
+                              light_stage=d.stage)
+    near = nearest(w, budget, searched)
+    changes = smallest_changes(inputs, w, near)
+    near_text = (f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}." if near else "")
+    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {inputs.dtype} meets the targets at {inputs.rate:g} req/s."
+              + near_text + (" It would take " + ", or ".join(c for c, _ in changes) + "." if changes else
+                             " No change within reach meets them: lower the request rate."))
+    light = changes[0][1].stage if changes else 1
+    return Recommendation(light, STAGES[light], reason, False, near.deployment if near else None,
+                          [c for c, _ in changes], len(searched), sims, light_stage=light)
+
+
+def nearest(w: Workload, budget: Budget, searched: list[ShapeResult]) -> ShapeResult | None:
+    """The deployment that came closest; when the roofline ruled every size out unsimulated, the
+    largest size of the shape with the most capacity, simulated now."""
+    tried = [r for r in searched if r.best is not None]
+    if tried:
+        return max(tried, key=lambda r: closeness(r.best))
+    for r in searched:
+        if r.pruned_by == "roofline" and not r.shape.disagg:
+            d = replace(r.shape, replicas=budget.max_gpus // r.shape.tp)
+            o = outcome(d, w)
+            cand = ShapeResult(r.shape, r.enumerated, best=o)
+            if not tried or closeness(o) > closeness(tried[0].best):
+                tried = [cand]
+    return tried[0] if tried else None
+
+
+def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -> list[tuple[str, Deployment]]:
+    """What would meet the targets, each the cheapest of its kind: more GPUs of this type, fp8
+    weights on these GPUs, another GPU type at this count, a looser target."""
+    out = []
+    gpus = inputs.gpus * 2
+    while gpus <= MAX_GPUS_SUGGESTED:
+        best, _ = cheapest(w, lab_budget(inputs, max_gpus=gpus))
+        if best is not None:
+            out.append((f"{best.deployment.gpus} {inputs.gpu.upper()} ({best.deployment.label().split(': ', 1)[1]})",
+                        best.deployment))
+            break
+        gpus *= 2
+    gpu = catalog.get_gpu(inputs.gpu)
+    if inputs.dtype != "fp8" and gpu.fp8_tflops:
+        best, _ = cheapest(w, lab_budget(inputs, dtypes=("fp8",)))
+        if best is not None:
+            out.append((f"fp8 weights on these GPUs ({best.deployment.label()})", best.deployment))
+    others = []
+    for g in catalog.gpu_ids():
+        if g == inputs.gpu:
+            continue
+        best, _ = cheapest(w, lab_budget(inputs, gpu_types=(g,)))
+        if best is not None:
+            others.append((best.deployment.gpus * catalog.get_gpu(g).price_usd_per_gpu_hour, best.deployment))
+    if others:
+        d = min(others, key=lambda x: x[0])[1]
+        out.append((f"{catalog.get_gpu(d.gpu).name} GPUs ({d.label()})", d))
+    if near is not None and near.best.stable and near.best.error is None:
+        o = near.best
+        looser = []
+        if o.ttft_p99_ms > inputs.ttft_p99_ms:
+            looser.append(f"a p99 TTFT target above {fmt_ms(o.ttft_p99_ms)}")
+        if o.tpot_p99_ms > inputs.tpot_ms:
+            looser.append(f"a p99 TPOT target above {o.tpot_p99_ms:.0f} ms")
+        if looser:
+            out.append((" and ".join(looser) + f" (what {o.deployment.label()} reaches)", o.deployment))
+    return out

@@ -1,0 +1,95 @@
+"""What a deployment cannot do, known without simulating it: the memory planner refuses it, or the
+cost model's roofline says it cannot carry the rate or reach the latency targets.
+
+Every bound here errs on the generous side (it may let through a deployment that then fails in
+simulation, never discard one that would pass), because a bound that is too tight would hide the
+cheapest answer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..physics import catalog, costmodel
+from ..physics.memory import MEM_UTIL, plan_memory
+from ..serving.simulate import model_len_for
+from ..serving.workload import generate, load_trace
+from .space import Deployment, Workload
+
+GENEROUS = 1.15  # capacity credited beyond the roofline estimate, so that no feasible deployment is cut
+
+
+@dataclass(frozen=True)
+class Bound:
+    refused: str | None = None  # why the memory planner or a latency floor rules the shape out
+    pruned_by: str = ""  # "memory" or "roofline"
+    serving_req_s: float = math.inf  # most requests/s one (decode-side) replica could carry
+    prefill_req_s: float = math.inf  # most requests/s one prefill replica could carry
+
+    def min_replicas(self, rate: float) -> int:
+        return max(1, math.ceil(rate / self.serving_req_s - 1e-9))
+
+    def min_prefill_replicas(self, rate: float) -> int:
+        return max(1, math.ceil(rate / self.prefill_req_s - 1e-9))
+
+
+def _step_s(gpu, model, tp, dtype, **mix) -> float:
+    return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged", engine="vllm",
+                              **mix)["step_ms"] / 1e3
+
+
+def prompt_quantile(w: Workload, q: float) -> int:
+    """The prompt length that a share 1 - q of the requests reach or exceed."""
+    if w.trace_csv is not None:
+        wl = load_trace(w.trace_csv)
+    else:
+        p, o = w.spec.means()
+        longest = p + o if w.spec.length_dist == "fixed" else 2 * (p + o)
+        wl = generate(replace(w.spec, max_total_tokens=model_len_for(longest, catalog.get_model(w.model))))
+    return max(1, int(np.quantile(wl.prompt_tokens, q, method="lower")))
+
+
+def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
+    """The bounds of one deployment shape (replica counts aside) on workload `w`; `prompt_q` is the
+    prompt length at the attainment quantile (prompt_quantile)."""
+    gpu, model = catalog.get_gpu(shape.gpu), catalog.get_model(w.model)
+    P, O = w.spec.means()
+    budget = max(shape.chunk, w.engine.max_seqs)
+    pools = [(shape.prefill_tp, "prefill"), (shape.tp, "decode")] if shape.disagg else [(shape.tp, "serving")]
+    plans = {}
+    for tp, name in pools:
+        try:
+            plans[name] = plan_memory(gpu, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
+                                      shape.dtype)
+        except ValueError as e:
+            return Bound(refused=str(e), pruned_by="memory")
+
+    t = w.targets
+    # Latency floors: a decode step alone at batch 1 and the shortest context; the prefill of a
+    # prompt at the attainment quantile alone on an idle replica.
+    decode_tp = shape.tp
+    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, decode_batch=1, context=1) * 1e3
+    if tpot_floor > t.tpot_p99_ms:
+        return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
+                             f"TPOT target", pruned_by="roofline")
+    pre_tp = shape.prefill_tp if shape.disagg else shape.tp
+    ttft_floor = _step_s(gpu, model, pre_tp, shape.dtype, prefill_tokens=min(prompt_q, model.max_context)) * 1e3
+    if ttft_floor > t.ttft_p99_ms:
+        return Bound(refused=f"prefilling a {prompt_q:,}-token prompt alone takes {ttft_floor:.0f} ms, above the "
+                             f"{t.ttft_p99_ms:g} ms TTFT target", pruned_by="roofline")
+
+    # Capacity: each request costs its prefill tokens at a full chunk's rate and its output tokens
+    # at the largest batch the slots and KV blocks hold.
+    serial = shape.policy == "serial"
+    chunk = min(budget, max(int(P), 1))
+    prefill_s_per_token = _step_s(gpu, model, pre_tp, shape.dtype, prefill_tokens=chunk) / chunk
+    kv_plan = plans["decode" if shape.disagg else "serving"]
+    ctx = max(1, int(P + O / 2))
+    batch = 1 if serial else max(1, min(w.engine.max_seqs, kv_plan.kv_tokens // ctx))
+    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, decode_batch=batch, context=max(1, int(P))) / batch
+    if shape.disagg:
+        return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),
+                     prefill_req_s=GENEROUS / (P * prefill_s_per_token))
+    return Bound(serving_req_s=GENEROUS / (P * prefill_s_per_token + O * decode_s_per_token))

@@ -1,0 +1,75 @@
+"""Where the planner's per-shape searches run: in this process, in a local process pool (the
+default: each worker loads the compiled engine once and is kept for the next search), or on a Ray
+cluster for searches bigger than one machine. The same function runs in each, so the answers are
+the same; Ray is imported only when asked for."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Callable
+
+EXECUTORS = ("local", "inline", "ray")
+ROOT = Path(__file__).resolve().parents[2]  # the project folder, which holds the core package
+
+_pools: dict[int, ProcessPoolExecutor] = {}
+
+
+def _warm() -> None:
+    """A worker's first task: load the compiled engine (from numba's disk cache)."""
+    from ..serving.simulate import SimConfig, simulate
+    from ..serving.workload import WorkloadSpec
+    simulate(SimConfig(workload=WorkloadSpec(n_requests=4, rate=10, prompt_mean=16, output_mean=4)))
+
+
+def local_pool(workers: int) -> ProcessPoolExecutor:
+    # spawn, not fork: the caller may be a threaded server (the dashboard), and a forked child of a
+    # threaded process can inherit a held lock
+    if workers not in _pools:
+        _pools[workers] = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_warm)
+    return _pools[workers]
+
+
+def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int | None = None,
+              address: str | None = None, progress: Callable[[int, int], None] | None = None) -> list:
+    """fn(task) for every task, in order, on the chosen executor; progress(done, total) as they end."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor '{executor}': choose {', '.join(EXECUTORS)}")
+    total = len(tasks)
+    tick = progress or (lambda done, total: None)
+    if executor == "inline" or total <= 1:
+        out = []
+        for i, t in enumerate(tasks):
+            out.append(fn(t))
+            tick(i + 1, total)
+        return out
+    if executor == "ray":
+        return _run_ray(fn, tasks, address, tick)
+    pool = local_pool(workers or max(1, min(os.cpu_count() or 1, 8)))
+    futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+    out = [None] * total
+    for done, f in enumerate(as_completed(futures), 1):
+        out[futures[f]] = f.result()
+        tick(done, total)
+    return out
+
+
+def _run_ray(fn: Callable, tasks: list, address: str | None, tick) -> list:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the ray executor needs Ray: pip install -r requirements-test.txt (it pins ray)") from None
+    if not ray.is_initialized():
+        # a local Ray finds the project on PYTHONPATH; a remote cluster is sent the project folder
+        env = ({"env_vars": {"PYTHONPATH": str(ROOT)}} if address is None else
+               {"working_dir": str(ROOT), "excludes": [".venv", ".git", "bench", "docs", "tests"]})
+        ray.init(address=address, runtime_env=env, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(fn)
+    refs = [remote.remote(t) for t in tasks]
+    pending, done = list(refs), 0
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        done += len(ready)
+        tick(done, len(refs))
+    return ray.get(refs)

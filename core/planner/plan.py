@@ -1,0 +1,148 @@
+"""The planner's answer: every deployment shape searched within a budget, the cheapest deployment
+that meets the targets, and the frontier of cost against p99 TTFT and p99 TPOT.
+
+    w = Workload("llama-3.1-70b", WorkloadSpec(n_requests=2000, rate=8, prompt_mean=4096, output_mean=256),
+                 Targets(ttft_p99_ms=3000, tpot_p99_ms=50))
+    p = plan(w, Budget(gpu_types=("h100", "h200"), max_gpus=16))
+    p.cheapest.deployment.label()
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from .bounds import prompt_quantile
+from .executors import run_tasks
+from .search import ShapeResult, search_shape, slack
+from .space import Budget, Workload, preference, shapes
+
+
+def rank(r: ShapeResult, w: Workload, budget: Budget) -> tuple:
+    """The order of answers: cheapest, then the simpler stage, bf16, and the most room under the targets."""
+    return preference(r.deployment, budget.price(r.deployment.gpu)) + (slack(r.best, w),)
+
+
+def search_task(task: tuple) -> ShapeResult:
+    """One shape's search: the unit of work an executor runs (a top-level function, so that a
+    process pool or Ray can ship it)."""
+    shape, w, budget, prompt_q = task
+    return search_shape(shape, w, budget, prompt_q)
+
+
+@dataclass
+class Plan:
+    workload: Workload
+    budget: Budget
+    results: list[ShapeResult]
+    wall_s: float
+    executor: str
+
+    def cost_per_hour(self, r: ShapeResult) -> float:
+        return r.deployment.gpus * self.budget.price(r.deployment.gpu)
+
+    def rank(self, r: ShapeResult) -> tuple:
+        return rank(r, self.workload, self.budget)
+
+    @property
+    def passing(self) -> list[ShapeResult]:
+        return sorted((r for r in self.results if r.meets), key=self.rank)
+
+    @property
+    def cheapest(self) -> ShapeResult | None:
+        return self.passing[0] if self.passing else None
+
+    @property
+    def frontier(self) -> list[ShapeResult]:
+        """Passing deployments that no other beats on cost, p99 TTFT and p99 TPOT at once."""
+        pts = [(self.cost_per_hour(r), r.best.ttft_p99_ms, r.best.tpot_p99_ms, r) for r in self.passing]
+        keep = []
+        for c, t, p, r in pts:
+            dominated = any(c2 <= c and t2 <= t and p2 <= p and (c2, t2, p2) != (c, t, p) for c2, t2, p2, _ in pts)
+            if not dominated and not any((c, t, p) == (self.cost_per_hour(k), k.best.ttft_p99_ms, k.best.tpot_p99_ms)
+                                         for k in keep):
+                keep.append(r)
+        return sorted(keep, key=self.cost_per_hour)
+
+    @property
+    def counts(self) -> dict:
+        by = lambda kind: sum(r.enumerated for r in self.results if r.pruned_by == kind)  # noqa: E731
+        simulated = sum(r.simulated for r in self.results)
+        rate_runs = sum(r.rate_runs for r in self.results)
+        return dict(deployments=sum(r.enumerated for r in self.results), shapes=len(self.results),
+                    pruned_memory=by("memory"),
+                    pruned_roofline=by("roofline") + sum(r.below_bound for r in self.results if not r.pruned_by),
+                    pruned_cost=by("cost"),
+                    not_needed=sum(r.enumerated - r.simulated - r.below_bound for r in self.results if not r.pruned_by),
+                    simulated=simulated, rate_search_runs=rate_runs, simulations=simulated + rate_runs,
+                    wall_s=self.wall_s,
+                    deployments_per_s=sum(r.enumerated for r in self.results) / max(self.wall_s, 1e-9),
+                    simulations_per_s=(simulated + rate_runs) / max(self.wall_s, 1e-9))
+
+    def row(self, r: ShapeResult) -> dict:
+        """One searched shape as the Planner's table shows it: its cheapest passing size (or nearest
+        miss), with units in the keys."""
+        d, o = r.deployment, r.best
+        usd_h = self.cost_per_hour(r)
+        tok_h = o.output_tok_s * 3600
+        return dict(deployment=d.label(), gpu=d.gpu, gpus=d.gpus, stage=d.stage, dtype=d.dtype, policy=d.policy,
+                    chunk=d.chunk, tp=d.tp, replicas=d.replicas, prefill_tp=d.prefill_tp,
+                    prefill_replicas=d.prefill_replicas, meets=o.meets,
+                    max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped,
+                    ttft_p99_ms=o.ttft_p99_ms, tpot_p99_ms=o.tpot_p99_ms, attainment=o.attainment,
+                    usd_per_hour=usd_h, usd_per_1m_output_tokens=usd_h / (tok_h / 1e6) if tok_h > 0 else math.inf,
+                    requests_per_usd=(r.max_rate_req_s or 0.0) * 3600 / usd_h,
+                    frontier=r in self.frontier, misses="; ".join(o.misses))
+
+    def rows(self) -> list[dict]:
+        simulated = [r for r in self.results if r.best is not None]
+        simulated.sort(key=lambda r: (not r.meets, self.rank(r)))
+        return [self.row(r) for r in simulated]
+
+    def pruned(self) -> list[dict]:
+        return [dict(shape=r.shape.label().split(": ", 1)[1], gpu=r.shape.gpu, pruned_by=r.pruned_by, reason=r.reason,
+                     deployments=r.enumerated) for r in self.results if r.pruned_by]
+
+    def to_json(self) -> dict:
+        c = self.cheapest
+        return dict(workload=dict(model=self.workload.model, spec=asdict(self.workload.spec),
+                                  targets=asdict(self.workload.targets), engine=asdict(self.workload.engine)),
+                    budget=asdict(self.budget), counts=self.counts,
+                    cheapest=self.row(c) if c else None, frontier=[self.row(r) for r in self.frontier],
+                    results=self.rows(), pruned=self.pruned())
+
+
+def plan(w: Workload, budget: Budget, executor: str = "local", workers: int | None = None,
+         address: str | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
+    """Search every deployment shape within `budget` for workload `w`."""
+    w.check()
+    budget.check()
+    t0 = time.perf_counter()
+    prompt_q = prompt_quantile(w, w.targets.attainment)
+    tasks = [(s, w, budget, prompt_q) for s in shapes(w, budget)]
+    if not tasks:
+        raise ValueError(f"no deployment of {w.model} fits the chosen GPUs within {budget.max_gpus} GPUs: "
+                         f"raise the GPU budget or add a GPU type with more memory")
+    results = run_tasks(search_task, tasks, executor, workers, address, progress)
+    return Plan(w, budget, results, time.perf_counter() - t0, executor)
+
+
+def cheapest(w: Workload, budget: Budget) -> tuple[ShapeResult | None, list[ShapeResult]]:
+    """The cheapest passing deployment alone, by branch and bound in this process: shapes in the
+    order of the least they could cost, each searched only below the best cost found so far. Also
+    returns every shape searched (the nearest miss is among them when nothing passes)."""
+    w.check()
+    budget.check()
+    prompt_q = prompt_quantile(w, w.targets.attainment)
+    best, best_key, searched = None, None, []
+    for shape in sorted(shapes(w, budget), key=lambda s: preference(s, budget.price(s.gpu))):
+        price = budget.price(shape.gpu)
+        if best_key is not None and preference(shape, price) > best_key:
+            continue  # even its smallest size would not beat the answer found
+        limit = best_key[0] if best_key else math.inf
+        r = search_shape(shape, w, budget, prompt_q, max_cost=limit, rate_search=False)
+        searched.append(r)
+        if r.meets and (best is None or rank(r, w, budget) < rank(best, w, budget)):
+            best, best_key = r, preference(r.deployment, price)
+    return best, searched

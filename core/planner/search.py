@@ -1,0 +1,215 @@
+"""Searching one deployment shape: the fewest replicas that meet the targets at the user's rate,
+and the highest rate at which that deployment still meets them.
+
+A shape is a deployment with its replica counts left open. More replicas never hurt (the same
+requests, spread wider), so its cheapest passing size is found by walking up from the roofline's
+lower bound, galloping, then bisecting; the sizes above it are not simulated.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from ..serving.simulate import simulate
+from .bounds import Bound, bound
+from .space import Budget, Deployment, Workload, to_config
+
+RATE_STEPS = 5  # bisection steps of the highest-rate search: (hi/lo)^(1/32) precision
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One deployment simulated at one rate."""
+    deployment: Deployment
+    rate: float
+    meets: bool
+    stable: bool
+    attainment: float
+    ttft_p99_ms: float
+    tpot_p99_ms: float
+    served_req_s: float
+    offered_req_s: float
+    output_tok_s: float
+    preemptions: int
+    misses: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@lru_cache(maxsize=4096)
+def outcome(d: Deployment, w: Workload) -> Outcome:
+    """Deployment `d` serving `w`, simulated and judged against w's targets."""
+    t = w.targets
+    try:
+        s = simulate(to_config(d, w)).summary
+    except ValueError as e:
+        return Outcome(d, w.spec.rate, False, False, 0.0, math.inf, math.inf, 0.0, w.spec.rate, 0.0, 0,
+                       (str(e),), error=str(e))
+    misses = []
+    if not s["stable"]:
+        misses.append(f"the queue grows without bound ({s['served_req_s']:.3g} of {s['offered_req_s']:.3g} req/s "
+                      f"served)")
+    if s["slo_attainment"] < t.attainment:
+        misses.append(f"{s['slo_attainment']:.1%} of requests meet both targets, not {t.attainment:.0%}")
+    meets = not misses
+    served = min(s["served_req_s"], s["offered_req_s"])
+    out_tok = s["throughput_tok_s"] / max(s["throughput_req_s"], 1e-12)  # mean output tokens per request
+    return Outcome(d, w.spec.rate, meets, bool(s["stable"]), float(s["slo_attainment"]), float(s["ttft_ms"]["p99"]),
+                   float(s["tpot_ms"]["p99"]), float(served), float(s["offered_req_s"]), served * out_tok,
+                   int(s["preemptions"]), tuple(misses))
+
+
+def slack(o: Outcome, w: Workload) -> float:
+    """The larger of p99 TTFT and p99 TPOT as a share of its target: at equal cost, the deployment
+    with more room under the targets is the better answer."""
+    return max(o.ttft_p99_ms / w.targets.ttft_p99_ms, o.tpot_p99_ms / w.targets.tpot_p99_ms)
+
+
+def closeness(o: Outcome) -> tuple:
+    """How near an outcome comes to meeting the targets (larger is nearer)."""
+    return (o.error is None, o.stable, o.attainment, -o.ttft_p99_ms)
+
+
+@dataclass
+class ShapeResult:
+    shape: Deployment
+    enumerated: int  # deployments of this shape within the budget
+    pruned_by: str = ""  # "memory", "roofline", or "" when simulated
+    reason: str = ""
+    below_bound: int = 0  # sizes the roofline rules out (too few replicas to carry the rate)
+    simulated: int = 0  # sizes simulated at the user's rate
+    rate_runs: int = 0  # simulations of the highest-rate search
+    best: Outcome | None = None  # the cheapest size that meets the targets, else the nearest miss
+    max_rate_req_s: float | None = None  # highest rate within the targets of `best` (when it meets)
+    max_rate_capped: bool = False  # the search's upper end still met the targets
+    tried: list = field(default_factory=list)
+
+    @property
+    def meets(self) -> bool:
+        return self.best is not None and self.best.meets
+
+    @property
+    def deployment(self) -> Deployment | None:
+        return self.best.deployment if self.best else None
+
+
+def sizes(shape: Deployment, budget: Budget) -> int:
+    """How many replica counts of this shape fit the GPU budget."""
+    if not shape.disagg:
+        return budget.max_gpus // shape.tp
+    n = 0
+    for pre in range(1, budget.max_gpus // shape.prefill_tp + 1):
+        n += max(0, (budget.max_gpus - pre * shape.prefill_tp) // shape.tp)
+    return n
+
+
+def search_shape(shape: Deployment, w: Workload, budget: Budget, prompt_q: int, max_cost: float = math.inf,
+                 rate_search: bool = True) -> ShapeResult:
+    """The cheapest size of `shape` that meets the targets within the budget (and below `max_cost`
+    $ per hour, when a cheaper answer is already known), and its highest rate within the targets."""
+    res = ShapeResult(shape, sizes(shape, budget))
+    b = bound(shape, w, prompt_q)
+    if b.refused:
+        res.pruned_by, res.reason = b.pruned_by, b.refused
+        return res
+    price = budget.price(shape.gpu)
+    walk = _walk_disagg if shape.disagg else _walk_colocated
+    tried = walk(shape, w, b, budget, max_cost / price)
+    res.tried = tried
+    res.simulated = len(tried)
+    res.below_bound = res.enumerated - res.simulated - _above(shape, tried, budget)
+    if not tried:
+        need = b.min_replicas(w.spec.rate) * shape.tp + (
+            b.min_prefill_replicas(w.spec.rate) * shape.prefill_tp if shape.disagg else 0)
+        if need <= budget.max_gpus:
+            res.pruned_by, res.reason = "cost", "its smallest size that could carry the rate costs more than an answer found"
+        else:
+            res.pruned_by = "roofline"
+            res.reason = f"carrying {w.spec.rate:g} req/s needs at least {need} GPUs, beyond the {budget.max_gpus}-GPU budget"
+        return res
+    passing = [o for o in tried if o.meets]
+    res.best = min(passing, key=lambda o: o.deployment.gpus) if passing else max(tried, key=closeness)
+    if rate_search and res.best.meets:
+        res.max_rate_req_s, res.max_rate_capped, res.rate_runs = highest_rate(res.best.deployment, w, b)
+    return res
+
+
+def _above(shape: Deployment, tried: list[Outcome], budget: Budget) -> int:
+    """Sizes larger than the cheapest passing one: they pass too, so they are not simulated."""
+    passing = [o.deployment.gpus for o in tried if o.meets]
+    if not passing:
+        return 0
+    cheapest = min(passing)
+    if not shape.disagg:
+        return (budget.max_gpus - cheapest) // shape.tp
+    return sum(1 for pre in range(1, budget.max_gpus // shape.prefill_tp + 1)
+               for dec in range(1, (budget.max_gpus - pre * shape.prefill_tp) // shape.tp + 1)
+               if pre * shape.prefill_tp + dec * shape.tp > cheapest)
+
+
+def _walk_colocated(shape: Deployment, w: Workload, b: Bound, budget: Budget, max_gpus_by_cost: float) -> list:
+    """Replica counts from the roofline's lower bound up: galloping (+1, +2, +4, ...) to the first
+    that meets, then bisecting back over the gap."""
+    top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9)) // shape.tp
+    r, step, last_fail, tried = b.min_replicas(w.spec.rate), 1, None, []
+    while r <= top:
+        o = outcome(replace(shape, replicas=r), w)
+        tried.append(o)
+        if o.meets:
+            break
+        last_fail, r, step = r, r + step, step * 2
+    else:
+        if last_fail is not None and last_fail < top:  # the gallop jumped past the largest size
+            tried.append(outcome(replace(shape, replicas=top), w))
+    passing = [o.deployment.replicas for o in tried if o.meets]
+    if passing and last_fail is not None:
+        lo, hi = last_fail, min(passing)  # lo fails, hi meets
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            o = outcome(replace(shape, replicas=mid), w)
+            tried.append(o)
+            lo, hi = (lo, mid) if o.meets else (mid, hi)
+    return tried
+
+
+def _walk_disagg(shape: Deployment, w: Workload, b: Bound, budget: Budget, max_gpus_by_cost: float) -> list:
+    """From the two pools' lower bounds, grow the pool that holds the targets back by one replica at
+    a time: the prefill pool when the time to first token misses, the decode pool otherwise."""
+    top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9))
+    d = replace(shape, prefill_replicas=b.min_prefill_replicas(w.spec.rate), replicas=b.min_replicas(w.spec.rate))
+    tried = []
+    while d.gpus <= top:
+        o = outcome(d, w)
+        tried.append(o)
+        if o.meets or o.error:
+            break
+        ttft_bound = o.ttft_p99_ms > w.targets.ttft_p99_ms and o.tpot_p99_ms <= w.targets.tpot_p99_ms
+        d = replace(d, prefill_replicas=d.prefill_replicas + 1) if ttft_bound else replace(d, replicas=d.replicas + 1)
+    return tried
+
+
+def highest_rate(d: Deployment, w: Workload, b: Bound) -> tuple[float, bool, int]:
+    """The highest request rate at which `d` still meets the targets (d meets them at w's rate):
+    bisection on a log scale between w's rate and the roofline's capacity. Returns (rate, whether
+    the capacity end itself met the targets, simulations run)."""
+    lo = w.spec.rate
+    cap = d.replicas * b.serving_req_s
+    if d.disagg:
+        cap = min(cap, d.prefill_replicas * b.prefill_req_s)
+    hi = max(cap, lo * 1.05)
+    runs = 0
+    for _ in range(3):  # the roofline's end may still meet the targets: gallop past it
+        runs += 1
+        if not outcome(d, w.at_rate(hi)).meets:
+            break
+        lo, hi = hi, hi * 1.5
+    else:
+        return lo, True, runs
+    for _ in range(RATE_STEPS):
+        mid = math.sqrt(lo * hi)
+        runs += 1
+        if outcome(d, w.at_rate(mid)).meets:
+            lo = mid
+        else:
+            hi = mid
+    return lo, False, runs

@@ -1,0 +1,216 @@
+"""The deployments the planner searches: what one is, how many there are within a budget, and the
+simulation configuration each becomes on a workload.
+
+A deployment is a GPU type, a weight dtype, a scheduling policy (with its prefill chunk) and either
+colocated replicas of tp GPUs each, or a prefill pool and a decode pool with their own tp (DistServe
+sizes the two phases' parallelism separately). Serial and static batching are in the space too, at
+tp=1 and bf16: when they meet the targets on as few GPUs, they are the simpler answer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+
+from ..physics import catalog
+from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
+from ..serving.simulate import SimConfig, model_len_for
+from ..serving.workload import WorkloadSpec
+
+# Scheduling choices: (policy, token budget = prefill chunk). vLLM V1 chunks prefills with a
+# 2,048-token budget by default for online serving; Sarathi-Serve tunes the chunk down (512) for a
+# tight TPOT. Without chunking a prompt runs whole in one step.
+SCHEDULES = (("sarathi", 2048), ("sarathi", 512), ("vllm", 2048))
+TEACHING_SCHEDULES = (("serial", 2048), ("static", 2048))
+DTYPES = ("bf16", "fp8")
+POLICY_WORDS = {"serial": "one request at a time", "static": "static batching", "vllm": "continuous batching",
+                "sarathi": "chunked prefill"}
+
+
+@dataclass(frozen=True)
+class Targets:
+    ttft_p99_ms: float = 1000.0
+    tpot_p99_ms: float = 100.0
+    attainment: float = 0.99  # share of requests that must meet both targets
+
+    def check(self) -> None:
+        for name, v in (("TTFT target", self.ttft_p99_ms), ("TPOT target", self.tpot_p99_ms)):
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"the {name} must be a number of ms above 0, not {v}")
+        if not 0.5 <= self.attainment <= 1.0:
+            raise ValueError(f"attainment {self.attainment} must be a share within 0.5..1 of the requests "
+                             f"(0.99: 99% of requests within both targets)")
+
+
+@dataclass(frozen=True)
+class Budget:
+    gpu_types: tuple[str, ...] = ("h100",)
+    max_gpus: int = 16
+    prices: tuple[tuple[str, float], ...] = ()  # (gpu id, $ per GPU-hour) overrides of the catalog's list prices
+    dtypes: tuple[str, ...] = DTYPES
+    disaggregation: bool = True
+    teaching_stages: bool = True  # serial and static batching as candidates too
+
+    def price(self, gpu: str) -> float:
+        return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
+
+    def check(self) -> None:
+        if not self.gpu_types:
+            raise ValueError("choose at least one GPU type to search")
+        for g in self.gpu_types:
+            catalog.get_gpu(g)
+        if not 1 <= self.max_gpus <= 256:
+            raise ValueError(f"the GPU budget must be within 1..256 GPUs, not {self.max_gpus}")
+        for g, p in self.prices:
+            catalog.get_gpu(g)
+            if not (math.isfinite(p) and p > 0):
+                raise ValueError(f"the price of {g} must be above $0 per GPU-hour, not {p}")
+        for d in self.dtypes:
+            if d not in DTYPES:
+                raise ValueError(f"unknown weight dtype '{d}': choose from {', '.join(DTYPES)}")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The serving engine's limits, as the user runs it."""
+    max_seqs: int = 256
+    block_size: int = 16
+    router: str = "lor"  # least outstanding requests
+
+
+@dataclass(frozen=True)
+class Deployment:
+    gpu: str
+    tp: int = 1
+    replicas: int = 1
+    dtype: str = "bf16"
+    policy: str = "sarathi"
+    chunk: int = 2048
+    prefill_tp: int = 0  # a prefill/decode split when prefill_replicas > 0
+    prefill_replicas: int = 0
+
+    @property
+    def disagg(self) -> bool:
+        return self.prefill_replicas > 0
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.replicas + self.prefill_tp * self.prefill_replicas
+
+    @property
+    def stage(self) -> int:
+        """The architecture stage the deployment amounts to, from the features it uses."""
+        if self.disagg:
+            return 5
+        if self.policy == "serial":
+            return 1
+        if self.policy == "static":
+            return 2
+        return 4 if self.tp > 1 else 3
+
+    def label(self) -> str:
+        gpu = self.gpu.upper()
+        sched = POLICY_WORDS[self.policy] + (f" {self.chunk}" if self.policy == "sarathi" else "")
+        if self.disagg:
+            shape = (f"{self.prefill_replicas}×tp{self.prefill_tp} prefill + {self.replicas}×tp{self.tp} decode")
+        else:
+            shape = f"{self.replicas}×tp{self.tp}"
+        return f"{self.gpus} {gpu}: {shape}, {self.dtype}, {sched}"
+
+    def to_dict(self) -> dict:
+        return dict(asdict(self), gpus=self.gpus, stage=self.stage, label=self.label())
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the planner sizes for: a model, its traffic and the latency targets."""
+    model: str
+    spec: WorkloadSpec = field(default_factory=WorkloadSpec)
+    targets: Targets = field(default_factory=Targets)
+    engine: Engine = field(default_factory=Engine)
+    trace_csv: str | None = None
+
+    def check(self) -> None:
+        catalog.get_model(self.model)
+        self.targets.check()
+        if not (math.isfinite(self.spec.rate) and self.spec.rate > 0):
+            raise ValueError(f"the request rate must be above 0 req/s, not {self.spec.rate}")
+
+    def at_rate(self, rate: float) -> "Workload":
+        return replace(self, spec=replace(self.spec, rate=rate))
+
+
+def fitted_max_model_len(w: Workload, gpu: str, tp: int, dtype: str, budget_tokens: int) -> int:
+    """Long enough for the workload's long tail (longer requests are shortened), within the model's
+    context and within what one replica's KV cache holds (the same rule as the Lab's)."""
+    model = catalog.get_model(w.model)
+    p, o = w.spec.means()
+    longest = p + o
+    fixed = w.spec.length_dist == "fixed"
+    n = model_len_for(longest if fixed else 2 * longest, model)
+    try:
+        plan = plan_memory(catalog.get_gpu(gpu), model, tp, w.engine.block_size, MEM_UTIL,
+                           max(budget_tokens, w.engine.max_seqs), w.engine.max_seqs, dtype)
+    except ValueError:
+        return n  # refused later with the planner's own message
+    room = int(plan.kv_blocks * 0.98) * w.engine.block_size  # leave the admission watermark free
+    need = int(math.ceil(longest))
+    return max(min(n, room), need if fixed else min(n, need))
+
+
+def to_config(d: Deployment, w: Workload) -> SimConfig:
+    """The simulation of deployment `d` serving workload `w`."""
+    narrow = min(d.tp, d.prefill_tp) if d.disagg else d.tp
+    budget = d.chunk
+    max_len = fitted_max_model_len(w, d.gpu, narrow, d.dtype, budget)
+    cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, dtype=d.dtype, policy=d.policy,
+                    block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
+                    max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),
+                    max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
+                    ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms)
+    if d.disagg:
+        cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
+                      decode_tp=d.tp)
+    return cfg
+
+
+def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload) -> list[int]:
+    """Tensor-parallel degrees worth trying for one replica: powers of two from the smallest whose
+    weights leave room for KV blocks, dividing the model's attention heads, within one node (tp
+    across nodes pays the inter-node link on every layer) and never more than 16."""
+    g, model = catalog.get_gpu(gpu), catalog.get_model(model_id)
+    first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype)
+    if first is None:
+        return []
+    out, tp = [], first
+    while tp <= min(16, max(g.gpus_per_node, first)):
+        if model.heads % tp == 0:
+            out.append(tp)
+        tp *= 2
+    return out
+
+
+def shapes(w: Workload, budget: Budget) -> list[Deployment]:
+    """Every deployment shape within the budget (replica counts left at 1): each GPU type and weight
+    dtype it supports, each tensor-parallel degree that fits, each schedule; and prefill/decode
+    splits whose pools take the smallest fitting tp or twice it."""
+    out = []
+    for gpu in budget.gpu_types:
+        g = catalog.get_gpu(gpu)
+        for dtype in [d for d in budget.dtypes if d != "fp8" or g.fp8_tflops]:
+            tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w) if tp <= budget.max_gpus]
+            for tp in tps:
+                for policy, chunk in SCHEDULES + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
+                    if policy in ("serial", "static") and (tp > 1 or dtype != "bf16"):
+                        continue
+                    out.append(Deployment(gpu, tp, 1, dtype, policy, chunk))
+            if budget.disaggregation:
+                for ptp in tps[:2]:
+                    for dtp in tps[:2]:
+                        if ptp + dtp <= budget.max_gpus:
+                            out.append(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1))
+    return out
+
+
+def preference(d: Deployment, price: float) -> tuple:
+    """Cheapest first; at equal cost the simpler stage, then bf16 weights (no quantisation error)."""
+    return (round(d.gpus * price, 6), d.stage, d.dtype != "bf16")
