@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable
@@ -46,12 +47,17 @@ def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int |
         return out
     if executor == "ray":
         return _run_ray(fn, tasks, address, tick)
-    pool = local_pool(workers or max(1, min(os.cpu_count() or 1, 8)))
-    futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
-    out = [None] * total
-    for done, f in enumerate(as_completed(futures), 1):
-        out[futures[f]] = f.result()
-        tick(done, total)
+    n = workers or max(1, min(os.cpu_count() or 1, 8))
+    pool = local_pool(n)
+    try:
+        futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+        out = [None] * total
+        for done, f in enumerate(as_completed(futures), 1):
+            out[futures[f]] = f.result()
+            tick(done, total)
+    except BrokenProcessPool:
+        _pools.pop(n, None)  # the next search starts a fresh pool
+        raise
     return out
 
 
