@@ -13,6 +13,7 @@ st.set_page_config(page_title="LLM Serving Design Lab", page_icon=":material/mem
 
 PAGES = [
     st.Page("views/lab.py", title="Lab", icon=":material/science:", default=True),  # served at /
+    st.Page("views/planner.py", title="Planner", icon=":material/travel_explore:", url_path="planner"),
     st.Page("views/walkthrough.py", title="Guided walkthrough", icon=":material/route:", url_path="walkthrough"),
     st.Page("views/scenarios.py", title="Scenarios", icon=":material/view_carousel:", url_path="scenarios"),
     st.Page("views/bottlenecks.py", title="Bottlenecks", icon=":material/speed:", url_path="bottlenecks"),

@@ -79,3 +79,8 @@ def in_sentence(name: str) -> str:
 def sentence(s: str) -> str:
     """A sentence starts with a capital letter."""
     return s[:1].upper() + s[1:]
+
+
+def count(n: int, noun: str) -> str:
+    """'1 simulation', '12 simulations'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

@@ -220,3 +220,32 @@ def tp_memory(rows: list[dict]) -> alt.Chart:
     label = alt.Chart(usable).mark_text(align="right", dy=-6, color=COLORS["bad"]).encode(
         x=alt.value("width"), y="gb:Q", text="text:N")
     return framed(bars + rule + label, 230, "What one GPU holds as the model is sharded")
+
+
+def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Chart:
+    """Cost against one latency percentile for every searched deployment (its cheapest passing size,
+    or its nearest miss), the frontier drawn as a line, the target dashed."""
+    df = pd.DataFrame([dict(usd_h=r["usd_per_hour"], ms=r[metric], label=r["deployment"],
+                            stage=f"stage {r['stage']}", kind="frontier" if r["frontier"] else
+                            ("meets the targets" if r["meets"] else "misses"),
+                            rate=r["max_rate_req_s"] or 0.0) for r in rows if np.isfinite(r[metric])])
+    x = alt.X("usd_h:Q", title="cost ($ per hour)", scale=alt.Scale(zero=False))
+    y = alt.Y("ms:Q", title=f"{title} (ms, log scale)", scale=alt.Scale(type="log"),
+              axis=alt.Axis(values=[v for v in LOG_TICKS_MS]))
+    tooltip = [alt.Tooltip("label:N", title="deployment"), alt.Tooltip("usd_h:Q", title="$ per hour", format=",.2f"),
+               alt.Tooltip("ms:Q", title=f"{title} (ms)", format=",.1f"),
+               alt.Tooltip("rate:Q", title="highest rate within targets (req/s)", format=",.3g")]
+    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
+        x=x, y=y, tooltip=tooltip,
+        color=alt.Color("stage:N", legend=alt.Legend(orient="top", title=None)),
+        shape=alt.Shape("kind:N", scale=alt.Scale(domain=["frontier", "meets the targets", "misses"],
+                                                  range=["diamond", "circle", "cross"]),
+                        legend=alt.Legend(orient="top", title=None)))
+    line = alt.Chart(df[df["kind"] == "frontier"].sort_values("usd_h")).mark_line(
+        color=COLORS["accent"], interpolate="step-after").encode(x=x, y=y)
+    rule = alt.Chart(pd.DataFrame({"ms": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
+        y=alt.Y("ms:Q"))
+    return framed(line + points + rule, 260, f"{title} against cost")
+
+
+LOG_TICKS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]

@@ -20,7 +20,7 @@ TARGETS_MS = [25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 100
 SIZES_B = [1, 1.5, 2, 3, 5, 8, 13, 20, 34, 50, 70, 100, 150, 200, 300, 405, 500, 700, 1000]
 CUSTOM = "Custom size (slider)"
 MODEL_CHOICES = catalog.model_ids() + [CUSTOM]
-GPU_COUNTS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+GPU_COUNTS = list(range(1, 17)) + [20, 24, 32, 48, 64]  # every count a planned deployment may need
 TRACE_KEY = "trace_csv"
 
 
@@ -31,7 +31,7 @@ def _model_label(mid: str) -> str:
     return f"{m.name} ({m.params() / 1e9:.0f}B{' MoE' if m.is_moe else ''})"
 
 
-def _gpu_label(gid: str) -> str:
+def gpu_label(gid: str) -> str:
     g = catalog.get_gpu(gid)
     return f"{g.name} ({g.memory_gib:g} GiB)"
 
@@ -59,7 +59,7 @@ def sidebar() -> None:
     sb.select_slider("GPU count", GPU_COUNTS, DEFAULTS.gpus, key="gpus", bind="query-params",
                      help="GPUs available to serve the model. More GPUs add memory and compute, via replicas or "
                           "tensor-parallel shards.")
-    sb.selectbox("GPU type", catalog.gpu_ids(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=_gpu_label,
+    sb.selectbox("GPU type", catalog.gpu_ids(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=gpu_label,
                  key="gpu", bind="query-params")
     sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, int(DEFAULTS.ttft_p99_ms), key="ttft",
                      bind="query-params",

@@ -10,7 +10,7 @@ from ..physics import catalog
 from ..planner.plan import cheapest
 from ..planner.search import ShapeResult, closeness, outcome
 from ..planner.space import Budget, Deployment, Engine, Targets, Workload
-from ..text import fmt_ms
+from ..text import count, fmt_ms
 from .inputs import STAGES, LabInputs, workload
 
 MAX_GPUS_SUGGESTED = 64  # how far "more GPUs" looks
@@ -35,8 +35,11 @@ class Recommendation:
         return "No deployment on these GPUs meets the targets"
 
 
-def planner_workload(inputs: LabInputs) -> Workload:
-    return Workload(inputs.model, workload(inputs), Targets(inputs.ttft_p99_ms, inputs.tpot_ms),
+def planner_workload(inputs: LabInputs, requests: int | None = None, attainment: float = 0.99) -> Workload:
+    """The sidebar's workload and targets as the planner takes them (optionally with another number
+    of requests per simulation, or another share of requests that must meet both targets)."""
+    spec = workload(inputs) if requests is None else replace(workload(inputs), n_requests=requests)
+    return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment),
                     Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router), inputs.trace_csv)
 
 
@@ -60,13 +63,16 @@ def recommend(inputs: LabInputs) -> Recommendation:
         d = best.deployment
         spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
         reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.rate:g} "
-                  f"req/s is {_describe(best, w)}{spare}. {len(searched)} deployment shapes searched, {sims} "
-                  f"simulated.")
+                  f"req/s is {_describe(best, w)}{spare}. {count(len(searched), 'deployment shape')} searched, "
+                  f"{count(sims, 'simulation')}.")
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
                               light_stage=d.stage)
     near = nearest(w, budget, searched)
     changes = smallest_changes(inputs, w, near)
-    near_text = (f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}." if near else "")
+    if near:
+        near_text = f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}."
+    else:
+        near_text = f" {catalog.get_model(inputs.model).label()} does not fit {inputs.gpus} {gpu} in {inputs.dtype}."
     reason = (f"Nothing on up to {inputs.gpus} {gpu} in {inputs.dtype} meets the targets at {inputs.rate:g} req/s."
               + near_text + (" It would take " + ", or ".join(c for c, _ in changes) + "." if changes else
                              " No change within reach meets them: lower the request rate."))
@@ -118,6 +124,7 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -
     if others:
         d = min(others, key=lambda x: x[0])[1]
         out.append((f"{catalog.get_gpu(d.gpu).name} GPUs ({d.label()})", d))
+    out.sort(key=lambda c: c[1].gpus * catalog.get_gpu(c[1].gpu).price_usd_per_gpu_hour)
     if near is not None and near.best.stable and near.best.error is None:
         o = near.best
         looser = []
@@ -128,3 +135,11 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -
         if looser:
             out.append((" and ".join(looser) + f" (what {o.deployment.label()} reaches)", o.deployment))
     return out
+
+
+def lab_inputs_for(d: Deployment) -> dict:
+    """The sidebar's settings that describe deployment `d` (LabInputs fields). A prefill/decode split
+    has no toggle: the Lab then shows its GPUs, and its recommendation finds the split itself."""
+    return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
+                chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk,
+                tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0)

@@ -1,0 +1,141 @@
+"""Planner: the cheapest deployment that meets the sidebar's targets at its traffic, found by
+simulating deployments, with the frontier of cost against p99 TTFT and TPOT."""
+import json
+
+import pandas as pd
+import streamlit as st
+
+from core.lab.recommend import lab_inputs_for, planner_workload
+from core.physics import catalog
+from core.planner.plan import plan
+from core.planner.space import DTYPES, Budget, Deployment
+from core.text import count, fmt_ms
+from ui import charts, state, widgets
+
+st.title("Planner")
+st.markdown("What is the cheapest deployment that meets your latency targets at your traffic? The planner takes "
+            "the sidebar's workload and targets, lists every deployment within the budget below (GPU type and "
+            "count, tensor parallelism, replicas, weight dtype, scheduling, prefill/decode split), rules out what "
+            "the memory planner and the roofline forbid, and simulates the rest.")
+
+inputs = state.valid_inputs()
+gpu_ids = catalog.gpu_ids()
+
+with st.form("budget"):
+    a, b, c = st.columns(3)
+    max_gpus = a.select_slider("Most GPUs", [1, 2, 4, 8, 16, 32, 64], 16 if inputs.gpus <= 16 else 64)
+    gpu_types = b.multiselect("GPU types", gpu_ids, [inputs.gpu], format_func=state.gpu_label)
+    dtypes = c.multiselect("Weight dtypes", DTYPES, list(DTYPES),
+                           help="fp8 halves the weight bytes; GPUs without fp8 support search bf16 only.")
+    a, b, c = st.columns(3)
+    attainment = a.select_slider("Requests within both targets", [0.9, 0.95, 0.99, 0.999], 0.99,
+                                 format_func=lambda v: f"{v:.1%}")
+    disagg = b.toggle("Prefill/decode splits", True, help="Also search deployments split into a prefill and a "
+                                                          "decode pool, each with its own tensor parallelism.")
+    requests = c.select_slider("Requests per simulation", [500, 1000, 2000, 5000], 2000)
+    prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [catalog.get_gpu(g).price_usd_per_gpu_hour
+                                                                             for g in gpu_ids]}),
+                            disabled=["GPU"], hide_index=True, key="prices",
+                            column_config={"$ per GPU-hour": st.column_config.NumberColumn(min_value=0.01,
+                                                                                         format="$%.2f")})
+    st.caption("Prices: the catalog's list prices (each sourced); edit a cell to use your own.")
+    go = st.form_submit_button("Search deployments", type="primary", icon=":material/search:")
+
+catalog_prices = {g: catalog.get_gpu(g).price_usd_per_gpu_hour for g in gpu_ids}
+overrides = tuple((g, float(p)) for g, p in zip(prices["GPU"], prices["$ per GPU-hour"])
+                  if g in gpu_types and float(p) != catalog_prices[g])
+budget = Budget(gpu_types=tuple(gpu_types), max_gpus=max_gpus, prices=overrides, dtypes=tuple(dtypes),
+                disaggregation=disagg)
+workload = planner_workload(inputs, requests=requests, attainment=attainment)
+key = (workload, budget)
+
+if go:
+    bar = st.progress(0.0, text="Starting the search...")
+    try:
+        result = plan(workload, budget, progress=lambda done, total: bar.progress(
+            done / total, text=f"Searched {done} of {count(total, 'deployment shape')}..."))
+    except ValueError as e:
+        bar.empty()
+        widgets.show_error(e, "This search")
+        st.stop()
+    bar.empty()
+    st.session_state["plan"] = (key, result)
+
+held = st.session_state.get("plan")
+if held is None:
+    st.info("Set the budget and press **Search deployments**. The default search (one GPU type, up to 16 GPUs) "
+            "takes a few seconds.", icon=":material/info:")
+    st.stop()
+if held[0] != key:
+    st.warning("The sidebar or the budget changed since this search: press **Search deployments** to search again.",
+               icon=":material/update:")
+p = held[1]
+c = p.counts
+st.caption(f"{c['deployments']:,} deployments in {count(c['shapes'], 'shape')}: {c['pruned_memory']:,} refused by the "
+           f"memory planner, {c['pruned_roofline']:,} ruled out by the roofline, {c['not_needed']:,} larger than a "
+           f"size that already passes; {count(c['simulated'], 'simulation')} at {inputs.rate:g} req/s and "
+           f"{c['rate_search_runs']:,} more for the highest rates, in {c['wall_s']:.1f} s "
+           f"({c['simulations_per_s']:.0f} simulations/s).")
+
+rows = p.rows()
+best = p.cheapest
+if best is None:
+    st.error("No deployment within this budget meets the targets. Raise the GPU budget, add a GPU type or fp8, "
+             "or relax the targets in the sidebar.", icon=":material/block:")
+else:
+    r = p.row(best)
+    st.subheader(f"Cheapest: {r['deployment']}")
+    widgets.headline([
+        dict(label="Cost", value=f"${r['usd_per_hour']:,.2f} / h", help="GPUs x price per GPU-hour"),
+        dict(label="Per 1M output tokens", value=f"${r['usd_per_1m_output_tokens']:,.3f}",
+             help=f"at {inputs.rate:g} req/s"),
+        dict(label="p99 TTFT", value=fmt_ms(r["ttft_p99_ms"]), target=f"target {fmt_ms(inputs.ttft_p99_ms)}"),
+        dict(label="p99 TPOT", value=f"{r['tpot_p99_ms']:.1f} ms", target=f"target {inputs.tpot_ms:g} ms"),
+        dict(label="Highest rate within targets",
+             value=("≥ " if r["max_rate_is_lower_bound"] else "") + f"{r['max_rate_req_s']:.3g} req/s",
+             help="found by bisection on the request rate, same requests scaled in time"),
+        dict(label="Stage", value=str(r["stage"]), help="the architecture stage the deployment amounts to"),
+    ], columns=3)
+
+left, right = st.columns(2)
+left.altair_chart(charts.frontier(rows, "ttft_p99_ms", "p99 TTFT", inputs.ttft_p99_ms), width="stretch")
+right.altair_chart(charts.frontier(rows, "tpot_p99_ms", "p99 TPOT", inputs.tpot_ms), width="stretch")
+st.caption("Each point is a deployment shape at its cheapest size that meets the targets (a cross: its nearest "
+           "miss within the budget). Diamonds are the frontier: no other deployment is cheaper, faster to the first "
+           "token and faster per token at once.")
+
+st.subheader("Every deployment searched")
+table = pd.DataFrame([{
+    "deployment": r["deployment"], "GPUs": r["gpus"], "meets": r["meets"],
+    "highest rate (req/s)": r["max_rate_req_s"], "p99 TTFT (ms)": r["ttft_p99_ms"], "p99 TPOT (ms)": r["tpot_p99_ms"],
+    "$ per hour": r["usd_per_hour"], "$ per 1M output tokens": r["usd_per_1m_output_tokens"],
+    "requests per $": r["requests_per_usd"], "frontier": r["frontier"]} for r in rows])
+picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="plan_table",
+                      column_config={"highest rate (req/s)": st.column_config.NumberColumn(format="%.3g"),
+                                     "p99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
+                                     "p99 TPOT (ms)": st.column_config.NumberColumn(format="%.1f"),
+                                     "$ per hour": st.column_config.NumberColumn(format="$%.2f"),
+                                     "$ per 1M output tokens": st.column_config.NumberColumn(format="$%.3f"),
+                                     "requests per $": st.column_config.NumberColumn(
+                                         format="%.0f", help="at the highest rate within the targets")})
+chosen = picked.selection.rows[0] if picked.selection.rows else None
+
+
+def open_in_lab(row: dict) -> None:
+    d = Deployment(row["gpu"], row["tp"], row["replicas"], row["dtype"], row["policy"], row["chunk"],
+                   row["prefill_tp"], row["prefill_replicas"])
+    state.load(lab_inputs_for(d))
+
+
+a, b, c = st.columns(3)
+if a.button("Open the selected row in the Lab", icon=":material/science:", disabled=chosen is None,
+            on_click=open_in_lab, args=(rows[chosen] if chosen is not None else None,)):
+    st.switch_page("views/lab.py", query_params={})
+b.download_button("Download CSV", table.to_csv(index=False), "plan.csv", "text/csv", icon=":material/download:")
+c.download_button("Download JSON", json.dumps(p.to_json(), indent=1, default=float), "plan.json", "application/json",
+                  icon=":material/download:")
+st.caption("Select a row, then open it in the Lab: the sidebar takes its GPUs, dtype and schedule. A prefill/decode "
+           "split has no sidebar toggle, so the Lab shows its GPUs and its own recommendation finds the split.")
+if p.pruned():
+    with st.expander(f"Ruled out before simulating ({len(p.pruned())} shapes)"):
+        st.dataframe(pd.DataFrame(p.pruned()), hide_index=True)
