@@ -6,6 +6,7 @@ Its packages are its layers; each imports only from the ones listed before it:
   physics     GPUs and models, the time of one engine step, what a GPU's memory holds
   engine      the jitted step loop over paged KV blocks on a cluster
   serving     a configuration in, a simulated run and its metrics out
+  planner     sizing by search: the cheapest deployment that meets the targets, and the frontier
   lab         what the runs mean: stages, recommendation, gauges, trade-offs, sweeps, tutorial
   cli         the command line
 """
