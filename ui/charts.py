@@ -15,6 +15,9 @@ from core.serving.simulate import SimResult
 # height is its plot's own.
 FIT_WIDTH = alt.AutoSizeParams(type="fit-x", contains="padding")
 
+LOG_TICKS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
+STAGE_NAMES = [f"stage {i}" for i in range(1, 6)]
+STAGE_COLORS = ["#94a3b8", "#0ea5e9", "#7c3aed", "#f59e0b", "#dc2626"]  # one hue per stage, in order
 COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3aed", "muted": "#9ca3af"}
 
 
@@ -237,10 +240,11 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
                alt.Tooltip("rate:Q", title="highest rate within targets (req/s)", format=",.3g")]
     points = alt.Chart(df).mark_point(filled=True, size=70).encode(
         x=x, y=y, tooltip=tooltip,
-        color=alt.Color("stage:N", legend=alt.Legend(orient="top", title=None)),
+        color=alt.Color("stage:N", scale=alt.Scale(domain=STAGE_NAMES, range=STAGE_COLORS),
+                        legend=alt.Legend(orient="bottom", title=None, columns=5)),
         shape=alt.Shape("kind:N", scale=alt.Scale(domain=["frontier", "meets the targets", "misses"],
                                                   range=["diamond", "circle", "cross"]),
-                        legend=alt.Legend(orient="top", title=None)))
+                        legend=alt.Legend(orient="bottom", title=None, columns=3)))
     line = alt.Chart(df[df["kind"] == "frontier"].sort_values("usd_h")).mark_line(
         color=COLORS["accent"], interpolate="step-after").encode(x=x, y=y)
     rule = alt.Chart(pd.DataFrame({"ms": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
@@ -248,4 +252,3 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
     return framed(line + points + rule, 260, f"{title} against cost")
 
 
-LOG_TICKS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]

@@ -33,12 +33,12 @@ with st.form("budget"):
     disagg = b.toggle("Prefill/decode splits", True, help="Also search deployments split into a prefill and a "
                                                           "decode pool, each with its own tensor parallelism.")
     requests = c.select_slider("Requests per simulation", [500, 1000, 2000, 5000], 2000)
-    prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [catalog.get_gpu(g).price_usd_per_gpu_hour
+    with st.expander("Prices ($ per GPU-hour): the catalog's list prices, each sourced; edit a cell to use yours"):
+        prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [catalog.get_gpu(g).price_usd_per_gpu_hour
                                                                              for g in gpu_ids]}),
-                            disabled=["GPU"], hide_index=True, key="prices",
-                            column_config={"$ per GPU-hour": st.column_config.NumberColumn(min_value=0.01,
-                                                                                         format="$%.2f")})
-    st.caption("Prices: the catalog's list prices (each sourced); edit a cell to use your own.")
+                                disabled=["GPU"], hide_index=True, key="prices",
+                                column_config={"$ per GPU-hour": st.column_config.NumberColumn(min_value=0.01,
+                                                                                             format="$%.2f")})
     go = st.form_submit_button("Search deployments", type="primary", icon=":material/search:")
 
 catalog_prices = {g: catalog.get_gpu(g).price_usd_per_gpu_hour for g in gpu_ids}
