@@ -57,3 +57,26 @@ def test_bad_arguments_give_one_line_and_status_2(args):
     assert r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
+
+
+def test_plan_finds_the_cheapest_deployment_and_its_frontier():
+    r = run("plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--rate", "44", "--prompt", "512", "--output", "256",
+            "--dtypes", "bf16", "--max-gpus", "4", "--executor", "inline", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    best = out["cheapest"]
+    assert best["gpus"] == 2 and best["replicas"] == 2 and best["meets"]  # one H100 cannot carry 44 req/s
+    assert best["max_rate_req_s"] >= 44 and best["usd_per_hour"] == pytest.approx(2 * 3.99)
+    assert out["frontier"] and all(f["meets"] for f in out["frontier"])
+    c = out["counts"]
+    assert c["simulated"] > 0 and c["pruned_roofline"] > 0
+
+
+def test_plan_prices_and_bad_input():
+    cheap = run("plan", "--gpu", "h100,h200", "--model", "llama-3.1-8b", "--rate", "4", "--max-gpus", "1",
+                "--dtypes", "bf16", "--price", "h200=1.00", "--executor", "inline", "--json")
+    assert json.loads(cheap.stdout)["cheapest"]["gpu"] == "h200"  # the overridden price makes it the cheaper one
+    for args, says in ((["--price", "h100"], "GPU=DOLLARS_PER_HOUR"), (["--max-gpus", "0"], "GPU budget"),
+                       (["--rate", "-1"], "request rate")):
+        r = run("plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--rate", "4", "--executor", "inline", *args)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr

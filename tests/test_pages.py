@@ -146,3 +146,23 @@ def test_the_scenario_path_never_goes_back_a_stage():
         stages.append(rec.stage)
     assert stages == sorted(stages)
     assert stages[0] == 1 and stages[-1] == 5 and len(set(stages)) == 5  # the path walks all five
+
+
+def test_the_planner_searches_and_shows_the_cheapest_deployment_and_frontier():
+    at = app()
+    at.sidebar.slider(key="rate").set_value(44.0).run()
+    at.switch_page("views/planner.py").run()
+    assert not at.exception and at.title[0].value == "Planner"
+    assert any("Search deployments" in i.value for i in at.info)  # nothing runs until asked
+    at.select_slider[0].set_value(4)  # most GPUs
+    at.multiselect[1].set_value(["bf16"])
+    next(b for b in at.button if b.label == "Search deployments").click().run()
+    assert not at.exception
+    heading = next(h.value for h in at.subheader if h.value.startswith("Cheapest"))
+    assert heading.startswith("Cheapest: 2 H100: 2×tp1, bf16")  # one H100 cannot carry 44 req/s
+    counts = next(c.value for c in at.caption if "deployments in" in c.value)
+    assert "simulations at 44 req/s" in counts and "ruled out by the roofline" in counts
+    assert len(at.get("vega_lite_chart")) == 2 and len(at.dataframe) >= 1
+    assert {b.label for b in at.get("download_button")} >= {"Download CSV", "Download JSON"}
+    at.sidebar.slider(key="rate").set_value(40.0).run()  # the sidebar moved: the answer is marked stale
+    assert any("press **Search deployments**" in w.value for w in at.warning)

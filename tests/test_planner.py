@@ -146,3 +146,20 @@ def test_a_bad_budget_says_what_to_change(bad, message):
     w = planner_workload(LabInputs())
     with pytest.raises(ValueError, match=message):
         plan(w, replace(Budget(), **bad), executor="inline")
+
+
+def test_a_knob_never_says_to_turn_on_what_is_on():
+    from core.lab.report import lab_view
+    on = lab_view(LabInputs(model="llama-3.1-70b", gpus=4, tensor_parallel=True, rate=2, dtype="fp8"))
+    off = lab_view(LabInputs(continuous_batching=False, rate=2))
+    for g in on["gauges"]:  # sharded, chunked prefill, paged attention and fp8 all on
+        assert "turn on" not in g.knob.lower() and "fp8" not in g.knob, (g.id, g.knob)
+    knobs = " ".join(g.knob for g in off["gauges"]).lower()
+    assert "turn on continuous batching" in knobs and "turn on tensor-parallel sharding" in knobs
+
+
+def test_the_stage_ladder_shards_at_the_planners_degree():
+    from core.lab.stages import run_stage
+    card = next(c for c in content.scenarios() if c["id"] == "frontier")
+    stage4 = run_stage(replace(content.scenario_inputs(card), tp=0), 4)
+    assert stage4.config.tp >= 4  # not tp=2, the smallest that fits, whose KV cache thrashes

@@ -8,8 +8,9 @@ import streamlit as st
 
 from core import CORE_VERSION
 from core.lab import gauges, report, sweeps, tradeoffs
-from core.lab.stages import evaluate_stages
 from core.lab.inputs import LabInputs
+from core.lab.stages import evaluate_stages
+from core.planner import executors
 from core.serving.simulate import SimConfig, simulate
 from core.serving.workload import WorkloadSpec
 
@@ -40,3 +41,10 @@ def tradeoff(inputs: LabInputs, tradeoff_id: str, version: str = CORE_VERSION):
 @st.cache_resource(max_entries=24, show_spinner=False)
 def sweep(inputs: LabInputs, kind: str, version: str = CORE_VERSION) -> list[dict]:
     return sweeps.SWEEPS[kind](inputs)
+
+
+@st.cache_resource(show_spinner=False)
+def planner_workers() -> bool:
+    """The planner's process pool, started once per server process."""
+    executors.prestart()
+    return True

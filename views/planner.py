@@ -10,7 +10,7 @@ from core.physics import catalog
 from core.planner.plan import plan
 from core.planner.space import DTYPES, Budget, Deployment
 from core.text import count, fmt_ms
-from ui import charts, state, widgets
+from ui import cache, charts, state, widgets
 
 st.title("Planner")
 st.markdown("What is the cheapest deployment that meets your latency targets at your traffic? The planner takes "
@@ -20,6 +20,7 @@ st.markdown("What is the cheapest deployment that meets your latency targets at 
 
 inputs = state.valid_inputs()
 gpu_ids = catalog.gpu_ids()
+cache.planner_workers()  # started while the budget is set, so that a search does not wait for them
 
 with st.form("budget"):
     a, b, c = st.columns(3)

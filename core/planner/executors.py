@@ -32,6 +32,23 @@ def local_pool(workers: int) -> ProcessPoolExecutor:
     return _pools[workers]
 
 
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def prestart(workers: int | None = None) -> None:
+    """Start the local pool's workers now (each loads the compiled engine), so that the first
+    search does not wait for them."""
+    n = workers or default_workers()
+    pool = local_pool(n)
+    for _ in range(n):
+        pool.submit(_idle)
+
+
+def _idle() -> None:
+    pass
+
+
 def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int | None = None,
               address: str | None = None, progress: Callable[[int, int], None] | None = None) -> list:
     """fn(task) for every task, in order, on the chosen executor; progress(done, total) as they end."""
@@ -47,7 +64,7 @@ def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int |
         return out
     if executor == "ray":
         return _run_ray(fn, tasks, address, tick)
-    n = workers or max(1, min(os.cpu_count() or 1, 8))
+    n = workers or default_workers()
     pool = local_pool(n)
     try:
         futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
