@@ -63,14 +63,6 @@ def share(ratio: float) -> str:
     return f"{ratio:.0%}" if ratio < 10 else f"{ratio:,.0f}x"
 
 
-def ratio(a: float, b: float) -> str:
-    """a against b in words: "2.3x as high", "40% of it"."""
-    if b <= 0:
-        return "higher"
-    x = a / b
-    return f"{x:.1f}x as high" if x >= 1 else f"{x:.0%} of it"
-
-
 def in_sentence(name: str) -> str:
     """A name inside a sentence: lower case, but not its acronyms ("KV cache ...")."""
     return name if name[1:2].isupper() else name[:1].lower() + name[1:]
@@ -84,3 +76,28 @@ def sentence(s: str) -> str:
 def count(n: int, noun: str) -> str:
     """'1 simulation', '12 simulations'."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def factor(x: float) -> str:
+    """A ratio of at least 1 as people say it: '1.5×', '12×', '440×'."""
+    return f"{x:.2g}×" if x < 10 else f"{x:,.0f}×"
+
+
+def change_size(new: float, old: float, fewer: str = "lower", more: str = "higher") -> str:
+    """How much new differs from old, in words: '440× faster', '12% lower'. Past 1.5 times it is a
+    multiple, below it a percentage, so that no reading is ever '-100%' or '+256308%'."""
+    if old <= 0 or new <= 0:
+        return more if new > old else fewer
+    x = new / old
+    word = fewer if x < 1 else more
+    big = max(x, 1 / x)
+    return f"{factor(big)} {word}" if big >= 1.5 else f"{abs(x - 1):.0%} {word}"
+
+
+def change(new: float, old: float, show, fewer: str = "lower", more: str = "higher") -> str:
+    """A comparison as a person says it: '6.9 s, down from 50 min (440× faster)'; 'unchanged at
+    3.93 req/s' when the two read the same."""
+    a, b = show(new), show(old)
+    if a == b:
+        return f"unchanged at {a}"
+    return f"{a}, {'down' if new < old else 'up'} from {b} ({change_size(new, old, fewer, more)})"

@@ -35,8 +35,8 @@ else:
     s = o.summary
     st.caption(f"Simulated: {report.describe_config(o.config)}.")
     for col, m in zip(st.columns(4), stages.stage_metrics(o, prev)):
-        col.metric(m["label"], m["value"], delta=m["delta"], delta_color="inverse" if m["lower_better"] else "normal",
-                   border=True)
+        col.metric(m["label"], m["value"], delta=m["delta"], delta_color=m["color"], delta_arrow=m["arrow"],
+                   delta_description=m["description"], border=True)
     if o.misses:
         st.error("Misses the targets: " + "; ".join(o.misses) + ".", icon=":material/error:")
     else:

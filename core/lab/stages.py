@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..serving.simulate import SimConfig, SimResult, steptime
-from ..text import fmt_ms, in_sentence, sentence
+from ..text import change_size, fmt_ms, in_sentence, sentence
 from .content import components
 from .inputs import STAGES, LabInputs, auto_tp, disagg_splits, run, stage_config, target_slack
 
@@ -148,15 +148,24 @@ STAGE_METRICS = (  # label, value from a summary, how it reads, lower is better
 
 
 def stage_metrics(o: StageOutcome, prev: StageOutcome | None) -> list[dict]:
-    """A stage's four headline figures, each with its change against the stage before."""
+    """A stage's four headline figures, each with its change against the stage before, in words
+    ('440× faster', '12% lower'), an arrow and whether the change is for the better."""
     out = []
     p = prev.summary if prev is not None and prev.result is not None else None
     for label, get, show, lower_better in STAGE_METRICS:
-        v, delta = get(o.summary), None
+        v = get(o.summary)
+        m = dict(label=label, value=show(v), delta=None, arrow="off", color="off",
+                 description=f"vs stage {prev.stage}" if prev is not None else None)
         if p is not None:
             pv = get(p)
-            delta = f"{v / pv - 1:+.0%} vs stage {prev.stage}" if pv > 0 else f"from 0 at stage {prev.stage}"
-        out.append(dict(label=label, value=show(v), delta=delta, lower_better=lower_better))
+            words = ("faster", "slower") if lower_better else ("lower", "higher")
+            if show(v) == show(pv):
+                m.update(delta="unchanged", color="gray")
+            else:
+                better = (v < pv) == lower_better
+                m.update(delta=change_size(v, pv, *words), arrow="down" if v < pv else "up",
+                         color="green" if better else "red")
+        out.append(m)
     return out
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
-from ..text import fmt_ms, ratio
+from ..text import change, factor, fmt_ms
 from .content import tradeoffs
 from .inputs import LabInputs, auto_tp, current_config, min_tp, run
 from .stages import run_stage
@@ -97,27 +97,50 @@ def verdict(r: ABResult) -> str:
                     f"so paging changes little. It pays when reservations would fill the cache: raise the request "
                     f"rate or the output length.")
         return (f"{filled}, so batches average {b['mean_batch']:.0f} sequences instead of {a['mean_batch']:.0f} and "
-                f"throughput is {ratio(b['throughput_tok_s'], a['throughput_tok_s'])}.")
+                f"throughput is {change(b['throughput_tok_s'], a['throughput_tok_s'], tok_s)}.")
     if tid == "continuous_batching":
-        return (f"Admitting requests every step cuts p99 TTFT from {fmt_ms(a['ttft_ms']['p99'])} to "
-                f"{fmt_ms(b['ttft_ms']['p99'])} and changes goodput from {a['goodput_req_s']:.2f} to "
-                f"{b['goodput_req_s']:.2f} req/s.")
+        return (f"Admitting requests every step: p99 TTFT {change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}; "
+                f"goodput {change(b['goodput_req_s'], a['goodput_req_s'], req_s)}.")
     if tid == "tensor_parallel":
-        return (f"Sharding changes p50 TPOT from {a['tpot_ms']['p50']:.1f} to {b['tpot_ms']['p50']:.1f} ms and p99 TTFT "
-                f"from {fmt_ms(a['ttft_ms']['p99'])} to {fmt_ms(b['ttft_ms']['p99'])}, at "
-                f"${b['cost_per_1m_tokens_usd']:.2f} against ${a['cost_per_1m_tokens_usd']:.2f} per 1M tokens.")
+        return (f"Sharding: p50 TPOT {change(b['tpot_ms']['p50'], a['tpot_ms']['p50'], ms1, *FASTER)}; p99 TTFT "
+                f"{change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}; cost per 1M output tokens "
+                f"{change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}.")
     if tid == "disaggregation":
-        return (f"Splitting prefill from decode changes p99 TPOT from {a['tpot_ms']['p99']:.1f} to "
-                f"{b['tpot_ms']['p99']:.1f} ms and goodput from {a['goodput_req_s']:.2f} to {b['goodput_req_s']:.2f} "
-                f"req/s (p99 TTFT {fmt_ms(a['ttft_ms']['p99'])} against {fmt_ms(b['ttft_ms']['p99'])}).")
+        return (f"Splitting prefill from decode: p99 TPOT {change(b['tpot_ms']['p99'], a['tpot_ms']['p99'], ms1, *FASTER)}; "
+                f"goodput {change(b['goodput_req_s'], a['goodput_req_s'], req_s)}; p99 TTFT "
+                f"{change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}.")
     if tid == "autoscaling":
-        return (f"Over the day, autoscaling uses {b['gpu_hours']:.2f} GPU-hours against {a['gpu_hours']:.2f} "
-                f"(${b['cost_per_1m_tokens_usd']:.2f} against ${a['cost_per_1m_tokens_usd']:.2f} per 1M tokens), "
-                f"with p99 TTFT {fmt_ms(b['ttft_ms']['p99'])} against {fmt_ms(a['ttft_ms']['p99'])}.")
+        return (f"Over the day, autoscaling: GPU-hours {change(b['gpu_hours'], a['gpu_hours'], hours, 'fewer', 'more')}; "
+                f"cost per 1M output tokens {change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}; "
+                f"p99 TTFT {change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}.")
     if tid == "streaming":
         return (f"Streaming shows the first token after {fmt_ms(b['ttft_ms']['p50'])} (p50); waiting for the whole "
-                f"answer takes {b['e2e_s']['p50']:.2f} s, {b['e2e_s']['p50'] * 1e3 / max(b['ttft_ms']['p50'], 1e-9):.0f}x longer.")
+                f"answer takes {b['e2e_s']['p50']:.2f} s, "
+                f"{factor(b['e2e_s']['p50'] * 1e3 / max(b['ttft_ms']['p50'], 1e-9))} as long.")
     return ""
+
+
+FASTER, CHEAPER = ("faster", "slower"), ("cheaper", "dearer")
+
+
+def ms1(x: float) -> str:
+    return f"{x:.1f} ms"
+
+
+def req_s(x: float) -> str:
+    return f"{x:.2f} req/s"
+
+
+def tok_s(x: float) -> str:
+    return f"{x:,.0f} tok/s"
+
+
+def usd2(x: float) -> str:
+    return f"${x:.2f}"
+
+
+def hours(x: float) -> str:
+    return f"{x:.2f} GPU-hours"
 
 
 # what the A/B table shows of each side: (metric, how it reads)

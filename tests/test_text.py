@@ -1,0 +1,38 @@
+"""Numbers and comparisons read as a person would say them."""
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core import text
+from core.lab import content
+from core.lab.inputs import LabInputs
+from core.lab.tradeoffs import ab, verdict
+
+
+def test_a_big_improvement_is_a_multiple_not_a_percentage():
+    assert text.change(6900, 3_000_000, text.fmt_ms, "faster", "slower") == "6.90 s, down from 50.0 min (435× faster)"
+    assert text.change(3.93, 3.931, lambda x: f"{x:.2f} req/s") == "unchanged at 3.93 req/s"
+    assert text.change(110, 100, lambda x: f"{x:.0f}") == "110, up from 100 (10% higher)"
+
+
+@given(st.floats(1e-3, 1e7), st.floats(1e-3, 1e7))
+def test_no_change_reads_as_minus_100_or_thousands_of_percent(new, old):
+    words = text.change_size(new, old)
+    assert "-" not in words and "+" not in words
+    if "%" in words:
+        assert float(words.split("%")[0]) < 50  # beyond 1.5 times it is a multiple
+
+
+def test_durations_climb_through_units():
+    assert [text.fmt_ms(x) for x in (74.4, 1500, 90_000, 7_200_000)] == ["74 ms", "1.50 s", "1.5 min", "2.0 h"]
+
+
+def test_trade_off_verdicts_are_sentences_without_signed_percentages():
+    inputs = LabInputs(**content.rules()["orca"]["demo"])
+    for t in content.tradeoffs():
+        v = verdict(ab(inputs, t["id"]))
+        assert v[:1].isupper(), v
+        assert not re.search(r"[-+]\d+(\.\d+)?%", v), v  # "+256308%" reads as nothing
+        for pct in re.findall(r"(\d+)% (?:higher|lower|faster|slower|cheaper|dearer|fewer|more)", v):
+            assert int(pct) < 50, v  # past 1.5 times a change is a multiple
