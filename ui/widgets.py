@@ -6,6 +6,7 @@ import textwrap
 import streamlit as st
 
 from core.lab.gauges import Gauge
+from core.serving import metrics
 
 STATUS_ICON = {"ok": ":material/check_circle:", "warn": ":material/warning:", "bad": ":material/error:"}
 STATUS_WORD = {"ok": "fine", "warn": "getting close", "bad": "limiting"}
@@ -73,3 +74,10 @@ def headline(items: list[dict], columns: int = 4) -> None:
 def show_error(e: Exception, what: str = "This view") -> None:
     """Bad input is an answer, not a crash: say what to change."""
     st.error(f"{what} cannot be simulated as set: {e}", icon=":material/block:")
+
+
+def overload(summary: dict, what: str = "This run") -> None:
+    """A run whose queue grows without bound says so, with what was served against what was offered."""
+    note = metrics.overload(summary)
+    if note:
+        st.warning(f"{what}: {note}.", icon=":material/trending_up:")

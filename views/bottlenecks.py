@@ -16,6 +16,7 @@ try:
 except ValueError as e:
     widgets.show_error(e, "This workload")
     st.stop()
+widgets.overload(view["result"].summary, "The simulated deployment")
 gauges = {g.id: g for g in view["gauges"]}
 s = view["result"].summary
 

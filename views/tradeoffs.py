@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from core.lab import content, tradeoffs
-from ui import cache, state
+from ui import cache, state, widgets
 
 st.title("Decision trade-offs")
 st.markdown("Why this changes: six choices the design makes as the workload grows. Each is simulated off and on, "
@@ -30,6 +30,9 @@ for t in content.tradeoffs():
             st.info(ab.error, icon=":material/info:")
             continue
         st.markdown(f"**On this workload:** {tradeoffs.verdict(ab)}")
+        widgets.overload(ab.off.summary, f"Off ({ab.off_label})")
+        if ab.id != "streaming":
+            widgets.overload(ab.on.summary, f"On ({ab.on_label})")
         if ab.id != "streaming":
             st.caption(f"**Off:** {ab.off_label}.  \n**On:** {ab.on_label}.")
         table = pd.DataFrame(tradeoffs.comparison(ab))

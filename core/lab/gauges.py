@@ -176,6 +176,19 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
     ]
 
 
+LATENCY_LABELS = ("p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT")
+
+
+def mark_growing(items: list[dict], summary: dict) -> list[dict]:
+    """On an overloaded run the latency figures are not steady values: they grow with the number of
+    requests simulated. Say so on each."""
+    if summary["stable"]:
+        return items
+    return [dict(m, value=m["value"] + " and growing", ok=False,
+                 help="the queue grows without bound, so this figure grows with the number of requests simulated")
+            if m["label"] in LATENCY_LABELS else m for m in items]
+
+
 def memory_split(result: SimResult) -> list[dict]:
     """Per-GPU memory of each pool: weights, KV cache, workspace, unused (GB)."""
     rows = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..physics import catalog
 from ..serving.simulate import SimConfig
-from .gauges import gauges, headline, memory_split
+from .gauges import gauges, headline, mark_growing, memory_split
 from .inputs import LabInputs, current
 from .recommend import recommend
 from .stages import architecture_path, misses
@@ -25,7 +25,7 @@ def lab_view(inputs: LabInputs) -> dict:
     except ValueError as e:
         view["current_error"] = str(e)
         return view
-    view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=headline(res, inputs),
+    view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
                 memory=memory_split(res), current_misses=misses(res.summary, inputs))
     return view
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..serving.metrics import overload
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import change_size, fmt_ms, in_sentence, sentence
 from .content import components
@@ -15,8 +16,7 @@ def misses(summary: dict, inputs: LabInputs) -> list[str]:
     """What a simulated deployment misses, in words; empty when it meets every target."""
     out = []
     if not summary["stable"]:
-        out.append(f"the queue grows without bound ({summary['served_req_s']:.3g} of "
-                   f"{summary['offered_req_s']:.3g} req/s served)")
+        out.append(overload(summary))
     if summary["ttft_ms"]["p99"] > inputs.ttft_p99_ms:
         out.append(f"p99 TTFT {fmt_ms(summary['ttft_ms']['p99'])} is above the {fmt_ms(inputs.ttft_p99_ms)} target")
     if summary["tpot_ms"]["p99"] > inputs.tpot_ms:

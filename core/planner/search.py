@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from ..serving.metrics import overload
 from ..serving.simulate import simulate
 from .bounds import Bound, bound
 from .space import Budget, Deployment, Workload, to_config
@@ -47,8 +48,7 @@ def outcome(d: Deployment, w: Workload) -> Outcome:
                        (str(e),), error=str(e))
     misses = []
     if not s["stable"]:
-        misses.append(f"the queue grows without bound ({s['served_req_s']:.3g} of {s['offered_req_s']:.3g} req/s "
-                      f"served)")
+        misses.append(overload(s))
     if s["slo_attainment"] < t.attainment:
         misses.append(f"{s['slo_attainment']:.1%} of requests meet both targets, not {t.attainment:.0%}")
     meets = not misses

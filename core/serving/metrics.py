@@ -60,6 +60,14 @@ def is_stable(arrival: np.ndarray, finish: np.ndarray) -> bool:
     return served >= offered * (1 - tolerance)
 
 
+def overload(summary: dict) -> str | None:
+    """What an overloaded run means, in words (None when the queue is stable)."""
+    if summary["stable"]:
+        return None
+    return (f"the queue grows without bound: {summary['served_req_s']:.3g} of {summary['offered_req_s']:.3g} req/s "
+            f"served, so every latency percentile grows with the number of requests simulated")
+
+
 def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall) -> dict:
     arrival, first, finish = req["arrival_s"], req["first_token_s"], req["finish_s"]
     out_tok = req["output_tokens"]
