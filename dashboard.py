@@ -9,7 +9,7 @@ import streamlit as st
 
 from ui import cache, state
 
-st.set_page_config(page_title="LLM Serving Design Lab", page_icon=":material/memory:", layout="wide")
+st.set_page_config(page_title="LLM Serving Design Lab", page_icon="ui/favicon.png", layout="wide")
 
 PAGES = [
     st.Page("views/lab.py", title="Lab", icon=":material/science:", default=True),  # served at /

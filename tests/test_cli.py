@@ -80,3 +80,13 @@ def test_plan_prices_and_bad_input():
                        (["--rate", "-1"], "request rate")):
         r = run("plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--rate", "4", "--executor", "inline", *args)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_readmes_command_line_examples_run_as_written():
+    readme = (ROOT / "README.md").read_text()
+    examples = [line for line in readme.splitlines() if line.startswith(".venv/bin/python -m core ")]
+    assert len(examples) >= 6
+    for line in examples:
+        args = line.split()[3:]
+        r = run(*args)
+        assert r.returncode == 0, (line, r.stderr[-500:])

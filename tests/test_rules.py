@@ -209,3 +209,11 @@ def test_every_show_in_the_lab_button_opens_the_lab_on_its_demo():
         assert at.session_state["model"] == demo["model"] and at.session_state["gpus"] == demo["gpus"]
         assert at.session_state["rate"] == demo["rate"] and at.session_state["prompt"] == demo["prompt_tokens"]
         assert not at.error, rid  # the demo's workload simulates
+
+
+def test_the_tensor_parallel_trade_off_says_first_which_gpus_it_used():
+    one = tradeoffs.ab(LabInputs(gpus=1), "tensor_parallel")  # 8B fits one GPU
+    assert one.note.startswith("Both sides run on 2 GPUs (one GPU cannot compare tensor parallelism")
+    big = tradeoffs.ab(LabInputs(model="llama-3.1-70b", gpus=4, tensor_parallel=True), "tensor_parallel")
+    assert big.error is None  # a model that needs sharding compares the degrees that fit
+    assert (big.off.config.tp, big.on.config.tp) == (2, 4) and big.note.startswith("The model needs tp >= 2")

@@ -29,13 +29,12 @@ for t in content.tradeoffs():
         if ab.error:
             st.info(ab.error, icon=":material/info:")
             continue
+        if ab.note:  # which GPUs, and why, before anything else
+            st.markdown(f":material/memory: {ab.note}")
         st.markdown(f"**On this workload:** {tradeoffs.verdict(ab)}")
         widgets.overload(ab.off.summary, f"Off ({ab.off_label})")
         if ab.id != "streaming":
             widgets.overload(ab.on.summary, f"On ({ab.on_label})")
-        if ab.id != "streaming":
             st.caption(f"**Off:** {ab.off_label}.  \n**On:** {ab.on_label}.")
         table = pd.DataFrame(tradeoffs.comparison(ab))
         st.table(table.set_index(table.columns[0]))
-        if ab.note:
-            st.caption(ab.note)

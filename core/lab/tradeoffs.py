@@ -45,21 +45,30 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
     gpus = max(inputs.gpus, tp)
     here = replace(inputs, gpus=gpus)
     base = current_config(replace(here, tensor_parallel=tp > 1, tp=tp if tp > 1 else 0, continuous_batching=True))
-    note = "" if gpus == inputs.gpus else f"run on {gpus} GPUs, the fewest that hold the model"
+    note = ("" if gpus == inputs.gpus else
+            f"Both sides run on {gpus} GPUs, not the sidebar's {inputs.gpus}: the fewest that hold the model.")
     if tid == "kv_cache":
         on = replace(base, policy="vllm")
         return replace(on, policy="orca"), on, note
     if tid == "continuous_batching":
         return replace(base, policy="static"), base, note
     if tid == "tensor_parallel":
-        if not _fits_one_gpu(inputs):
-            raise ValueError("the model does not fit one GPU, so there is no unsharded deployment to compare with: "
-                             "sharding is not a choice here")
-        g = max(inputs.gpus, 2)
-        t2 = auto_tp(replace(inputs, gpus=g, tp=0))
-        off = replace(base, gpus=g, tp=1)
-        return off, replace(base, gpus=g, tp=t2), (f"both on {g} GPUs: {g} single-GPU replicas against "
-                                                   f"{g // t2} replica(s) of tp={t2}")
+        if _fits_one_gpu(inputs):
+            g = max(inputs.gpus, 2)
+            t2 = auto_tp(replace(inputs, gpus=g, tp=0))
+            why = ("" if g == inputs.gpus else
+                   f" (one GPU cannot compare tensor parallelism, so this runs on {g}, not the sidebar's {inputs.gpus})")
+            return replace(base, gpus=g, tp=1), replace(base, gpus=g, tp=t2), (
+                f"Both sides run on {g} GPUs{why}: {g} single-GPU replicas against {g // t2} replica(s) of tp={t2}.")
+        # the model needs sharding: compare the degrees that fit, the smallest against twice it
+        need = min_tp(inputs)
+        if need is None:
+            raise ValueError("the model does not fit these GPUs at any tensor-parallel degree")
+        g = max(inputs.gpus, 2 * need)
+        why = "" if g == inputs.gpus else f" (the sidebar's {inputs.gpus} cannot hold two degrees that fit)"
+        off, on = replace(base, gpus=g, tp=need), replace(base, gpus=g, tp=2 * need)
+        return off, on, (f"The model needs tp >= {need}, so there is no unsharded side: both run on {g} GPUs{why}, "
+                         f"{g // need} replica(s) of tp={need} against {g // (2 * need)} of tp={2 * need}.")
     if tid == "disaggregation":
         g = max(gpus, 2 * tp)
         wide = replace(here, gpus=g)
@@ -67,8 +76,10 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
         if stage5.config is None:
             raise ValueError(stage5.error)
         on = stage5.config
-        return replace(base, gpus=g), on, (f"both on {g} GPUs; the prefill pool has {on.prefill_gpus} of them "
-                                           f"(tp={on.prefill_tp}), the decode pool {g - on.prefill_gpus} (tp={on.decode_tp})")
+        why = "" if g == inputs.gpus else f", not the sidebar's {inputs.gpus}: a split needs a replica in each pool"
+        return replace(base, gpus=g), on, (f"Both sides run on {g} GPUs{why}; the prefill pool has {on.prefill_gpus} of "
+                                           f"them (tp={on.prefill_tp}), the decode pool {g - on.prefill_gpus} "
+                                           f"(tp={on.decode_tp}).")
     if tid == "autoscaling":
         replicas = max(2, gpus // tp)
         g = replicas * tp
@@ -76,7 +87,8 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
         day = replace(base.workload, rate_schedule=diurnal_schedule(inputs.rate, period))
         fixed = replace(base, gpus=g, workload=day)
         return fixed, replace(fixed, autoscale=True, min_replicas=1, scale_target=max(8.0, inputs.max_seqs / 4)), \
-            f"a day of load compressed into {period:.0f} s around {inputs.rate:g} req/s; up to {replicas} replicas"
+            (f"A day of load compressed into {period:.0f} s around {inputs.rate:g} req/s, on up to {replicas} replicas"
+             + ("." if g == inputs.gpus else f" ({g} GPUs, not the sidebar's {inputs.gpus}: scaling needs two replicas)."))
     if tid == "streaming":
         return base, base, note
     raise ValueError(f"unknown trade-off '{tid}'")
