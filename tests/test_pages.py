@@ -166,3 +166,12 @@ def test_the_planner_searches_and_shows_the_cheapest_deployment_and_frontier():
     assert {b.label for b in at.get("download_button")} >= {"Download CSV", "Download JSON"}
     at.sidebar.slider(key="rate").set_value(40.0).run()  # the sidebar moved: the answer is marked stale
     assert any("press **Search deployments**" in w.value for w in at.warning)
+
+
+def test_a_replayed_trace_replaces_the_sweeps_it_makes_meaningless():
+    from core.lab import sweeps
+    from core.lab.inputs import LabInputs
+    trace = "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.2},512,128\n" for i in range(50))
+    x = LabInputs(trace_csv=trace)
+    assert "replay the same requests" in sweeps.trace_fixes(x, "rate")
+    assert sweeps.trace_fixes(x, "tp") is None and sweeps.trace_fixes(LabInputs(), "rate") is None

@@ -99,3 +99,24 @@ def test_a_trace_is_replayed_in_arrival_order():
     w = load_trace("arrival_s,prompt_tokens,output_tokens\n2.0,30,3\n0.5,10,1\n1.0,20,2\n")
     np.testing.assert_array_equal(w.arrival_s, [0.5, 1.0, 2.0])
     np.testing.assert_array_equal(w.prompt_tokens, [10, 20, 30])
+
+
+def test_a_replayed_trace_sets_the_max_model_length_from_its_own_requests():
+    from core.lab.inputs import LabInputs, current_config
+    from core.serving.simulate import simulate
+    trace = "arrival_s,prompt_tokens,output_tokens\n0.0,2048,512\n0.5,100,20\n1.0,300,40\n"
+    # the sidebar's averages (512 + 128) would have sized the model length below the first request
+    s = simulate(current_config(LabInputs(prompt_tokens=512, output_tokens=128, trace_csv=trace))).summary
+    assert s["requests"] == 3 and s["max_model_len"] >= 2560
+
+
+def test_the_command_line_names_the_flag_that_fits_a_long_trace(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    f = tmp_path / "t.csv"
+    f.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,3000,200\n")
+    r = subprocess.run([sys.executable, "-m", "core", "simulate", "--gpu", "h100", "--model", "llama-3.1-8b",
+                        "--trace", str(f), "--max-model-len", "2048"], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 2 and "--max-model-len" in r.stderr and "3,200" in r.stderr

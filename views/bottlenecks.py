@@ -33,7 +33,17 @@ def section(gauge_id: str, draw) -> None:
             widgets.show_error(e, "This sweep")
 
 
+def fixed_by_trace(kind: str) -> bool:
+    """On a replayed trace, a sweep of what the trace fixes is a sentence, not a flat line."""
+    note = sweeps.trace_fixes(inputs, kind)
+    if note:
+        st.info(note, icon=":material/info:")
+    return note is not None
+
+
 def ttft():
+    if fixed_by_trace("rate"):
+        return
     rows = cache.sweep(inputs, "rate")
     st.altair_chart(charts.line(rows, "rate", "ttft_p99_ms", "request rate (req/s)", "p99 TTFT (ms, log scale)",
                                 "p99 TTFT against request rate: the knee", log_y=True, rule_y=inputs.ttft_p99_ms,
@@ -42,6 +52,8 @@ def ttft():
 
 
 def kv():
+    if fixed_by_trace("output"):
+        return
     rows = cache.sweep(inputs, "output")
     st.altair_chart(charts.line(rows, "output_tokens", "peak_kv", "average output tokens", "peak KV blocks in use",
                                 "KV cache pressure against output length", log_x=True, percent_y=True, rule_y=1.0,
@@ -67,6 +79,8 @@ def decode():
 
 
 def slots():
+    if fixed_by_trace("rate"):
+        return
     rows = cache.sweep(inputs, "rate")
     max_seqs = sweeps.slot_limit(view["config"])
     st.altair_chart(charts.line(rows, "rate", "mean_batch", "request rate (req/s)", "mean sequences per step",

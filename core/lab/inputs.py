@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 
 from ..physics import catalog
-from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
-from ..serving.simulate import SimConfig, SimResult, model_len_for, simulate
+from ..physics.memory import MEM_UTIL, smallest_fitting_tp
+from ..serving.simulate import SimConfig, SimResult, fitted_max_model_len, simulate
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 STAGES = {
@@ -96,19 +96,10 @@ def workload(inputs: LabInputs) -> WorkloadSpec:
 
 
 def max_model_len(inputs: LabInputs, tp: int = 1) -> int:
-    """Long enough for the workload's long tail (requests beyond it are shortened), within the
-    model's context and within what one replica's KV cache holds."""
-    model = catalog.get_model(inputs.model)
-    longest = inputs.prompt_tokens + inputs.output_tokens
-    n = model_len_for(longest if inputs.length_dist == "fixed" else 2 * longest, model)
-    try:
-        plan = plan_memory(catalog.get_gpu(inputs.gpu), model, tp, inputs.block_size, MEM_UTIL,
-                           max(inputs.max_batched_tokens, inputs.max_seqs), inputs.max_seqs, inputs.dtype)
-    except ValueError:
-        return n  # the configuration fails later with the planner's own message
-    room = int(plan.kv_blocks * 0.98) * inputs.block_size  # leave the admission watermark free
-    fixed_need = inputs.prompt_tokens + inputs.output_tokens
-    return max(min(n, room), fixed_need if inputs.length_dist == "fixed" else min(n, fixed_need))
+    """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
+    return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
+                                inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
+                                inputs.block_size)
 
 
 def min_tp(inputs: LabInputs) -> int | None:

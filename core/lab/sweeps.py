@@ -87,6 +87,19 @@ def knee_rate(rows: list[dict], target_ms: float) -> float | None:
     return max(ok) if ok else None
 
 
+TRACE_FIXES = {"rate": "the request rate", "output": "the output length"}
+
+
+def trace_fixes(inputs: LabInputs, kind: str) -> str | None:
+    """Why a sweep means nothing on a replayed trace (None when it does): the trace fixes every
+    arrival time and length, so each point of the sweep would replay the same requests."""
+    if inputs.trace_csv is None or kind not in TRACE_FIXES:
+        return None
+    return (f"A replayed trace fixes every request's arrival time and lengths, so sweeping {TRACE_FIXES[kind]} "
+            f"would replay the same requests at every point. Remove the trace (sidebar, Advanced) to see this sweep "
+            f"on a generated workload.")
+
+
 SWEEPS = {"rate": sweep_rate, "output": sweep_output, "tp": sweep_tp, "batch": sweep_batch}
 
 

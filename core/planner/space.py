@@ -12,8 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ..physics import catalog
-from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
-from ..serving.simulate import SimConfig, model_len_for
+from ..physics.memory import MEM_UTIL, smallest_fitting_tp
+from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.workload import WorkloadSpec
 
 # Scheduling choices: (policy, token budget = prefill chunk). vLLM V1 chunks prefills with a
@@ -139,29 +139,12 @@ class Workload:
         return replace(self, spec=replace(self.spec, rate=rate))
 
 
-def fitted_max_model_len(w: Workload, gpu: str, tp: int, dtype: str, budget_tokens: int) -> int:
-    """Long enough for the workload's long tail (longer requests are shortened), within the model's
-    context and within what one replica's KV cache holds (the same rule as the Lab's)."""
-    model = catalog.get_model(w.model)
-    p, o = w.spec.means()
-    longest = p + o
-    fixed = w.spec.length_dist == "fixed"
-    n = model_len_for(longest if fixed else 2 * longest, model)
-    try:
-        plan = plan_memory(catalog.get_gpu(gpu), model, tp, w.engine.block_size, MEM_UTIL,
-                           max(budget_tokens, w.engine.max_seqs), w.engine.max_seqs, dtype)
-    except ValueError:
-        return n  # refused later with the planner's own message
-    room = int(plan.kv_blocks * 0.98) * w.engine.block_size  # leave the admission watermark free
-    need = int(math.ceil(longest))
-    return max(min(n, room), need if fixed else min(n, need))
-
-
 def to_config(d: Deployment, w: Workload) -> SimConfig:
     """The simulation of deployment `d` serving workload `w`."""
     narrow = min(d.tp, d.prefill_tp) if d.disagg else d.tp
     budget = d.chunk
-    max_len = fitted_max_model_len(w, d.gpu, narrow, d.dtype, budget)
+    max_len = fitted_max_model_len(catalog.get_gpu(d.gpu), catalog.get_model(w.model), w.spec, w.trace_csv, narrow,
+                                   d.dtype, budget, w.engine.max_seqs, w.engine.block_size)
     cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, dtype=d.dtype, policy=d.policy,
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
                     max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -104,6 +105,34 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
     return model_len_for(p + o if spec.length_dist == "fixed" else 4 * (p + o), model)
 
 
+def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
+                         dtype: str, budget_tokens: int, max_seqs: int, block_size: int) -> int:
+    """The max model length a deployment is given: a replayed trace's longest request; else long
+    enough for the workload's long tail (longer requests are shortened), within the model's context
+    and within what one replica's KV cache holds (leaving the admission watermark free)."""
+    if trace_csv is not None:
+        return trace_max_model_len(load_trace(trace_csv), model)
+    p, o = spec.means()
+    fixed = spec.length_dist == "fixed"
+    need = int(math.ceil(p + o))
+    n = model_len_for(need if fixed else 2 * need, model)
+    try:
+        plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype)
+    except ValueError:
+        return n  # the configuration fails later with the planner's own message
+    room = int(plan.kv_blocks * 0.98) * block_size
+    return max(min(n, room), need if fixed else min(n, need))
+
+
+def trace_max_model_len(trace: Workload, model: catalog.Model) -> int:
+    """A replayed trace's max model length: its longest request's, within the model's context."""
+    longest = int((trace.prompt_tokens + trace.output_tokens).max())
+    if longest > model.max_context:
+        raise ValueError(f"the trace has a request of {longest:,} tokens (prompt + output), beyond {model.name}'s "
+                         f"context of {model.max_context:,}")
+    return model_len_for(longest, model)
+
+
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
     config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
@@ -192,15 +221,16 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None) -> SimResu
     validate(cfg)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     spec = cfg.workload
-    max_len = cfg.max_model_len or default_max_model_len(model, spec)
+    trace = load_trace(cfg.trace_csv) if cfg.trace_csv is not None else None
+    max_len = cfg.max_model_len or (trace_max_model_len(trace, model) if trace is not None else
+                                    default_max_model_len(model, spec))
     if max_len > model.max_context:
         raise ValueError(f"max model length {max_len} exceeds {model.name}'s context of {model.max_context} tokens")
-    if cfg.trace_csv is not None:
-        wl = load_trace(cfg.trace_csv, max_len)
-    else:
-        wl = generate(replace(spec, max_total_tokens=max_len))
-    if int((wl.prompt_tokens + wl.output_tokens).max()) > max_len:
-        raise ValueError(f"a request is longer than the max model length of {max_len} tokens")
+    wl = trace if trace is not None else generate(replace(spec, max_total_tokens=max_len))
+    longest = int((wl.prompt_tokens + wl.output_tokens).max())
+    if longest > max_len:
+        raise ValueError(f"a request of {longest:,} tokens (prompt + output) is longer than the max model length of "
+                         f"{max_len:,}: raise the max model length (--max-model-len) to at least {longest:,}")
     pools = _pools(cfg, gpu, model, max_len, eff)
     if cfg.autoscale and not 1 <= cfg.min_replicas <= pools[0].replicas:
         raise ValueError(f"minimum replicas must be within 1..{pools[0].replicas} (GPUs / tp)")
