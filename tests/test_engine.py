@@ -268,3 +268,17 @@ def test_a_run_beyond_the_step_guard_stops_with_a_clear_error():
     with pytest.raises(ValueError, match="engine steps"):
         run(gpu="h100", model="llama-3.1-8b", policy="serial", max_steps=1000,
             wl=dict(n_requests=100, rate=100, prompt_mean=100, output_mean=100))
+
+
+def test_chunked_prefill_chunks_at_the_token_budget_by_default():
+    # vLLM V1 and Sarathi-Serve: the prefill chunk is the step's token budget, so a prompt that fits
+    # the budget is prefilled in one step (a 512-token chunk inside an 8,192 budget took 12 steps)
+    from core.physics import catalog, costmodel
+    spec = WorkloadSpec(n_requests=1, rate=1.0, prompt_mean=6000, output_mean=2, length_dist="fixed")
+    one = simulate(SimConfig(policy="sarathi", max_batched_tokens=8192, workload=spec)).summary
+    step = costmodel.steptime(catalog.get_gpu("h100"), catalog.get_model("llama-3.1-8b"), 1, prefill_tokens=6000,
+                              launch="graph", attn_kernel="paged", engine="vllm")["step_ms"]
+    assert one["ttft_ms"]["p50"] == pytest.approx(step, rel=0.25)
+    small = simulate(SimConfig(policy="sarathi", max_batched_tokens=8192, chunk=512, workload=spec)).summary
+    assert one["steps"] == 2  # the prompt's one step, then the second output token's
+    assert small["steps"] == 12 + 1  # ceil(6000 / 512) chunks, then the second output token

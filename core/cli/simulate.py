@@ -28,8 +28,10 @@ def register(sub) -> None:
     p.add_argument("--cv", type=number, default=1.0, help="coefficient of variation of gamma gaps")
     p.add_argument("--block-size", type=positive_int, default=16)
     p.add_argument("--max-seqs", type=positive_int, default=256)
-    p.add_argument("--max-batched-tokens", type=positive_int, default=8192)
-    p.add_argument("--chunk", type=positive_int, default=512)
+    p.add_argument("--max-batched-tokens", type=positive_int, default=8192,
+                   help="token budget of a step (default: vLLM's server default on an 80 GB-class GPU)")
+    p.add_argument("--chunk", type=positive_int, default=None,
+                   help="longest prefill chunk of a step (default: the token budget, as vLLM V1 and Sarathi-Serve)")
     p.add_argument("--max-model-len", type=positive_int, default=None)
     p.add_argument("--mem-util", type=number, default=MEM_UTIL)
     p.add_argument("--ttft-slo-ms", type=number, default=1000.0)

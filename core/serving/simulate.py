@@ -33,8 +33,12 @@ class SimConfig:
     policy: str = "vllm"
     block_size: int = 16
     max_seqs: int = 256
+    # vLLM's server defaults on an 80 GB-class GPU (EngineArgs.get_batch_defaults in
+    # vllm/engine/arg_utils.py: 8,192 tokens; 2,048 below 70 GiB and on A100s)
     max_batched_tokens: int = 8192
-    chunk: int = 512
+    # Longest prefill chunk of one step. None: the token budget, as vLLM V1 (whose
+    # long_prefill_token_threshold is 0 by default) and Sarathi-Serve (the budget is the chunk) run it
+    chunk: int | None = None
     max_model_len: int | None = None  # None: fitted to the workload (see default_max_model_len)
     mem_util: float = MEM_UTIL
     watermark: float = 0.01  # fraction of blocks admission keeps free (vLLM's default)
@@ -194,7 +198,7 @@ def validate(cfg: SimConfig) -> None:
                          f"requests) or kv (least KV load)")
     if cfg.max_seqs < 1:
         raise ValueError(f"max sequences per step must be at least 1, not {cfg.max_seqs}")
-    if cfg.max_batched_tokens < 1 or cfg.chunk < 1:
+    if cfg.max_batched_tokens < 1 or (cfg.chunk is not None and cfg.chunk < 1):
         raise ValueError("max batched tokens and chunk size must each be at least 1 token")
     if cfg.policy == "sarathi" and cfg.max_batched_tokens < cfg.max_seqs:
         raise ValueError(f"max batched tokens ({cfg.max_batched_tokens}) must be at least max sequences "
@@ -286,7 +290,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_BLOCK] = cfg.block_size
     cfg_i[L.C_MAX_SEQS] = max_seqs
     cfg_i[L.C_BUDGET] = _budget(cfg, max_len)
-    cfg_i[L.C_CHUNK] = cfg.chunk
+    cfg_i[L.C_CHUNK] = cfg.chunk or cfg_i[L.C_BUDGET]
     cfg_i[L.C_MAX_LEN] = max_len
     cfg_i[L.C_WATERMARK] = watermark_blocks(min(p.plan.kv_blocks for p in pools), cfg.watermark)
     cfg_i[L.C_ROUTER] = L.ROUTERS.index(cfg.router)
