@@ -75,7 +75,7 @@ def datasheet_gpu(d: dict, where: str = "the GPU") -> catalog.GPU:
     topology = d.get("link_topology", "switch")
     if topology not in TOPOLOGIES:
         raise ValueError(f"{where}: 'link_topology' must be one of {', '.join(TOPOLOGIES)}, not '{topology}'")
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:24].strip("-") or "gpu"
     return catalog.GPU(
         id=slug, name=name, vendor=str(d.get("vendor", "your GPU")), memory_gib=v["memory_gib"],
         hbm_tbps=v["hbm_tbps"], bf16_tflops=v["bf16_tflops"], fp8_tflops=v["fp8_tflops"], sms=int(v["sms"]),
