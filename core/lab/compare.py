@@ -46,6 +46,9 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     pre_tp = _int(d, "prefill_tp", tp, 1, 64)
     pre_gpus = _int(d, "prefill_gpus", pre_tp * _int(d, "prefill_replicas", 0, 0, 4096), 0)
     gpus = _int(d, "gpus", max(tp, inputs.gpus // tp * tp), 1)
+    if gpus < tp or (gpus - pre_gpus) % tp:
+        raise ValueError(f"{gpus} GPUs do not make whole replicas of tp={tp}: choose a GPU count that is a multiple "
+                         f"of tp")
     budget = _int(d, "max_batched_tokens", _int(d, "chunk", inputs.max_batched_tokens, 1, 1 << 20), 1, 1 << 20)
     policy = d.get("policy") or "sarathi"
     if policy not in POLICIES:
