@@ -30,6 +30,9 @@ def fit(data: bytes, name: str, line: int, base: SimConfig, version: str = CORE_
     return calibrate.fit(run, base)
 
 
+COLUMNS = {c: st.column_config.NumberColumn(format="%.2f") for c in ("measured", "simulated", "calibrated")}
+
+
 def rows_frame(rows: list[dict], after: list[dict] | None = None) -> pd.DataFrame:
     """Measured against simulated (and calibrated), with the relative error of each."""
     df = pd.DataFrame({"metric": [f"{r['metric']} ({r['unit']})" for r in rows],

@@ -41,7 +41,8 @@ guess = replay.guess_model(run.model_id) or inputs.model
 gpus = yourgpu.options()
 with st.form("bench_deployment"):
     a, b, c = st.columns(3)
-    model = a.selectbox("Model", models, models.index(guess) if guess in models else 0)
+    model = a.selectbox("Model", models, models.index(guess) if guess in models else 0,
+                        format_func=lambda m: catalog.get_model(m).label())
     gpu = b.selectbox("GPU", gpus, gpus.index(inputs.gpu.split("@")[0]) if inputs.gpu.split("@")[0] in gpus else 0,
                       format_func=lambda g: catalog.get_gpu(g).name)
     tp = c.selectbox("Tensor parallelism (GPUs per replica)", [1, 2, 4, 8, 16], 0)
@@ -64,7 +65,7 @@ st.caption(f"Median |error| over the {len(cmp.rows)} figures: {cmp.median_abs_er
            f"{len(cmp.result.requests['arrival_s'])} requests on {base.tp} x {catalog.get_gpu(gpu).name}.")
 for note in cmp.notes:
     st.caption(f":material/info: {note}")
-st.dataframe(B.rows_frame(cmp.rows), hide_index=True, width="stretch")
+st.dataframe(B.rows_frame(cmp.rows), hide_index=True, width="stretch", column_config=B.COLUMNS)
 dl.table(cmp.rows, f"measured against simulated, {name} {run.label()}", "comparison", "Comparison (CSV)")
 dl.downloads(cmp.result, {"result_file": name, "line": run.line},
              key="replayed")
@@ -86,7 +87,8 @@ if st.button("Calibrate to this run", icon=":material/tune:", key="bench_fit") o
     st.markdown(" · ".join(f"`{k}` {cal.before[k]:.3f} → **{cal.after[k]:.3f}**" for k in cal.after))
     for w in cal.warnings:
         st.warning(w, icon=":material/warning:")
-    st.dataframe(B.rows_frame(cal.rows_before, cal.rows_after), hide_index=True, width="stretch")
+    st.dataframe(B.rows_frame(cal.rows_before, cal.rows_after), hide_index=True, width="stretch",
+                 column_config=B.COLUMNS)
     st.altair_chart(B.errors_chart(cal.rows_before, cal.rows_after), width="stretch")
     pname = st.text_input("Profile name", f"{catalog.get_gpu(gpu).name} calibrated", max_chars=60)
     try:
