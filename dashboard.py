@@ -20,6 +20,8 @@ PAGES = [
     st.Page("views/tradeoffs.py", title="Trade-offs", icon=":material/balance:", url_path="tradeoffs"),
     st.Page("views/rules.py", title="Rules & sources", icon=":material/menu_book:", url_path="rules"),
     st.Page("views/tutorial.py", title="Tutorial", icon=":material/school:", url_path="tutorial"),
+    st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    st.Page("views/benchmark.py", title="Your benchmark", icon=":material/upload_file:", url_path="benchmark"),
 ]
 
 page = st.navigation(PAGES)

@@ -54,7 +54,7 @@ def test_an_empty_trace_gives_a_message_not_a_traceback(page, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     page.locator("[data-testid='stSidebar'] [data-testid='stExpander']").filter(has_text="Advanced").click()
-    page.locator("[data-testid='stSidebar'] input[type='file']").set_input_files(str(empty))
+    page.locator("[data-testid='stSidebar'] input[type='file']").first.set_input_files(str(empty))  # the trace's
     page.wait_for_selector("[data-testid='stAlertContentError']:has-text('empty')", timeout=120_000)
     wait_idle(page)
     assert page.locator(EXCEPTION).count() == 0

@@ -188,8 +188,8 @@ def page():
 
 
 def test_page_shows_every_rule_with_its_button_and_the_assumptions(page):
-    assert sorted(b.key for b in page.button) == sorted(f"demo_{i}" for i in IDS)
-    assert all(b.label == "Show in the Lab" for b in page.button)
+    assert sorted(b.key for b in page.main.button) == sorted(f"demo_{i}" for i in IDS)
+    assert all(b.label == "Show in the Lab" for b in page.main.button)
     shown = " ".join(m.value for m in page.markdown) + " ".join(c.value for c in page.caption)
     assert shown.count("Verified rule") == 4
     assert shown.count("Teaching assumption") == len(assumptions())

@@ -11,7 +11,7 @@ import streamlit as st
 from core.physics import catalog
 from core.lab.inputs import LabInputs
 from core.serving.workload import LENGTH_DISTS
-from ui import widgets
+from ui import widgets, yourgpu
 
 DEFAULTS = LabInputs()
 TOKENS = [1, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768,
@@ -59,7 +59,7 @@ def sidebar() -> None:
     sb.select_slider("GPU count", GPU_COUNTS, DEFAULTS.gpus, key="gpus", bind="query-params",
                      help="GPUs available to serve the model. More GPUs add memory and compute, via replicas or "
                           "tensor-parallel shards.")
-    sb.selectbox("GPU type", catalog.gpu_ids(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=gpu_label,
+    sb.selectbox("GPU type", yourgpu.options(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=gpu_label,
                  key="gpu", bind="query-params")
     sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, int(DEFAULTS.ttft_p99_ms), key="ttft",
                      bind="query-params",
@@ -105,6 +105,7 @@ def sidebar() -> None:
                                        if upload is not None else None)
         if st.session_state[TRACE_KEY] is not None:
             st.caption("The trace replaces the generated workload (rate and lengths above are ignored).")
+        yourgpu.section()
 
 
 def inputs() -> LabInputs:
@@ -116,7 +117,7 @@ def inputs() -> LabInputs:
     return LabInputs(
         rate=float(ss.get("rate", DEFAULTS.rate)), prompt_tokens=int(ss.get("prompt", DEFAULTS.prompt_tokens)),
         output_tokens=int(ss.get("output", DEFAULTS.output_tokens)), model=model, gpus=int(ss.get("gpus", DEFAULTS.gpus)),
-        gpu=ss.get("gpu", DEFAULTS.gpu), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
+        gpu=yourgpu.priced(ss.get("gpu", DEFAULTS.gpu)), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
         continuous_batching=bool(ss.get("cb", DEFAULTS.continuous_batching)),
         tensor_parallel=bool(ss.get("tp_on", DEFAULTS.tensor_parallel)),
         chunked_prefill=bool(ss.get("chunked", DEFAULTS.chunked_prefill)), tp=int(ss.get("tp", 0)),

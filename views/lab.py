@@ -2,7 +2,7 @@
 import streamlit as st
 
 from core.lab.report import describe_config
-from ui import cache, charts, state, widgets
+from ui import cache, charts, compare, export, state, widgets
 
 st.title("LLM Serving Design Lab")
 st.markdown(
@@ -60,3 +60,6 @@ CHARTS = {
 for tab, draw in zip(st.tabs(list(CHARTS), key="chart", bind="query-params"), CHARTS.values()):
     if tab.open:
         tab.altair_chart(draw(), width="stretch")
+
+export.downloads(res, inputs.to_dict(), key="lab")
+compare.pin_button(cfg.__dict__, "lab")

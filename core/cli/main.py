@@ -1,4 +1,4 @@
-"""Command line: `python -m core {catalog,steptime,memory,simulate,plan} ... [--json]`.
+"""Command line: `python -m core {catalog,steptime,memory,simulate,plan,calibrate} ... [--json]`.
 
 Bad arguments print one line on stderr and exit with status 2; no traceback reaches the user.
 """
@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..physics import catalog, costmodel, memory
-from . import plan, simulate
+from . import plan, simulate, yourdata
 from .args import Parser, UsageError, emit, number, positive_int
 
 
@@ -55,11 +55,12 @@ def cmd_memory(args) -> None:
 
 
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpu", required=True, help="GPU id (see `catalog`)")
+    p.add_argument("--gpu", default=None, help="GPU id (see `catalog`); h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", required=True, help="model id, or dense-<N>b for a parametric model")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (GPUs per replica)")
     p.add_argument("--dtype", default="bf16", choices=sorted(catalog.DTYPE_BYTES), help="weight dtype")
     p.add_argument("--json", action="store_true", help="print JSON")
+    yourdata.add_hardware_args(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate.register(sub)
     plan.register(sub)
+    yourdata.register(sub)
 
     return parser
 
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if hasattr(args, "profile"):
+            yourdata.apply_hardware(args)
         args.func(args)
     except UsageError as e:
         print(e, file=sys.stderr)

@@ -9,7 +9,9 @@ from ..planner.plan import plan
 from ..planner.space import DTYPES, Budget, Engine, Targets, Workload
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
+from ..serving import export
 from .args import emit, number, positive_int
+from .yourdata import add_hardware_args
 
 
 def _ids(text: str) -> tuple[str, ...]:
@@ -28,7 +30,7 @@ def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="search deployments for the cheapest that meets the targets")
-    p.add_argument("--gpu", required=True, help="GPU ids to search, comma-separated (h100,h200)")
+    p.add_argument("--gpu", default=None, help="GPU ids to search, comma-separated (h100,h200)")
     p.add_argument("--model", required=True)
     p.add_argument("--rate", type=number, required=True, help="mean request rate, req/s")
     p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens")
@@ -50,6 +52,8 @@ def register(sub) -> None:
                    help="local: a process pool on this machine; inline: this process; ray: a Ray cluster")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray; default: start one)")
     p.add_argument("--workers", type=positive_int, default=None, help="local pool size (default: the CPU count)")
+    p.add_argument("--csv", default=None, metavar="DIR", help="write the searched deployments as CSV and the plan as JSON")
+    add_hardware_args(p, many=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
 
@@ -87,4 +91,10 @@ def cmd_plan(args) -> None:
         for r in map(p.row, p.frontier):
             lines.append(f"  ${r['usd_per_hour']:7.2f}/h  TTFT {fmt_ms(r['ttft_p99_ms']):>8}  TPOT "
                          f"{r['tpot_p99_ms']:6.1f} ms  up to {r['max_rate_req_s']:7.3g} req/s  {r['deployment']}")
+    if args.csv:
+        inputs = {k: v for k, v in vars(args).items() if k != "func"}
+        export.write_dir(args.csv, {"deployments.csv": export.table_csv(p.rows(), f"planner search for {args.model}"),
+                                    "plan.json": export.to_json({"version": export.project_version(),
+                                                                 "inputs": inputs, "plan": p.to_json()})})
+        lines.append(f"wrote deployments.csv and plan.json to {args.csv}")
     emit(p.to_json(), args.json, lines)

@@ -8,11 +8,12 @@ from ..physics.memory import MEM_UTIL
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from .args import emit, number, positive_int
+from .yourdata import add_hardware_args, write_simulation_csv
 
 
 def register(sub) -> None:
     p = sub.add_parser("simulate", help="simulate serving a workload, step by step")
-    p.add_argument("--gpu", required=True)
+    p.add_argument("--gpu", default=None, help="GPU id; h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", required=True)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of a replica")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp, one replica)")
@@ -55,6 +56,8 @@ def register(sub) -> None:
     p.add_argument("--startup-s", type=number, default=30.0, help="fixed replica start-up before weight loading")
     p.add_argument("--load-gbps", type=number, default=5.0, help="weight loading bandwidth per GPU, GB/s")
     p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
+    p.add_argument("--csv", default=None, metavar="DIR", help="write requests.csv, steps.csv and run.json here")
+    add_hardware_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
 
@@ -105,4 +108,7 @@ def cmd_simulate(args) -> None:
         f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",
         f"  simulated in {s['sim_wall_s'] * 1e3:.0f} ms",
     ]
+    if args.csv:
+        paths = write_simulation_csv(args.csv, result, {k: v for k, v in vars(args).items() if k != "func"})
+        lines.append(f"  wrote {', '.join(p.name for p in paths)} to {args.csv}")
     emit(s, args.json, lines)

@@ -5,10 +5,13 @@ shape, so that the numbers the Lab shows follow from the architecture, not from 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from .. import DATA
 
 
@@ -37,6 +40,9 @@ class GPU:
     price_date: str
     nvlink_pair_gbps_per_dir: float | None = None
     source: dict = field(default_factory=dict, compare=False, hash=False)
+    # cost-model constants of a calibrated hardware profile, replacing the fitted ones:
+    # (("eta_bw", 0.81), ...); empty for a catalog GPU
+    efficiency: tuple[tuple[str, float], ...] = ()
 
     def peak_flops(self, dtype: str) -> float:
         """Dense tensor-core FLOP/s for weights of `dtype` (fp8 falls back to bf16 where absent)."""
@@ -201,10 +207,87 @@ def model_ids() -> list[str]:
 
 
 def get_gpu(gpu_id: str) -> GPU:
+    """A catalog GPU, a registered one (a datasheet or a calibrated profile: see register_gpu),
+    or any of those at another price: '<id>@<usd per GPU-hour>', e.g. 'h100@1.85'."""
+    key = str(gpu_id).strip().lower()
+    gpu = _gpu_table().get(key) or _registered(key)
+    if gpu is not None:
+        return gpu
+    base, sep, price = key.rpartition("@")
+    if sep and base:
+        return with_price(get_gpu(base), _price(price, gpu_id))
+    raise ValueError(f"unknown GPU '{gpu_id}': choose one of {', '.join(gpu_ids())}, a GPU of your own "
+                     f"(its datasheet as JSON) or a calibrated profile") from None
+
+
+def _price(text: str, gpu_id: str) -> float:
     try:
-        return _gpu_table()[gpu_id.lower()]
-    except KeyError:
-        raise ValueError(f"unknown GPU '{gpu_id}': choose one of {', '.join(gpu_ids())}") from None
+        v = float(text.lstrip("$"))
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and 0 < v <= 1000):
+        raise ValueError(f"'{gpu_id}': the price after '@' must be dollars per GPU-hour within 0..1000, "
+                         f"e.g. h100@1.85")
+    return v
+
+
+def with_price(gpu: GPU, usd_per_gpu_hour: float) -> GPU:
+    return replace(gpu, id=f"{gpu.id}@{usd_per_gpu_hour:g}", price_usd_per_gpu_hour=usd_per_gpu_hour,
+                   price_provider="your price", price_date="your price")
+
+
+# ---------------------------------------------------------------- GPUs of one's own
+
+# Registered GPUs live in this process and, as JSON, in a folder of the system's temporary
+# directory, so that the planner's worker processes (spawned, not forked) resolve the same ids.
+# An id carries a digest of the GPU's figures: two different GPUs never share one.
+REGISTRY = Path(tempfile.gettempdir()) / "llm-serving-lab-gpus"
+_custom: dict[str, GPU] = {}
+GPU_FIELDS = ("id", "name", "vendor", "memory_gib", "hbm_tbps", "bf16_tflops", "fp8_tflops", "sms", "link_topology",
+              "link_gbps_per_dir", "gpus_per_node", "internode_gbps_per_dir", "price_usd_per_gpu_hour",
+              "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency")
+
+
+def gpu_to_dict(gpu: GPU) -> dict:
+    d = {f: getattr(gpu, f) for f in GPU_FIELDS}
+    d["efficiency"] = dict(gpu.efficiency)
+    return d
+
+
+def gpu_from_dict(d: dict) -> GPU:
+    d = dict(d)
+    d["efficiency"] = tuple(sorted((str(k), float(v)) for k, v in (d.get("efficiency") or {}).items()))
+    return GPU(**{f: d[f] for f in GPU_FIELDS if f in d})
+
+
+def register_gpu(gpu: GPU) -> GPU:
+    """Make `gpu` resolvable by id everywhere (get_gpu); its id becomes '<id>-<digest>'.
+    Validation of the figures is the caller's (physics.hardware)."""
+    body = gpu_to_dict(replace(gpu, id=""))
+    digest = hashlib.sha1(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    stem = gpu.id.lower().rsplit("-", 1)[0] if _registered(gpu.id.lower()) else gpu.id.lower()
+    gpu = replace(gpu, id=f"{stem}-{digest}")
+    _custom[gpu.id] = gpu
+    try:
+        REGISTRY.mkdir(exist_ok=True)
+        (REGISTRY / f"{gpu.id}.json").write_text(json.dumps(gpu_to_dict(gpu), default=str))
+    except OSError:
+        pass  # a read-only system: the GPU still resolves in this process
+    return gpu
+
+
+def _registered(key: str) -> GPU | None:
+    if key in _custom:
+        return _custom[key]
+    path = REGISTRY / f"{key}.json"
+    if "/" in key or "\\" in key or not path.is_file():
+        return None
+    try:
+        gpu = gpu_from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    _custom[key] = gpu
+    return gpu
 
 
 def get_model(model_id: str) -> Model:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -103,6 +103,11 @@ def fitted() -> Efficiency:
     return Efficiency(**raw["constants"])
 
 
+def efficiency_for(gpu: GPU) -> Efficiency:
+    """The fitted constants, with those a calibrated hardware profile of this GPU replaces."""
+    return replace(fitted(), **dict(gpu.efficiency)) if gpu.efficiency else fitted()
+
+
 def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
           attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None) -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants."""
@@ -115,7 +120,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if engine not in ("bare", "vllm"):
         raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass) or vllm")
     check_tp(model, tp)
-    eff = eff or fitted()
+    eff = eff or efficiency_for(gpu)
     wb = DTYPE_BYTES[dtype]
     act = 2  # activations and KV cache in 16-bit
     h = model.hidden

@@ -335,7 +335,7 @@ def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool], eff=None) -> tu
         per_gpu, latency = gpu.tp_link_gbps(2), 10e-6
     else:
         per_gpu, latency = gpu.internode_gbps_per_dir, 50e-6
-    return lanes * per_gpu * 1e9 * (eff or costmodel.fitted()).link_eff, latency
+    return lanes * per_gpu * 1e9 * (eff or costmodel.efficiency_for(gpu)).link_eff, latency
 
 
 def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:

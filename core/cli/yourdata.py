@@ -1,0 +1,149 @@
+"""Your data on the command line: `python -m core calibrate RESULT.json ...`, the hardware options
+every command takes (--profile, --gpu-file; a price as --gpu h100@1.85) and `--csv DIR`."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..physics import catalog, hardware
+from ..serving import benchfile, calibrate, export, replay
+from ..serving.simulate import SimConfig
+from .args import emit, positive_int
+
+SIZE_HINT = f"at most {benchfile.MAX_BYTES // 1024**2} MB"
+
+
+def add_hardware_args(p, many: bool = False) -> None:
+    """--profile / --gpu-file: a calibrated profile or a datasheet JSON; its GPU is used (added to
+    the searched GPUs with `many`)."""
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="a hardware profile JSON (from `calibrate --out`): its GPU and fitted constants")
+    p.add_argument("--gpu-file", default=None, metavar="FILE",
+                   help="your GPU's datasheet as JSON (name, memory_gib, hbm_tbps, bf16_tflops, fp8_tflops, "
+                        "link_gbps_per_dir, price_usd_per_gpu_hour)")
+    p.set_defaults(many_gpus=many)
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        p = Path(path)
+        if p.stat().st_size > benchfile.MAX_BYTES:
+            raise ValueError(f"{what} '{path}' is larger than {SIZE_HINT}")
+        return p.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read {what} '{path}': {e.strerror}") from None
+
+
+def apply_hardware(args) -> None:
+    """Register the GPU of --profile / --gpu-file and point --gpu at it."""
+    given = [x for x in ("profile", "gpu_file") if getattr(args, x, None)]
+    if not given:
+        if getattr(args, "gpu", None) is None and hasattr(args, "profile"):
+            raise ValueError("give --gpu (a catalog id, e.g. h100, or h100@1.85 for your price), --gpu-file or --profile")
+        return
+    if len(given) > 1:
+        raise ValueError("give either --profile or --gpu-file, not both")
+    if args.profile:
+        gpu = hardware.load_profile(_read(args.profile, "profile"))
+    else:
+        gpu = hardware.register_datasheet(_read(args.gpu_file, "GPU file"))
+    if args.many_gpus and args.gpu:
+        args.gpu = f"{args.gpu},{gpu.id}"
+    else:
+        args.gpu = gpu.id
+
+
+def write_simulation_csv(folder: str, result, inputs: dict) -> list[Path]:
+    return export.write_dir(folder, {"requests.csv": export.requests_csv(result), "steps.csv": export.steps_csv(result),
+                                     "run.json": export.to_json(export.run_dict(result, inputs))})
+
+
+def register(sub) -> None:
+    p = sub.add_parser("calibrate", help="compare a benchmark result with the simulation and fit the cost model to it")
+    p.add_argument("result", help="`vllm bench serve --save-result` JSON or SGLang bench_serving JSON lines")
+    p.add_argument("--gpu", default=None, help="the GPU the benchmark ran on (catalog id; h100@1.85 for your price)")
+    p.add_argument("--model", default=None, help="model id (default: read from the file where it names one)")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of one replica")
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp, one replica)")
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    p.add_argument("--policy", default="sarathi", choices=("sarathi", "vllm"),
+                   help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own")
+    p.add_argument("--max-batched-tokens", type=positive_int, default=2048, help="the engine's token budget per step")
+    p.add_argument("--max-seqs", type=positive_int, default=256, help="the engine's sequences per step")
+    p.add_argument("--line", type=positive_int, default=None, help="which run of a JSON-lines file (1-based line)")
+    p.add_argument("--seed", type=positive_int, default=0, help="seed of drawn arrivals and lengths")
+    p.add_argument("--name", default=None, help="profile name (default: '<gpu> calibrated')")
+    p.add_argument("--out", default=None, metavar="FILE", help="write the calibrated hardware profile here")
+    p.add_argument("--compare-only", action="store_true", help="compare without fitting")
+    p.add_argument("--csv", default=None, metavar="DIR", help="write the comparison and the run as CSV/JSON here")
+    add_hardware_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def pick_run(runs: list, line: int | None):
+    if line is None:
+        if len(runs) > 1:
+            raise ValueError("the file holds several runs: choose one with --line: " +
+                             "; ".join(r.label() for r in runs))
+        return runs[0]
+    for r in runs:
+        if r.line == line:
+            return r
+    raise ValueError(f"no run on line {line}: the runs are on lines {', '.join(str(r.line) for r in runs)}")
+
+
+def cmd_calibrate(args) -> None:
+    apply_hardware(args)
+    run = pick_run(benchfile.parse(_read(args.result, "result file"), Path(args.result).name), args.line)
+    model = args.model or replay.guess_model(run.model_id)
+    if model is None:
+        raise ValueError("the file does not name a model the catalog knows" +
+                         (f" ('{run.model_id}')" if run.model_id else "") + ": give --model")
+    base = SimConfig(gpu=args.gpu, model=model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, policy=args.policy,
+                     max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs)
+    gpu = catalog.get_gpu(args.gpu)
+    lines = [f"{run.label()}; replayed on {catalog.get_model(model).label()}, {base.gpus or base.tp} x {gpu.name}, "
+             f"tp {args.tp}, {args.policy} with {args.max_batched_tokens} tokens per step"]
+    lines += [f"  note: {n}" for n in replay.notes(run)]
+    if args.compare_only:
+        cmp = replay.compare(run, base, seed=args.seed)
+        rows, out, result = cmp.rows, {"comparison": cmp.rows, "notes": cmp.notes}, cmp.result
+        lines += _table(rows, None)
+    else:
+        cal = calibrate.fit(run, base, args.seed)
+        rows, out = cal.rows_after, cal.to_json()
+        result = calibrate.comparison_after(cal).result
+        lines += [f"  {k}: {cal.before[k]:.3f} -> {cal.after[k]:.3f} (from the median {cal.targets[k][0].upper()})"
+                  for k in cal.after]
+        lines += [f"  warning: {w}" for w in cal.warnings]
+        lines += _table(cal.rows_before, cal.rows_after)
+        if args.out:
+            name = args.name or f"{gpu.name} calibrated"
+            prof = calibrate.profile(cal, name)
+            export.write_dir(Path(args.out).parent or ".", {Path(args.out).name: export.to_json(prof)})
+            out["profile"] = str(args.out)
+            lines.append(f"hardware profile '{name}' written to {args.out}: use it with --profile {args.out}")
+    if args.csv:
+        rows_csv = export.table_csv(rows, f"measured against simulated, {run.label()}")
+        paths = write_simulation_csv(args.csv, result, {"result_file": Path(args.result).name, "line": run.line,
+                                                         "model": model, "gpu": args.gpu, "tp": args.tp})
+        paths += export.write_dir(args.csv, {"comparison.csv": rows_csv})
+        lines.append(f"wrote {', '.join(p.name for p in paths)} to {args.csv}")
+    emit(out, args.json, lines)
+
+
+def _table(before: list[dict], after: list[dict] | None) -> list[str]:
+    head = f"  {'metric':<22}{'measured':>12}{'simulated':>12}{'error':>9}"
+    lines = [head + (f"{'calibrated':>12}{'error':>9}" if after else "")]
+    for i, r in enumerate(before):
+        line = f"  {r['metric'] + ' (' + r['unit'] + ')':<22}{r['measured']:12.2f}{r['simulated']:12.2f}{_pct(r['error']):>9}"
+        if after:
+            a = after[i]
+            line += f"{a['simulated']:12.2f}{_pct(a['error']):>9}"
+        lines.append(line)
+    return lines
+
+
+def _pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+.1%}"

@@ -1,0 +1,160 @@
+"""Deployments side by side on one workload: up to four, each from the Lab's sidebar, a row of the
+Planner, or edited by hand, simulated on the Lab's workload and targets.
+
+A deployment is plain data (a dict), so that it can be pinned, stored in a session, written to a
+file and read back:
+
+    {"label": "...", "gpu": "h100", "model": "llama-3.1-8b", "gpus": 2, "tp": 1, "dtype": "bf16",
+     "policy": "sarathi", "max_batched_tokens": 2048, "max_seqs": 256,
+     "prefill_gpus": 0, "prefill_tp": null}          # prefill_gpus > 0: a prefill/decode split
+
+A Planner row (core.planner.plan.Plan.row) is read as it is: its `chunk` is the token budget and
+its prefill replicas times prefill tp the prefill pool.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..physics import catalog
+from ..serving.simulate import SimConfig
+from ..text import fmt_ms
+from . import gauges as G
+from .inputs import LabInputs, _base, current_config, run
+
+MAX_PINNED = 4
+POLICIES = ("sarathi", "vllm", "static", "serial")
+
+
+def _int(d: dict, key: str, default: int, lo: int = 0, hi: int = 4096) -> int:
+    v = d.get(key, default)
+    v = default if v is None else v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not lo <= v <= hi:
+        raise ValueError(f"deployment field '{key}' must be a whole number within {lo}..{hi}, not {v}")
+    return int(v)
+
+
+def normalise(d: dict, inputs: LabInputs) -> dict:
+    """A validated deployment dict (defaults from the Lab's inputs); raises ValueError naming the field."""
+    if not isinstance(d, dict):
+        raise ValueError("a deployment is a dict of gpu, model, gpus, tp, dtype, policy, ...")
+    gpu = catalog.get_gpu(str(d.get("gpu") or inputs.gpu)).id
+    model = catalog.get_model(str(d.get("model") or inputs.model)).id
+    tp = _int(d, "tp", 1, 1, 64)
+    pre_tp = _int(d, "prefill_tp", tp, 1, 64)
+    pre_gpus = _int(d, "prefill_gpus", pre_tp * _int(d, "prefill_replicas", 0, 0, 4096), 0)
+    gpus = _int(d, "gpus", max(tp, inputs.gpus // tp * tp), 1)
+    if gpus < tp or (gpus - pre_gpus) % tp:
+        raise ValueError(f"{gpus} GPUs do not make whole replicas of tp={tp}: choose a GPU count that is a multiple "
+                         f"of tp")
+    budget = _int(d, "max_batched_tokens", _int(d, "chunk", inputs.max_batched_tokens, 1, 1 << 20), 1, 1 << 20)
+    policy = d.get("policy") or "sarathi"
+    if policy not in POLICIES:
+        raise ValueError(f"deployment policy '{policy}' is not one of {', '.join(POLICIES)}")
+    dtype = d.get("dtype") or "bf16"
+    if dtype not in catalog.DTYPE_BYTES:
+        raise ValueError(f"deployment weight dtype '{dtype}' is not one of {', '.join(catalog.DTYPE_BYTES)}")
+    out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, dtype=dtype, policy=policy, max_batched_tokens=budget,
+               max_seqs=_int(d, "max_seqs", inputs.max_seqs, 1, 4096), prefill_gpus=pre_gpus,
+               prefill_tp=pre_tp if pre_gpus else None)
+    out["label"] = str(d.get("label") or d.get("deployment") or describe(out))[:120]
+    return out
+
+
+def describe(d: dict) -> str:
+    gpu = catalog.get_gpu(d["gpu"])
+    split = f", {d['prefill_gpus']} for prefill (tp {d['prefill_tp']})" if d.get("prefill_gpus") else ""
+    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{split}, {d['dtype']}, {d['policy']} "
+            f"({d['max_batched_tokens']} tokens/step)")
+
+
+def from_lab(inputs: LabInputs) -> dict:
+    """The deployment the Lab's sidebar describes."""
+    cfg = current_config(inputs)
+    d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, dtype=cfg.dtype, policy=cfg.policy,
+             max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs)
+    return normalise(d, inputs)
+
+
+def config(d: dict, inputs: LabInputs) -> SimConfig:
+    """Deployment `d` serving the Lab's workload, with the Lab's targets."""
+    d = normalise(d, inputs)
+    lab = replace(inputs, gpu=d["gpu"], model=d["model"], gpus=d["gpus"], dtype=d["dtype"],
+                  max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"])
+    tp = min(d["tp"], d["prefill_tp"]) if d["prefill_gpus"] else d["tp"]
+    cfg = _base(lab, tp=tp, policy=d["policy"])
+    if d["prefill_gpus"]:
+        cfg = replace(cfg, disagg=True, prefill_gpus=d["prefill_gpus"], prefill_tp=d["prefill_tp"],
+                      decode_tp=d["tp"], tp=d["tp"])
+    return cfg
+
+
+def side_by_side(deployments: list[dict], inputs: LabInputs) -> list[dict]:
+    """Each deployment simulated on the Lab's workload: its config, result, headline figures, the
+    gauge that limits it, or the error that stops it."""
+    if len(deployments) > MAX_PINNED:
+        raise ValueError(f"compare at most {MAX_PINNED} deployments at once: unpin one")
+    out = []
+    for d in deployments:
+        try:
+            cfg = config(d, inputs)
+            res = run(cfg)
+        except ValueError as e:
+            out.append(dict(label=d.get("label", "deployment"), error=str(e)))
+            continue
+        gs = G.gauges(cfg, res, inputs)
+        worst = max(gs, key=lambda g: g.ratio)
+        out.append(dict(label=d["label"], deployment=d, config=cfg, result=res, limiting=worst, error=None))
+    return out
+
+
+def table(entries: list[dict], inputs: LabInputs) -> list[dict]:
+    """Rows of metric and unit, one column per deployment (its label), for the comparison table."""
+    ok = [e for e in entries if not e["error"]]
+    metrics = [
+        ("p50 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p50"])),
+        ("p99 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p99"])),
+        ("p50 TPOT", lambda s: f"{s['tpot_ms']['p50']:.1f} ms"),
+        ("p99 TPOT", lambda s: f"{s['tpot_ms']['p99']:.1f} ms"),
+        ("mean E2E", lambda s: f"{s['e2e_s']['mean']:.2f} s"),
+        ("Throughput", lambda s: f"{s['throughput_tok_s']:,.0f} tok/s"),
+        ("Goodput", lambda s: f"{s['goodput_req_s']:.2f} req/s ({s['slo_attainment']:.0%} within targets)"),
+        ("Queue", lambda s: "stable" if s["stable"] else "grows without bound"),
+        ("GPUs / replicas", lambda s: f"{s['gpus']} / {s['replicas']}"),
+        ("Cost per hour", lambda s: f"${s['gpus'] * s['price_usd_per_gpu_hour']:.2f}"),
+        ("Cost per 1M output tokens", lambda s: f"${s['cost_per_1m_tokens_usd']:.3f}"),
+    ]
+    rows = []
+    for name, f in metrics:
+        rows.append({"metric": name, **{_col(e, i): f(e["result"].summary) for i, e in enumerate(ok)}})
+    rows.append({"metric": "Limiting gauge", **{_col(e, i): f"{e['limiting'].name}: {e['limiting'].reading}"
+                                                for i, e in enumerate(ok)}})
+    return rows
+
+
+def _col(e: dict, i: int) -> str:
+    return f"{i + 1}. {e['label']}"
+
+
+def distributions(entries: list[dict], points: int = 200) -> list[dict]:
+    """TTFT and TPOT of every request of each deployment as cumulative shares (for one chart):
+    rows of deployment, metric, ms, share."""
+    rows = []
+    for i, e in enumerate(entries):
+        if e["error"]:
+            continue
+        r = e["result"].requests
+        out = r["output_tokens"]
+        multi = out > 1
+        ttft = (r["first_token_s"] - r["arrival_s"]) * 1e3
+        tpot = (r["finish_s"][multi] - r["first_token_s"][multi]) / (out[multi] - 1) * 1e3
+        for metric, x in (("TTFT", ttft), ("TPOT", tpot)):
+            if not len(x):
+                continue
+            q = np.linspace(0, 100, points)
+            for share, v in zip(q / 100, np.percentile(x, q)):
+                if math.isfinite(v):
+                    rows.append(dict(deployment=_col(e, i), metric=metric, ms=float(v), share=float(share)))
+    return rows

@@ -1,0 +1,289 @@
+"""Benchmark result files, read strictly as data: `vllm bench serve --save-result` JSON (and the
+older benchmarks/benchmark_serving.py, one object per line with --append-result) and SGLang's
+`bench_serving` JSON lines.
+
+Keys and units (tests/fixtures/bench/FORMAT.md): per-request values are seconds, aggregates `*_ms`
+are milliseconds. The file is parsed with the standard JSON parser (nothing is evaluated), within
+a size cap; every error names the line and the field. A run may carry per-request arrays
+(`--save-detailed`, SGLang `--output-details`, and every vLLM 0.8-era file): lengths, TTFTs and
+the gaps between streamed chunks; without them only the summary and the dataset's settings remain.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAX_BYTES = 64 * 1024**2  # a detailed vLLM file of 10,000 requests with texts is ~50 MB
+MAX_REQUESTS = 500_000
+METRICS = ("ttft", "tpot", "itl", "e2e")  # each in ms: mean, p50, p99
+STATS = ("mean", "p50", "p99")
+# summary key stems per tool: e2e is "e2el" in vLLM, "e2e_latency" in SGLang
+_STEMS = {"ttft": ("ttft",), "tpot": ("tpot",), "itl": ("itl",), "e2e": ("e2el", "e2e_latency")}
+_STAT_KEYS = {"mean": "mean", "p50": "median", "p99": "p99"}
+
+
+@dataclass
+class BenchRun:
+    """One benchmark run. Per-request arrays hold the successful requests in submission order."""
+    tool: str  # "vllm" or "sglang"
+    line: int  # 1-based line of the file the run was read from
+    model_id: str | None
+    request_rate: float  # requests/s; inf: every request sent at once
+    burstiness: float  # gamma shape of the gaps (1: Poisson)
+    max_concurrency: int | None
+    duration_s: float
+    completed: int
+    failed: int
+    dataset: str | None
+    total_input_tokens: int
+    total_output_tokens: int
+    measured: dict  # {"ttft": {"mean": ms, "p50": ms, "p99": ms}, ..., "throughput": {...}}
+    input_lens: np.ndarray | None = None
+    output_lens: np.ndarray | None = None
+    ttfts_s: np.ndarray | None = None
+    latencies_s: np.ndarray | None = None
+    start_times_s: np.ndarray | None = None
+    itls_s: list | None = None
+    length_hints: dict = field(default_factory=dict)  # SGLang's dataset settings (random_input_len, ...)
+
+    @property
+    def detailed(self) -> bool:
+        return self.input_lens is not None and self.output_lens is not None
+
+    def label(self) -> str:
+        rate = "all at once" if math.isinf(self.request_rate) else f"{self.request_rate:g} req/s"
+        what = f"{self.dataset} dataset, " if self.dataset else ""
+        return f"line {self.line}: {self.tool}, {what}{rate}, {self.completed} requests"
+
+
+def parse(data: bytes | str, name: str = "the file") -> list[BenchRun]:
+    """Every run in a result file (one JSON object, or one per line). Raises ValueError naming
+    the line and field of the first problem."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"{name} is {len(raw) / 1e6:.0f} MB, above the {MAX_BYTES / 1e6:.0f} MB limit for a "
+                         f"result file: save it without generated texts, or split its runs")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{name} is not UTF-8 text (byte {e.start}): a benchmark result is a JSON file") from None
+    if not text.strip():
+        raise ValueError(f"{name} is empty: expected the JSON of `vllm bench serve --save-result` or SGLang "
+                         f"bench_serving's JSON lines")
+    objects = _objects(text, name)
+    return [_run(obj, line, name) for line, obj in objects]
+
+
+def _constant(token: str) -> float:
+    # bare Infinity / NaN: Python's json.dumps writes them (SGLang's request_rate for "inf")
+    return {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}[token]
+
+
+def _loads(text: str):
+    return json.loads(text, parse_constant=_constant)
+
+
+def _objects(text: str, name: str) -> list[tuple[int, dict]]:
+    """(line, object) pairs: the whole text as one JSON value, else one value per line."""
+    try:
+        whole = _loads(text)
+        out = [(1, whole)]
+    except json.JSONDecodeError as e:
+        if e.msg != "Extra data":  # one broken JSON document
+            raise ValueError(f"{name}, line {e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        whole, out = None, []  # JSON lines: one run per line
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append((i, _loads(line)))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{name}, line {i}: not valid JSON ({e.msg} at column {e.colno})") from None
+            except RecursionError:
+                raise ValueError(f"{name}, line {i}: JSON nested too deeply for a result file") from None
+    except RecursionError:
+        raise ValueError(f"{name}: JSON nested too deeply for a result file") from None
+    if isinstance(whole, list):  # a list of runs (vLLM's nightly-benchmark tables are lists too)
+        out = [(1, o) for o in whole]
+    for line, obj in out:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{name}, line {line}: expected a JSON object of one benchmark run, found "
+                             f"{type(obj).__name__}")
+    if not out:
+        raise ValueError(f"{name} holds no benchmark run")
+    return out
+
+
+class _Fields:
+    """Typed, range-checked reads of one run's keys; errors name the line and the key."""
+
+    def __init__(self, obj: dict, line: int, name: str):
+        self.obj, self.where = obj, f"{name}, line {line}"
+
+    def fail(self, key: str, what: str):
+        raise ValueError(f"{self.where}: field '{key}' {what}")
+
+    def num(self, key: str, required: bool = False, allow_inf: bool = False, lo: float = 0.0):
+        v = self.obj.get(key)
+        if v is None:
+            if required:
+                self.fail(key, "is missing")
+            return None
+        if isinstance(v, str) and v.strip().lower() in ("inf", "infinity") and allow_inf:
+            return math.inf
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail(key, f"must be a number, not {json.dumps(v)[:40]}")
+        v = float(v)
+        if math.isnan(v) or (math.isinf(v) and not allow_inf) or v < lo:
+            self.fail(key, f"must be a number >= {lo:g}, not {v}")
+        return v
+
+    def int(self, key: str, required: bool = False):
+        v = self.num(key, required)
+        if v is not None and v != int(v):
+            self.fail(key, f"must be a whole number, not {v}")
+        return None if v is None else int(v)
+
+    def text(self, key: str):
+        v = self.obj.get(key)
+        if v is not None and not isinstance(v, str):
+            self.fail(key, f"must be text, not {type(v).__name__}")
+        return v
+
+    def array(self, key: str, n: int | None, integer: bool = False):
+        v = self.obj.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list):
+            self.fail(key, f"must be a list (one value per request), not {type(v).__name__}")
+        if len(v) > MAX_REQUESTS:
+            self.fail(key, f"has {len(v):,} entries, above the limit of {MAX_REQUESTS:,} requests")
+        if n is not None and len(v) != n:
+            self.fail(key, f"has {len(v)} entries but the run has {n} requests")
+        for i, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                self.fail(key, f"entry {i} must be a number >= 0, not {json.dumps(x)[:40]}")
+            if integer and x != int(x):
+                self.fail(key, f"entry {i} must be a whole number of tokens, not {x}")
+        return np.asarray(v, dtype=np.int64 if integer else np.float64)
+
+    def gaps(self, key: str, n: int):
+        v = self.obj.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list) or len(v) != n:
+            self.fail(key, f"must be a list of {n} lists (the gaps between streamed chunks of each request)")
+        out = []
+        for i, row in enumerate(v):
+            if not isinstance(row, list) or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                                                or not math.isfinite(x) or x < 0 for x in row):
+                self.fail(key, f"entry {i} must be a list of gaps in seconds >= 0")
+            out.append(np.asarray(row, dtype=np.float64))
+        return out
+
+
+def _tool(obj: dict) -> str:
+    if "dataset_name" in obj or "total_output_tokens_retokenized" in obj or "random_input_len" in obj:
+        return "sglang"
+    if "model_id" in obj or "request_goodput:" in obj or "request_goodput" in obj or "endpoint_type" in obj:
+        return "vllm"
+    return "vllm" if obj.get("backend") == "vllm" else ("sglang" if obj.get("backend") else "")
+
+
+def _run(obj: dict, line: int, name: str) -> BenchRun:
+    f = _Fields(obj, line, name)
+    tool = _tool(obj)
+    if not tool or "completed" not in obj:
+        keys = ", ".join(list(obj)[:6])
+        raise ValueError(f"{name}, line {line}: not a benchmark result (no 'completed' or tool keys; found {keys}): "
+                         f"expected `vllm bench serve --save-result` JSON or SGLang bench_serving JSON lines")
+    completed = f.int("completed", required=True)
+    if completed < 1:
+        f.fail("completed", "is 0: no request of this run succeeded, so there is nothing to compare")
+    duration = f.num("duration", required=True)
+    if duration <= 0:
+        f.fail("duration", "must be above 0 s")
+    rate = f.num("request_rate", required=True, allow_inf=True)
+    if rate <= 0:
+        f.fail("request_rate", "must be above 0 req/s, or inf")
+    burst = f.num("burstiness") or 1.0
+    if burst <= 0:
+        f.fail("burstiness", "must be above 0 (1: Poisson arrivals)")
+    run = BenchRun(tool=tool, line=line, model_id=f.text("model_id"), request_rate=rate, burstiness=burst,
+                   max_concurrency=f.int("max_concurrency"), duration_s=duration, completed=completed,
+                   failed=f.int("failed") or 0, dataset=f.text("dataset_name"),
+                   total_input_tokens=f.int("total_input_tokens", required=True),
+                   total_output_tokens=f.int("total_output_tokens", required=True), measured={})
+    for key in ("random_input_len", "random_output_len", "sharegpt_output_len"):
+        if f.num(key) is not None:
+            run.length_hints[key] = f.int(key)
+    if f.num("random_range_ratio") is not None:
+        run.length_hints["random_range_ratio"] = f.num("random_range_ratio")
+    _per_request(run, f)
+    run.measured = _measured(run, f)
+    return run
+
+
+def _per_request(run: BenchRun, f: _Fields) -> None:
+    outs = f.array("output_lens", None, integer=True)
+    if outs is None:
+        return
+    n = len(outs)
+    ins = f.array("input_lens", n, integer=True)
+    ttfts = f.array("ttfts", n)
+    itls = f.gaps("itls", n)
+    starts = f.array("start_times", n)
+    lats = f.array("latencies", n)
+    errors = f.obj.get("errors")
+    ok = outs > 0  # failed requests stay in place with an output length of 0
+    if isinstance(errors, list) and len(errors) == n:
+        ok &= np.array([not e for e in errors])
+    if ins is None or not ok.any():
+        return
+    idx = np.flatnonzero(ok)
+    run.input_lens, run.output_lens = ins[idx], outs[idx]
+    if (run.input_lens < 1).any():
+        f.fail("input_lens", "has a successful request with a prompt of 0 tokens")
+    run.ttfts_s = ttfts[idx] if ttfts is not None else None
+    run.itls_s = [itls[i] for i in idx] if itls is not None else None
+    run.start_times_s = starts[idx] if starts is not None else None
+    run.latencies_s = lats[idx] if lats is not None else None
+    if run.latencies_s is None and run.ttfts_s is not None and run.itls_s is not None:
+        run.latencies_s = run.ttfts_s + np.array([g.sum() for g in run.itls_s])
+
+
+def _pick(stats: dict, x: np.ndarray | None, scale: float) -> dict:
+    """Summary statistics, each from the file's key where there is one, else from the per-request values."""
+    out = {}
+    for s in STATS:
+        if stats.get(s) is not None:
+            out[s] = stats[s]
+        elif x is not None and len(x):
+            out[s] = float(np.mean(x) if s == "mean" else np.percentile(x, 50 if s == "p50" else 99)) * scale
+    return out
+
+
+def _measured(run: BenchRun, f: _Fields) -> dict:
+    keyed = {}
+    for m, stems in _STEMS.items():
+        keyed[m] = {}
+        for s, word in _STAT_KEYS.items():
+            for stem in stems:
+                v = f.num(f"{word}_{stem}_ms")
+                if v is not None:
+                    keyed[m][s] = v
+    tpot = itl = None
+    if run.detailed and run.latencies_s is not None and run.ttfts_s is not None:
+        multi = run.output_lens > 1
+        tpot = (run.latencies_s[multi] - run.ttfts_s[multi]) / (run.output_lens[multi] - 1)
+    if run.itls_s is not None:
+        itl = np.concatenate(run.itls_s) if run.itls_s else np.zeros(0)
+    out = {"ttft": _pick(keyed["ttft"], run.ttfts_s, 1e3), "tpot": _pick(keyed["tpot"], tpot, 1e3),
+           "itl": _pick(keyed["itl"], itl, 1e3), "e2e": _pick(keyed["e2e"], run.latencies_s, 1e3)}
+    req_s = f.num("request_throughput")
+    out["throughput"] = {"req_s": req_s if req_s is not None else run.completed / run.duration_s,
+                         "output_tok_s": f.num("output_throughput") or run.total_output_tokens / run.duration_s}
+    return out

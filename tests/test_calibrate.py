@@ -1,0 +1,106 @@
+"""Calibration: the fit recovers factors a simulated run was made with, improves the match to a
+real published run, and its profile works on the command line; GPUs of one's own and prices."""
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from core.physics import catalog, costmodel, hardware
+from core.serving import benchfile, calibrate, export, replay
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = Path(__file__).parent / "fixtures" / "bench"
+VLLM_4 = FIX / "vllm-0.8.3_llama-3.3-70b_tp8_a100-40g_sharegpt_qps04.json"
+BASE = SimConfig(gpu="h100", model="llama-3.1-8b", policy="sarathi", max_batched_tokens=2048)
+
+
+def test_fit_recovers_the_factors_a_simulated_run_was_made_with():
+    true = replace(costmodel.fitted(), eta_bw=0.70, eta_gemm=0.45)
+    cfg = replace(BASE, workload=WorkloadSpec(n_requests=400, rate=6, prompt_mean=1024, output_mean=200,
+                                              length_dist="lognormal"))
+    made = export.vllm_result(simulate(cfg, true), 6.0, "meta-llama/Llama-3.1-8B-Instruct")
+    run, = benchfile.parse(json.dumps(made), "simulated.json")
+    cal = calibrate.fit(run, BASE)
+    assert cal.before["eta_bw"] == pytest.approx(costmodel.fitted().eta_bw)
+    assert cal.after["eta_bw"] == pytest.approx(0.70, rel=0.02)
+    assert cal.after["eta_gemm"] == pytest.approx(0.45, rel=0.03)
+    assert not cal.warnings
+    after = {r["metric"]: r for r in cal.rows_after}
+    for m in ("TTFT median", "TPOT median", "E2E mean", "TTFT p99"):  # p99 and E2E were not fitted
+        assert abs(after[m]["error"]) < 0.02, m
+
+
+@pytest.fixture(scope="module")
+def real():
+    run, = benchfile.parse(VLLM_4.read_bytes(), VLLM_4.name)
+    base = SimConfig(gpu="a100-40gb", model=replay.guess_model(run.model_id), tp=8, policy="sarathi",
+                     max_batched_tokens=2048)
+    return run, base, calibrate.fit(run, base)
+
+
+def test_the_published_run_is_replayed_as_recorded(real):
+    run, base, cal = real
+    assert base.model == "llama-3.1-70b"  # Llama-3.3-70B: the same shape
+    arrival, prompt, output = replay.workload_arrays(run)
+    assert len(arrival) == 200 and prompt.sum() == 42659 and output.sum() == 42449
+    assert 3.0 < 200 / arrival[-1] < 5.0  # drawn at the file's 4 req/s
+
+
+def test_calibration_on_a_published_run_brings_decode_onto_the_measurement(real):
+    run, base, cal = real
+    before = {r["metric"]: r for r in cal.rows_before}
+    after = {r["metric"]: r for r in cal.rows_after}
+    assert abs(after["TPOT median"]["error"]) < 0.02 < abs(before["TPOT median"]["error"])
+    assert abs(after["E2E mean"]["error"]) < abs(before["E2E mean"]["error"])  # not a fitted metric
+    assert cal.after["eta_bw"] < cal.before["eta_bw"]  # these A100s decode slower than the H200 fit says
+
+
+def test_profile_round_trip_and_command_line(real, tmp_path):
+    run, base, cal = real
+    prof = calibrate.profile(cal, "A100 at my lab")
+    gpu = hardware.load_profile(json.loads(export.to_json(prof)))
+    assert catalog.get_gpu(gpu.id).name == "A100 at my lab"
+    assert costmodel.efficiency_for(gpu).eta_bw == pytest.approx(cal.after["eta_bw"], rel=1e-5)
+    out = tmp_path / "profile.json"
+    cli = [sys.executable, "-m", "core"]
+    r = subprocess.run(cli + ["calibrate", str(VLLM_4), "--gpu", "a100-40gb", "--tp", "8", "--out", str(out),
+                              "--csv", str(tmp_path / "csv")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert {p.name for p in (tmp_path / "csv").iterdir()} == {"comparison.csv", "requests.csv", "steps.csv", "run.json"}
+    step = lambda *a: json.loads(subprocess.run(cli + ["steptime", "--model", "llama-3.1-70b", "--tp", "8",
+                                                       "--decode-batch", "16", "--context", "1000", "--json", *a],
+                                                cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    slow, fitted = step("--profile", str(out))["step_ms"], step("--gpu", "a100-40gb")["step_ms"]
+    assert slow > fitted * 1.2  # the profile's lower bandwidth efficiency reaches the cost model
+
+
+def test_a_gpu_from_its_datasheet_and_its_errors():
+    sheet = dict(name="My GPU", memory_gib=96, hbm_tbps=4.0, bf16_tflops=900, fp8_tflops=1800, link_gbps_per_dir=450,
+                 price_usd_per_gpu_hour=2.0)
+    g = hardware.register_datasheet(sheet)
+    s = simulate(replace(BASE, gpu=g.id, workload=WorkloadSpec(n_requests=100))).summary
+    assert s["price_usd_per_gpu_hour"] == 2.0
+    faster = hardware.register_datasheet(dict(sheet, hbm_tbps=8.0))
+    assert faster.id != g.id
+    assert simulate(replace(BASE, gpu=faster.id, workload=WorkloadSpec(n_requests=100))).summary["tpot_ms"]["p50"] \
+        < s["tpot_ms"]["p50"]
+    for bad, words in ((dict(sheet, hbm_tbps=4000), "'hbm_tbps' = 4000 is outside"),
+                       (dict(sheet, price_usd_per_gpu_hour=None), "'price_usd_per_gpu_hour'"),
+                       (dict(sheet, fp8_tflops=100), "fp8 TFLOP/s"), (dict(sheet, hbm=4), "unknown field"),
+                       (dict(sheet, name=""), "'name'")):
+        with pytest.raises(ValueError, match=words):
+            hardware.register_datasheet(bad)
+
+
+def test_a_catalog_gpu_at_your_price_changes_only_the_cost():
+    cfg = replace(BASE, workload=WorkloadSpec(n_requests=200))
+    lst, mine = simulate(cfg).summary, simulate(replace(cfg, gpu=hardware.price_variant("h100", 1.0))).summary
+    assert mine["ttft_ms"] == lst["ttft_ms"]
+    assert mine["cost_per_1m_tokens_usd"] == pytest.approx(lst["cost_per_1m_tokens_usd"] / lst["price_usd_per_gpu_hour"])
+    with pytest.raises(ValueError, match="price after '@'"):
+        catalog.get_gpu("h100@free")

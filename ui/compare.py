@@ -1,0 +1,59 @@
+"""Pinned deployments, kept in the session for the Compare view. Any view pins with one call:
+
+    from ui import compare
+    compare.pin(deployment_dict)     # a Planner row, the Lab's deployment, or one edited by hand
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from core.lab import compare as core_compare
+
+KEY = "pinned_deployments"
+
+
+def pinned() -> list[dict]:
+    return list(st.session_state.get(KEY, []))
+
+
+def pin(deployment: dict) -> str:
+    """Pin a deployment (up to four; the oldest gives way). Returns a sentence saying what happened,
+    for a toast or caption; a deployment that cannot run is refused with the reason."""
+    from ui import state  # the sidebar's inputs fill what the deployment leaves out
+    try:
+        d = core_compare.normalise(deployment, state.inputs())
+    except ValueError as e:
+        return f"Not pinned: {e}"
+    held = [p for p in pinned() if {k: v for k, v in p.items() if k != "label"}
+            != {k: v for k, v in d.items() if k != "label"}]
+    dropped = held[:-(core_compare.MAX_PINNED - 1)] if len(held) >= core_compare.MAX_PINNED else []
+    held = held[len(dropped):] + [d]
+    st.session_state[KEY] = held
+    return f"Pinned {d['label']} for Compare" + (f" (unpinned the oldest, {dropped[0]['label']})" if dropped else "")
+
+
+def unpin(index: int) -> None:
+    held = pinned()
+    if 0 <= index < len(held):
+        held.pop(index)
+    st.session_state[KEY] = held
+
+
+def pin_button(deployment: dict, key: str, label: str = "Pin for Compare") -> None:
+    """A small button that pins `deployment` and says so."""
+    if st.button(label, key=f"pin-{key}", icon=":material/push_pin:"):
+        st.toast(pin(deployment))
+
+
+def distributions_chart(rows: list[dict]):
+    """TTFT and TPOT of every deployment as cumulative distributions, side by side in one chart."""
+    import altair as alt
+    import pandas as pd
+    df = pd.DataFrame(rows)
+    return alt.Chart(df).mark_line().encode(
+        x=alt.X("ms:Q", title="ms", scale=alt.Scale(type="log")),
+        y=alt.Y("share:Q", title="share of requests", axis=alt.Axis(format="%")),
+        color=alt.Color("deployment:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
+        tooltip=["deployment", "metric", alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("share:Q", format=".0%")],
+    ).properties(width=330, height=260).facet(column=alt.Column("metric:N", title=None, sort=["TTFT", "TPOT"])
+                                              ).resolve_scale(x="independent")

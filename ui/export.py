@@ -1,0 +1,31 @@
+"""One download row for any view: the run's requests and steps as CSV, and the run as JSON
+(inputs, deployment, summary, version), built only when clicked."""
+from __future__ import annotations
+
+import streamlit as st
+
+from core.serving import export
+from core.serving.simulate import SimResult
+
+
+def downloads(result: SimResult, inputs: dict | None = None, key: str = "run", steps: bool = True,
+              extra: dict | None = None) -> None:
+    """Download buttons for one simulated run (CSV per request, per step where `steps`, JSON)."""
+    cols = st.columns(3 if steps else 2)
+    cols[0].download_button("Requests (CSV)", lambda: export.requests_csv(result), f"{key}-requests.csv", "text/csv",
+                            key=f"dl-{key}-requests", on_click="ignore", icon=":material/download:",
+                            help="One row per simulated request: arrival, lengths, queueing, TTFT, TPOT, E2E (ms).")
+    if steps:
+        cols[1].download_button("Step timeline (CSV)", lambda: export.steps_csv(result), f"{key}-steps.csv",
+                                "text/csv", key=f"dl-{key}-steps", on_click="ignore", icon=":material/download:",
+                                help="The engine's steps: time, length, prefill and decode tokens, KV blocks, queue.")
+    cols[-1].download_button("Run (JSON)", lambda: export.to_json(export.run_dict(result, inputs, extra)),
+                             f"{key}.json", "application/json", key=f"dl-{key}-json", on_click="ignore",
+                             icon=":material/download:",
+                             help="Inputs, deployment and summary, with the project's version: enough to reproduce it.")
+
+
+def table(rows: list[dict], what: str, key: str, label: str = "Table (CSV)") -> None:
+    """A download button for a table of flat rows."""
+    st.download_button(label, lambda: export.table_csv(rows, what), f"{key}.csv", "text/csv", key=f"dl-{key}",
+                       on_click="ignore", icon=":material/download:")

@@ -1,0 +1,104 @@
+"""Your benchmark: a vLLM or SGLang result file replayed on the simulator, metric by metric, and
+the cost model calibrated to it as a hardware profile the Lab, the Planner and Compare can use."""
+import json
+
+import streamlit as st
+
+from core.physics import catalog, hardware
+from core.serving import calibrate, export, replay
+from core.serving.simulate import SimConfig
+from ui import benchmark as B
+from ui import compare, state, widgets, yourgpu
+from ui import export as dl
+
+st.title("Your benchmark")
+st.markdown("Bring the result of `vllm bench serve --save-result` (with or without `--save-detailed`) or of SGLang's "
+            "`bench_serving --output-file`. The simulator rebuilds its workload (arrivals, prompt and output lengths), "
+            "serves it on the deployment you confirm below, and puts its TTFT, TPOT, ITL, E2E and throughput beside "
+            "yours. **Calibrate** then fits the cost model to your hardware and keeps it as a profile.")
+
+upload = st.file_uploader("Benchmark result (JSON or JSON lines)", type=["json", "jsonl"], key="bench_file")
+if upload is None:
+    st.info("No file yet: upload one above. The file is read as data only, up to 64 MB.", icon=":material/upload_file:")
+    st.stop()
+data, name = upload.getvalue(), upload.name
+try:
+    runs = B.parse(data, name)
+except ValueError as e:
+    st.error(f"This file cannot be read: {e}", icon=":material/block:")
+    st.stop()
+
+run = runs[0]
+if len(runs) > 1:
+    run = st.selectbox("Run", runs, format_func=lambda r: r.label(), key="bench_run")
+st.caption(f"{run.label()}" + (f"; model {run.model_id}" if run.model_id else "; the file does not name its model")
+           + f"; {run.duration_s:.0f} s; per-request data: {'yes' if run.detailed else 'no (summary only)'}.")
+
+st.subheader("The deployment it ran on")
+inputs = state.inputs()
+models = catalog.model_ids()
+guess = replay.guess_model(run.model_id) or inputs.model
+gpus = yourgpu.options()
+with st.form("bench_deployment"):
+    a, b, c = st.columns(3)
+    model = a.selectbox("Model", models, models.index(guess) if guess in models else 0,
+                        format_func=lambda m: catalog.get_model(m).label())
+    gpu = b.selectbox("GPU", gpus, gpus.index(inputs.gpu.split("@")[0]) if inputs.gpu.split("@")[0] in gpus else 0,
+                      format_func=lambda g: catalog.get_gpu(g).name)
+    tp = c.selectbox("Tensor parallelism (GPUs per replica)", [1, 2, 4, 8, 16], 0)
+    a, b, c = st.columns(3)
+    chunked = a.toggle("Chunked prefill (vLLM V1's default)", True)
+    budget = b.select_slider("Token budget per step", [512, 1024, 2048, 4096, 8192, 16384], 2048,
+                             help="vLLM's max_num_batched_tokens")
+    max_seqs = c.select_slider("Max sequences per step", [32, 64, 128, 256, 512, 1024], 256, help="vLLM's max_num_seqs")
+    st.form_submit_button("Simulate this run", type="primary", icon=":material/play_arrow:")
+base = SimConfig(gpu=gpu, model=model, tp=tp, policy="sarathi" if chunked else "vllm", max_batched_tokens=budget,
+                 max_seqs=max_seqs)
+try:
+    cmp = B.compare(data, name, run.line, base)
+except ValueError as e:
+    widgets.show_error(e, "This deployment")
+    st.stop()
+
+st.subheader("Measured against simulated")
+st.caption(f"Median |error| over the {len(cmp.rows)} figures: {cmp.median_abs_error:.0%}. Simulated: "
+           f"{len(cmp.result.requests['arrival_s'])} requests on {base.tp} x {catalog.get_gpu(gpu).name}.")
+for note in cmp.notes:
+    st.caption(f":material/info: {note}")
+st.dataframe(B.rows_frame(cmp.rows), hide_index=True, width="stretch", column_config=B.COLUMNS)
+dl.table(cmp.rows, f"measured against simulated, {name} {run.label()}", "comparison", "Comparison (CSV)")
+dl.downloads(cmp.result, {"result_file": name, "line": run.line},
+             key="replayed")
+compare.pin_button(dict(gpu=gpu, model=model, tp=tp, gpus=tp, policy=base.policy, max_batched_tokens=budget,
+                        max_seqs=max_seqs, label=f"your run's deployment ({tp} x {gpu})"), "bench")
+
+st.subheader("Calibrate")
+st.markdown(f"Fits the two factors a serving benchmark pins down: **{', '.join(calibrate.FACTORS)}**. "
+            + " ".join(f"`{k}` from the median {'/'.join(m.upper() for m in v[0])} ({v[1]})."
+                       for k, v in calibrate.FACTORS.items())
+            + " The other constants keep their values fitted to measured step times.")
+if st.button("Calibrate to this run", icon=":material/tune:", key="bench_fit") or st.session_state.get("bench_fitted") == (name, run.line, base):
+    st.session_state["bench_fitted"] = (name, run.line, base)
+    try:
+        cal = B.fit(data, name, run.line, base)
+    except ValueError as e:
+        widgets.show_error(e, "This calibration")
+        st.stop()
+    st.markdown(" · ".join(f"`{k}` {cal.before[k]:.3f} → **{cal.after[k]:.3f}**" for k in cal.after))
+    for w in cal.warnings:
+        st.warning(w, icon=":material/warning:")
+    st.dataframe(B.rows_frame(cal.rows_before, cal.rows_after), hide_index=True, width="stretch",
+                 column_config=B.COLUMNS)
+    st.altair_chart(B.errors_chart(cal.rows_before, cal.rows_after), width="stretch")
+    pname = st.text_input("Profile name", f"{catalog.get_gpu(gpu).name} calibrated", max_chars=60)
+    try:
+        prof = calibrate.profile(cal, pname)
+    except ValueError as e:
+        widgets.show_error(e, "This profile")
+        st.stop()
+    a, b = st.columns(2)
+    a.download_button("Hardware profile (JSON)", export.to_json(prof), "profile.json", "application/json",
+                      icon=":material/download:", on_click="ignore")
+    if b.button("Use this profile in the Lab", icon=":material/science:", key="bench_use",
+                on_click=lambda: yourgpu.add(hardware.load_profile(json.loads(export.to_json(prof))))):
+        st.switch_page("views/lab.py")

@@ -1,0 +1,79 @@
+"""Compare: up to four pinned deployments side by side on the sidebar's workload and targets."""
+import streamlit as st
+
+from core.lab import compare as C
+from core.physics import catalog
+from core.serving import export
+from ui import compare, state, widgets, yourgpu
+from ui import export as dl
+
+st.title("Compare")
+st.markdown("Pin up to four deployments (the Lab's, a row of the Planner, your benchmark's, or one you set below) and "
+            "see them serve the same workload, the sidebar's: headline figures, the TTFT and TPOT distributions, cost, "
+            "and the gauge that limits each.")
+inputs = state.valid_inputs()
+
+a, b = st.columns([1, 2])
+if a.button("Pin the Lab's deployment", icon=":material/push_pin:", key="pin_lab"):
+    try:
+        st.toast(compare.pin(C.from_lab(inputs)))
+    except ValueError as e:
+        widgets.show_error(e, "The Lab's deployment")
+with b.expander("Set a deployment by hand"):
+    with st.form("compare_edit", border=False):
+        c1, c2, c3 = st.columns(3)
+        gpus_list = yourgpu.options()
+        gpu = c1.selectbox("GPU", gpus_list, gpus_list.index(inputs.gpu.split("@")[0])
+                           if inputs.gpu.split("@")[0] in gpus_list else 0, format_func=lambda g: catalog.get_gpu(g).name)
+        n = c2.select_slider("GPUs", [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], max(1, inputs.gpus))
+        tp = c3.select_slider("tp", [1, 2, 4, 8, 16], 1)
+        dtype = c1.selectbox("Weights", ["bf16", "fp8"])
+        policy = c2.selectbox("Scheduling", C.POLICIES, format_func={"sarathi": "chunked prefill",
+                              "vllm": "continuous batching", "static": "static batching",
+                              "serial": "one at a time"}.get)
+        budget = c3.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192], 2048)
+        pre = c1.select_slider("Prefill GPUs (0: no split)", [0, 1, 2, 4, 8, 16], 0)
+        if st.form_submit_button("Pin", icon=":material/push_pin:"):
+            price = inputs.gpu.partition("@")[2]
+            st.toast(compare.pin(dict(gpu=f"{gpu}@{price}" if price else gpu, gpus=n, tp=tp, dtype=dtype,
+                                      policy=policy, max_batched_tokens=budget, prefill_gpus=pre,
+                                      prefill_tp=tp if pre else None)))
+
+pinned = compare.pinned()
+if not pinned:
+    st.info("Nothing pinned yet: pin the Lab's deployment above, or use **Pin for Compare** on the Planner or "
+            "Your benchmark.", icon=":material/info:")
+    st.stop()
+
+for i, d in enumerate(pinned):
+    c1, c2 = st.columns([6, 1])
+    c1.markdown(f"**{i + 1}.** {d['label']}" + (f"  \n{C.describe(d)}" if d['label'] != C.describe(d) else ""))
+    c2.button("Unpin", key=f"unpin-{i}", on_click=compare.unpin, args=(i,), icon=":material/close:")
+
+entries = C.side_by_side(pinned, inputs)
+for e in entries:
+    if e["error"]:
+        widgets.show_error(ValueError(e["error"]), e["label"])
+ok = [e for e in entries if not e["error"]]
+if not ok:
+    st.stop()
+
+st.subheader("Side by side")
+st.caption(f"{inputs.rate:g} req/s, prompts of {inputs.prompt_tokens} and outputs of {inputs.output_tokens} tokens "
+           f"({inputs.length_dist}), {inputs.requests:,} requests; targets p99 TTFT {inputs.ttft_p99_ms:g} ms and "
+           f"p99 TPOT {inputs.tpot_ms:g} ms.")
+rows = C.table(entries, inputs)
+st.dataframe(rows, hide_index=True, width="stretch")
+st.subheader("TTFT and TPOT distributions")
+st.altair_chart(compare.distributions_chart(C.distributions(entries)))
+st.subheader("What limits each")
+cols = st.columns(len(ok))
+for col, (i, e) in zip(cols, enumerate(ok)):
+    with col:
+        st.markdown(f"**{i + 1}.** {e['label']}")
+        widgets.gauge(e["limiting"])
+
+dl.table(rows, "deployments compared", "compare", "Comparison (CSV)")
+st.download_button("All runs (JSON)", lambda: export.to_json({"inputs": inputs.to_dict(), "runs": [
+    export.run_dict(e["result"], {"deployment": e["deployment"]}) for e in ok]}), "compare.json", "application/json",
+    on_click="ignore", icon=":material/download:", key="dl-compare-json")
