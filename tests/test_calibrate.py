@@ -16,7 +16,7 @@ from core.serving.workload import WorkloadSpec
 ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures" / "bench"
 VLLM_4 = FIX / "vllm-0.8.3_llama-3.3-70b_tp8_a100-40g_sharegpt_qps04.json"
-BASE = SimConfig(gpu="h100", model="llama-3.1-8b", policy="sarathi", max_batched_tokens=2048)
+BASE = SimConfig(gpu="h100", model="llama-3.1-8b", policy="sarathi", max_batched_tokens=2048, chunk=512)
 
 
 def test_fit_recovers_the_factors_a_simulated_run_was_made_with():
