@@ -20,8 +20,8 @@ import numpy as np
 
 from ..physics import catalog
 from ..serving.simulate import SimConfig
-from ..text import fmt_ms
 from . import gauges as G
+from . import readings
 from .inputs import LabInputs, _base, current_config, run
 
 MAX_PINNED = 4
@@ -113,19 +113,12 @@ def side_by_side(deployments: list[dict], inputs: LabInputs) -> list[dict]:
 def table(entries: list[dict], inputs: LabInputs) -> list[dict]:
     """Rows of metric and unit, one column per deployment (its label), for the comparison table."""
     ok = [e for e in entries if not e["error"]]
-    metrics = [
-        ("p50 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p50"])),
-        ("p99 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p99"])),
-        ("p50 TPOT", lambda s: f"{s['tpot_ms']['p50']:.1f} ms"),
-        ("p99 TPOT", lambda s: f"{s['tpot_ms']['p99']:.1f} ms"),
-        ("mean E2E", lambda s: f"{s['e2e_s']['mean']:.2f} s"),
-        ("Throughput", lambda s: f"{s['throughput_tok_s']:,.0f} tok/s"),
-        ("Goodput", lambda s: f"{s['goodput_req_s']:.2f} req/s ({s['slo_attainment']:.0%} within targets)"),
-        ("Queue", lambda s: "stable" if s["stable"] else "grows without bound"),
-        ("GPUs / replicas", lambda s: f"{s['gpus']} / {s['replicas']}"),
-        ("Cost per hour", lambda s: f"${s['gpus'] * s['price_usd_per_gpu_hour']:.2f}"),
-        ("Cost per 1M output tokens", lambda s: f"${s['cost_per_1m_tokens_usd']:.3f}"),
-    ]
+    metrics = readings.rows((
+        ("p50 TTFT", "ttft_p50"), ("p99 TTFT", "ttft_p99"), ("p50 TPOT", "tpot_p50"), ("p99 TPOT", "tpot_p99"),
+        ("mean E2E", "e2e_mean"), ("Throughput", "throughput"), ("Goodput", "goodput_share"), ("Queue", "queue"),
+        ("GPUs / replicas", "gpus_replicas"), ("Cost per hour", "cost_per_hour"),
+        ("Cost per 1M output tokens", "cost_per_1m_fine"),
+    ))
     rows = []
     for name, f in metrics:
         rows.append({"metric": name, **{_col(e, i): f(e["result"].summary) for i, e in enumerate(ok)}})

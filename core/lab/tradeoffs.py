@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
 from ..text import change, factor, fmt_ms
+from . import readings
 from .content import tradeoffs
 from .inputs import LabInputs, auto_tp, current_config, min_tp, run
 from .stages import run_stage
@@ -155,21 +156,13 @@ def hours(x: float) -> str:
     return f"{x:.2f} GPU-hours"
 
 
-# what the A/B table shows of each side: (metric, how it reads)
-COMPARED = (
-    ("p50 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p50"])),
-    ("p99 TTFT", lambda s: fmt_ms(s["ttft_ms"]["p99"])),
-    ("p50 TPOT", lambda s: f"{s['tpot_ms']['p50']:.1f} ms"),
-    ("p99 TPOT", lambda s: f"{s['tpot_ms']['p99']:.1f} ms"),
-    ("p50 time to the whole answer", lambda s: f"{s['e2e_s']['p50']:.2f} s"),
-    ("throughput", lambda s: f"{s['throughput_tok_s']:,.0f} tok/s"),
-    ("goodput", lambda s: f"{s['goodput_req_s']:.2f} req/s"),
-    ("mean batch", lambda s: f"{s['mean_batch']:.1f} sequences"),
-    ("KV utilisation", lambda s: f"{s['kv_utilization']:.0%}"),
-    ("preemptions", lambda s: f"{s['preemptions']:,}"),
-    ("GPU-hours", lambda s: f"{s['gpu_hours']:.3f} h"),
-    ("cost per 1M output tokens", lambda s: f"${s['cost_per_1m_tokens_usd']:.2f}"),
-)
+# what the A/B table shows of each side
+COMPARED = readings.rows((
+    ("p50 TTFT", "ttft_p50"), ("p99 TTFT", "ttft_p99"), ("p50 TPOT", "tpot_p50"), ("p99 TPOT", "tpot_p99"),
+    ("p50 time to the whole answer", "e2e_p50"), ("throughput", "throughput"), ("goodput", "goodput"),
+    ("mean batch", "mean_batch"), ("KV utilisation", "kv_utilization"), ("preemptions", "preemptions"),
+    ("GPU-hours", "gpu_hours"), ("cost per 1M output tokens", "cost_per_1m"),
+))
 
 
 def comparison(r: ABResult) -> dict[str, list[str]]:
