@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
+from ..planner.space import Targets
 from ..serving.simulate import SimConfig, SimResult, fitted_max_model_len, simulate
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
@@ -140,8 +141,8 @@ def auto_tp(inputs: LabInputs) -> int:
 def target_slack(summary: dict, inputs: LabInputs) -> tuple[bool, float]:
     """(whether the queue grows, the larger of p99 TTFT and p99 TPOT as a share of its target):
     smaller is better."""
-    return (not summary["stable"], max(summary["ttft_ms"]["p99"] / inputs.ttft_p99_ms,
-                                       summary["tpot_ms"]["p99"] / inputs.tpot_ms))
+    targets = Targets(inputs.ttft_p99_ms, inputs.tpot_ms)
+    return not summary["stable"], targets.slack(summary["ttft_ms"]["p99"], summary["tpot_ms"]["p99"])
 
 
 def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:

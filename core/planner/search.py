@@ -60,9 +60,7 @@ def outcome(d: Deployment, w: Workload) -> Outcome:
 
 
 def slack(o: Outcome, w: Workload) -> float:
-    """The larger of p99 TTFT and p99 TPOT as a share of its target: at equal cost, the deployment
-    with more room under the targets is the better answer."""
-    return max(o.ttft_p99_ms / w.targets.ttft_p99_ms, o.tpot_p99_ms / w.targets.tpot_p99_ms)
+    return w.targets.slack(o.ttft_p99_ms, o.tpot_p99_ms)
 
 
 def closeness(o: Outcome) -> tuple:

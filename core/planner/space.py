@@ -32,6 +32,11 @@ class Targets:
     tpot_p99_ms: float = 100.0
     attainment: float = 0.99  # share of requests that must meet both targets
 
+    def slack(self, ttft_p99_ms: float, tpot_p99_ms: float) -> float:
+        """The larger of p99 TTFT and p99 TPOT as a share of its target: at equal cost, the
+        deployment with more room under the targets is the better answer."""
+        return max(ttft_p99_ms / self.ttft_p99_ms, tpot_p99_ms / self.tpot_p99_ms)
+
     def check(self) -> None:
         for name, v in (("TTFT target", self.ttft_p99_ms), ("TPOT target", self.tpot_p99_ms)):
             if not (math.isfinite(v) and v > 0):
