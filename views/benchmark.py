@@ -1,11 +1,12 @@
 """Your benchmark: a vLLM or SGLang result file replayed on the simulator, metric by metric, and
 the cost model calibrated to it as a hardware profile the Lab, the Planner and Compare can use."""
 import json
+import math
 
 import streamlit as st
 
 from core.physics import catalog, hardware
-from core.serving import calibrate, export, replay
+from core.serving import benchfile, calibrate, export, replay
 from core.serving.simulate import SimConfig
 from ui import benchmark as B
 from ui import compare, state, widgets, yourgpu
@@ -17,9 +18,12 @@ st.markdown("Bring the result of `vllm bench serve --save-result` (with or witho
             "serves it on the deployment you confirm below, and puts its TTFT, TPOT, ITL, E2E and throughput beside "
             "yours. **Calibrate** then fits the cost model to your hardware and keeps it as a profile.")
 
-upload = st.file_uploader("Benchmark result (JSON or JSON lines)", type=["json", "jsonl"], key="bench_file")
+limit_mb = math.ceil(benchfile.MAX_BYTES / 1e6)  # the uploader's own limit, not Streamlit's 200 MB default
+upload = st.file_uploader("Benchmark result (JSON or JSON lines)", type=["json", "jsonl"], key="bench_file",
+                          max_upload_size=limit_mb)
 if upload is None:
-    st.info("No file yet: upload one above. The file is read as data only, up to 64 MB.", icon=":material/upload_file:")
+    st.info(f"No file yet: upload one above. The file is read as data only, up to {benchfile.MAX_BYTES / 1e6:.0f} MB.",
+            icon=":material/upload_file:")
     st.stop()
 data, name = upload.getvalue(), upload.name
 try:
