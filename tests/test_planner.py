@@ -163,3 +163,13 @@ def test_the_stage_ladder_shards_at_the_planners_degree():
     card = next(c for c in content.scenarios() if c["id"] == "frontier")
     stage4 = run_stage(replace(content.scenario_inputs(card), tp=0), 4)
     assert stage4.config.tp >= 4  # not tp=2, the smallest that fits, whose KV cache thrashes
+
+
+def test_every_planner_row_can_be_pinned_for_compare():
+    from core.lab import compare
+    x = LabInputs(rate=20)
+    p = plan(planner_workload(x), Budget(max_gpus=4), executor="inline")
+    for row in p.rows():
+        d = compare.normalise(row, x)
+        assert (d["gpus"], d["tp"], d["prefill_gpus"]) == (row["gpus"], row["tp"],
+                                                             row["prefill_tp"] * row["prefill_replicas"])

@@ -39,9 +39,9 @@ def unpin(index: int) -> None:
     st.session_state[KEY] = held
 
 
-def pin_button(deployment: dict, key: str, label: str = "Pin for Compare") -> None:
-    """A small button that pins `deployment` and says so."""
-    if st.button(label, key=f"pin-{key}", icon=":material/push_pin:"):
+def pin_button(deployment: dict | None, key: str, label: str = "Pin for Compare") -> None:
+    """A small button that pins `deployment` and says so (disabled while there is none)."""
+    if st.button(label, key=f"pin-{key}", icon=":material/push_pin:", disabled=deployment is None):
         st.toast(pin(deployment))
 
 

@@ -10,7 +10,7 @@ from core.physics import catalog
 from core.planner.plan import plan
 from core.planner.space import DTYPES, Budget, Deployment
 from core.text import count, fmt_ms
-from ui import cache, charts, state, widgets
+from ui import cache, charts, compare, state, widgets
 
 st.title("Planner")
 st.markdown("What is the cheapest deployment that meets your latency targets at your traffic? The planner takes "
@@ -128,15 +128,18 @@ def open_in_lab(row: dict) -> None:
     state.load(lab_inputs_for(d))
 
 
-a, b, c = st.columns(3)
+a, pin, b, c = st.columns(4)
 if a.button("Open the selected row in the Lab", icon=":material/science:", disabled=chosen is None,
             on_click=open_in_lab, args=(rows[chosen] if chosen is not None else None,)):
     st.switch_page("views/lab.py", query_params={})
+with pin:
+    compare.pin_button(rows[chosen] if chosen is not None else None, "planner", "Pin the selected row for Compare")
 b.download_button("Download CSV", table.to_csv(index=False), "plan.csv", "text/csv", icon=":material/download:")
 c.download_button("Download JSON", json.dumps(p.to_json(), indent=1, default=float), "plan.json", "application/json",
                   icon=":material/download:")
-st.caption("Select a row, then open it in the Lab: the sidebar takes its GPUs, dtype and schedule. A prefill/decode "
-           "split has no sidebar toggle, so the Lab shows its GPUs and its own recommendation finds the split.")
+st.caption("Select a row, then open it in the Lab (the sidebar takes its GPUs, dtype and schedule) or pin it for "
+           "Compare. A prefill/decode split has no sidebar toggle, so the Lab shows its GPUs and its own "
+           "recommendation finds the split.")
 if p.pruned():
     with st.expander(f"Ruled out before simulating ({len(p.pruned())} shapes)"):
         st.dataframe(pd.DataFrame(p.pruned()), hide_index=True)

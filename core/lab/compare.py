@@ -43,7 +43,7 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     gpu = catalog.get_gpu(str(d.get("gpu") or inputs.gpu)).id
     model = catalog.get_model(str(d.get("model") or inputs.model)).id
     tp = _int(d, "tp", 1, 1, 64)
-    pre_tp = _int(d, "prefill_tp", tp, 1, 64)
+    pre_tp = _int(d, "prefill_tp", tp, 0, 64) or tp  # 0 (a Planner row without a split): no prefill pool
     pre_gpus = _int(d, "prefill_gpus", pre_tp * _int(d, "prefill_replicas", 0, 0, 4096), 0)
     gpus = _int(d, "gpus", max(tp, inputs.gpus // tp * tp), 1)
     if gpus < tp or (gpus - pre_gpus) % tp:
