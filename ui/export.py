@@ -29,3 +29,12 @@ def table(rows: list[dict], what: str, key: str, label: str = "Table (CSV)") -> 
     """A download button for a table of flat rows."""
     st.download_button(label, lambda: export.table_csv(rows, what), f"{key}.csv", "text/csv", key=f"dl-{key}",
                        on_click="ignore", icon=":material/download:")
+
+
+def runs(named: dict[str, SimResult], inputs: dict | None, key: str, label: str = "Runs (JSON)") -> None:
+    """One JSON of several runs of the same inputs (stages, an A/B, pinned deployments), each with its
+    deployment and summary."""
+    st.download_button(label, lambda: export.to_json({"inputs": inputs or {}, "runs": {
+        name: export.run_dict(result) for name, result in named.items()}}), f"{key}.json", "application/json",
+        key=f"dl-{key}-json", on_click="ignore", icon=":material/download:",
+        help="Each run's deployment and summary, with the inputs and the project's version: enough to reproduce them.")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from core.lab import sweeps
-from ui import cache, charts, state, widgets
+from ui import cache, charts, export, state, widgets
 
 st.title("Bottlenecks")
 st.markdown("Five limits decide how a deployment serves a workload. Each is measured by the simulation of the "
@@ -49,6 +49,7 @@ def ttft():
                                 "p99 TTFT against request rate: the knee", log_y=True, rule_y=inputs.ttft_p99_ms,
                                 rule_x=inputs.rate), width="stretch")
     st.caption(sweeps.rate_caption(rows, inputs))
+    export.table(rows, "sweep of the request rate", "sweep-rate", "Rate sweep (CSV)")
 
 
 def kv():
@@ -59,6 +60,7 @@ def kv():
                                 "KV cache pressure against output length", log_x=True, percent_y=True, rule_y=1.0,
                                 rule_x=inputs.output_tokens), width="stretch")
     st.caption(sweeps.output_caption(rows))
+    export.table(rows, "sweep of the output length", "sweep-output", "Output-length sweep (CSV)")
 
 
 def weights():
@@ -68,6 +70,7 @@ def weights():
                                 "weights per GPU (GB)", "Per-GPU weight footprint falls as you shard", log_x=True,
                                 rule_y=usable), width="stretch")
     st.caption(sweeps.tp_caption(rows))
+    export.table(rows, "sweep of the tensor-parallel degree", "sweep-tp", "Tensor-parallel sweep (CSV)")
 
 
 def decode():
@@ -76,6 +79,7 @@ def decode():
                                 "tok/s of one replica", "Decode throughput against batch", log_x=True,
                                 log_y=True, rule_x=max(s["mean_batch"], 1)), width="stretch")
     st.caption(sweeps.batch_caption(s["mean_batch"]))
+    export.table(rows, "sweep of the decode batch", "sweep-batch", "Batch sweep (CSV)")
 
 
 def slots():
@@ -94,3 +98,6 @@ section("kv", kv)
 section("weights", weights)
 section("decode", decode)
 section("slots", slots)
+
+st.subheader("Download")
+export.downloads(view["result"], inputs.to_dict(), key="bottlenecks")

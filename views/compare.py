@@ -74,6 +74,5 @@ for col, (i, e) in zip(cols, enumerate(ok)):
         widgets.gauge(e["limiting"])
 
 dl.table(rows, "deployments compared", "compare", "Comparison (CSV)")
-st.download_button("All runs (JSON)", lambda: export.to_json({"inputs": inputs.to_dict(), "runs": [
-    export.run_dict(e["result"], {"deployment": e["deployment"]}) for e in ok]}), "compare.json", "application/json",
-    on_click="ignore", icon=":material/download:", key="dl-compare-json")
+dl.runs({f"{i + 1}. {e['label']}": e["result"] for i, e in enumerate(ok)}, inputs.to_dict(), "compare",
+        "All runs (JSON)")

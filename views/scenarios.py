@@ -2,7 +2,7 @@
 import streamlit as st
 
 from core.lab import content, stages
-from ui import cache, charts, state
+from ui import cache, charts, export, state
 
 st.title("Normal evolution scenarios")
 st.markdown("Click left to right for the intended demo path. Each card changes the **workload inputs**, not the "
@@ -33,5 +33,7 @@ for row in range(0, len(cards), 3):
                          icon=":material/arrow_forward:"):
                 st.switch_page("views/lab.py", query_params={})  # the sidebar binds the URL itself
 
-st.altair_chart(charts.stage_path([dict(card=f"{i + 1}. {c['title']}", stage=r.stage, name=r.name)
-                                   for i, (c, r) in enumerate(zip(cards, recs))]), width="stretch")
+path = [dict(card=f"{i + 1}. {c['title']}", stage=r.stage, name=r.name) for i, (c, r) in enumerate(zip(cards, recs))]
+st.altair_chart(charts.stage_path(path), width="stretch")
+export.table([dict(p, meets_targets=r.met, **content.scenario_inputs(c).to_dict()) for p, c, r in zip(path, cards, recs)],
+             "scenario cards and the stage each needs", "scenarios", "Scenarios (CSV)")

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from core.lab import content, tradeoffs
-from ui import cache, state, widgets
+from ui import cache, export, state, widgets
 
 st.title("Decision trade-offs")
 st.markdown("Why this changes: six choices the design makes as the workload grows. Each is simulated off and on, "
@@ -36,5 +36,12 @@ for t in content.tradeoffs():
         if ab.id != "streaming":
             widgets.overload(ab.on.summary, f"On ({ab.on_label})")
             st.caption(f"**Off:** {ab.off_label}.  \n**On:** {ab.on_label}.")
-        table = pd.DataFrame(tradeoffs.comparison(ab))
+        rows = tradeoffs.comparison(ab)
+        table = pd.DataFrame(rows)
         st.table(table.set_index(table.columns[0]))
+        a, b = st.columns(2)
+        with a:
+            export.table(rows, f"trade-off: {t['title']}", f"tradeoff-{t['id']}", "Comparison (CSV)")
+        with b:
+            export.runs({f"off: {ab.off_label}": ab.off, f"on: {ab.on_label}": ab.on}, inputs.to_dict(),
+                        f"tradeoff-{t['id']}", "Both runs (JSON)")

@@ -3,7 +3,7 @@ import streamlit as st
 
 from core.lab import content, gauges, report, stages
 from core.lab.inputs import STAGES
-from ui import cache, charts, state
+from ui import cache, charts, export, state
 
 st.title("Guided walkthrough")
 st.markdown("Reason about it one step at a time: each stage below is simulated on the workload in the sidebar, "
@@ -58,3 +58,9 @@ a.altair_chart(charts.stage_bars(rows, "ttft", "p99 TTFT", "s, log scale", input
                width="stretch")
 b.altair_chart(charts.stage_bars(rows, "tok", "Throughput", "output tok/s"), width="stretch")
 st.caption(f"Recommended: stage {rec.stage}, {rec.name}. {rec.reason}")
+
+st.subheader("Download")
+export.table([{"stage": r["stage"], "name": r["name"], "ttft_p99_s": r["ttft"], "throughput_tok_s": r["tok"],
+               "targets": r["meets"]} for r in rows], "the five stages on this workload", "stages", "All five stages (CSV)")
+if not o.error:
+    export.downloads(o.result, inputs.to_dict(), key=f"stage{k}")
