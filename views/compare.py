@@ -3,7 +3,6 @@ import streamlit as st
 
 from core.lab import compare as C
 from core.physics import catalog
-from core.serving import export
 from ui import compare, state, widgets, yourgpu
 from ui import export as dl
 
