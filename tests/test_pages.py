@@ -175,3 +175,18 @@ def test_a_replayed_trace_replaces_the_sweeps_it_makes_meaningless():
     x = LabInputs(trace_csv=trace)
     assert "replay the same requests" in sweeps.trace_fixes(x, "rate")
     assert sweeps.trace_fixes(x, "tp") is None and sweeps.trace_fixes(LabInputs(), "rate") is None
+
+
+def test_planner_searches_at_the_sidebars_own_price():
+    """A price set in the sidebar (Advanced) is the Planner's price for that GPU, not an error."""
+    at = app()
+    at.sidebar.number_input(key="price").set_value(1.5).run()
+    at.switch_page("views/planner.py").run()
+    assert not at.exception, at.exception
+    assert at.multiselect[0].value == ["h100"]
+    at.select_slider[0].set_value(1)
+    at.multiselect[1].set_value(["bf16"])
+    next(b for b in at.button if b.label == "Search deployments").click().run()
+    assert not at.exception
+    cost = next(m for m in at.metric if m.label == "Cost")
+    assert cost.value == "$1.50 / h"  # one H100 at the sidebar's price

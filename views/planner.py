@@ -10,7 +10,7 @@ from core.physics import catalog
 from core.planner.plan import plan
 from core.planner.space import DTYPES, Budget, Deployment
 from core.text import count, fmt_ms
-from ui import cache, charts, compare, state, widgets
+from ui import cache, charts, compare, state, widgets, yourgpu
 
 st.title("Planner")
 st.markdown("What is the cheapest deployment that meets your latency targets at your traffic? The planner takes "
@@ -19,13 +19,20 @@ st.markdown("What is the cheapest deployment that meets your latency targets at 
             "the memory planner and the roofline forbid, and simulates the rest.")
 
 inputs = state.valid_inputs()
-gpu_ids = catalog.gpu_ids()
+gpu_ids = yourgpu.options()  # the catalog's and this session's own GPUs
+chosen = inputs.gpu.split("@")[0]  # the sidebar's GPU; its price (if set) is the table's below
+
+
+def price(g: str) -> float:
+    return catalog.get_gpu(inputs.gpu if g == chosen else g).price_usd_per_gpu_hour
+
+
 cache.planner_workers()  # started while the budget is set, so that a search does not wait for them
 
 with st.form("budget"):
     a, b, c = st.columns(3)
     max_gpus = a.select_slider("Most GPUs", [1, 2, 4, 8, 16, 32, 64], 16 if inputs.gpus <= 16 else 64)
-    gpu_types = b.multiselect("GPU types", gpu_ids, [inputs.gpu], format_func=state.gpu_label)
+    gpu_types = b.multiselect("GPU types", gpu_ids, [chosen], format_func=state.gpu_label)
     dtypes = c.multiselect("Weight dtypes", DTYPES, list(DTYPES),
                            help="fp8 halves the weight bytes; GPUs without fp8 support search bf16 only.")
     a, b, c = st.columns(3)
@@ -34,9 +41,8 @@ with st.form("budget"):
     disagg = b.toggle("Prefill/decode splits", True, help="Also search deployments split into a prefill and a "
                                                           "decode pool, each with its own tensor parallelism.")
     requests = c.select_slider("Requests per simulation", [500, 1000, 2000, 5000], 2000)
-    with st.expander("Prices ($ per GPU-hour): the catalog's list prices, each sourced; edit a cell to use yours"):
-        prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [catalog.get_gpu(g).price_usd_per_gpu_hour
-                                                                             for g in gpu_ids]}),
+    with st.expander("Prices ($ per GPU-hour): the catalog's sourced list prices, or the sidebar's; edit a cell to use yours"):
+        prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [price(g) for g in gpu_ids]}),
                                 disabled=["GPU"], hide_index=True, key="prices",
                                 column_config={"$ per GPU-hour": st.column_config.NumberColumn(min_value=0.01,
                                                                                              format="$%.2f")})
