@@ -533,7 +533,15 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trac
     """Schedule replica r's next step at time t and account for it; returns its duration, or -1
     when there is nothing it can run."""
     p = params[r]
-    if schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix) == 0:
+    preempts = PI[r, P_PREEMPTS]
+    tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix)
+    if tokens == 0 and PI[r, P_PREEMPTS] > preempts:
+        # every running request was preempted and the step admitted none (a step that preempts
+        # admits nobody): the next step follows at once and admits into the blocks freed, as
+        # vLLM's engine loop steps again while requests remain; else the replica would sit idle
+        # with no event left to wake it
+        tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix)
+    if tokens == 0:
         return -1.0
     dt = step_duration(p, mix, scratch)
     PF[r, Q_BUSY] = t + dt
