@@ -102,7 +102,7 @@ def compare(p: dict, kind: str, s: dict, out_len: float) -> list[tuple[str, floa
         rows.append(("TPOT p50 ms", m["tpot_ms"]["p50"], s["tpot_ms"]["p50"]))
         rows.append(("E2E p50 ms", m["e2e_ms"]["p50"], s["e2e_s"]["p50"] * 1e3))
     elif kind == "offline":
-        rows.append(("throughput req/s", m["throughput"]["req_s"], s["throughput_req_s"]))
+        rows.append(("throughput req/s", m["throughput"]["req_s"], s["completed_req_s"]))
     return rows
 
 

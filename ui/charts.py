@@ -1,6 +1,8 @@
 """Altair charts of simulation results. Every axis carries its unit."""
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -15,7 +17,9 @@ from core.serving.simulate import SimResult
 # height is its plot's own.
 FIT_WIDTH = alt.AutoSizeParams(type="fit-x", contains="padding")
 
-LOG_TICKS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
+# a limit line more than this many times the data's top is named above the chart, not drawn:
+# drawn, it would squash the data into the bottom of the plot
+FAR_LIMIT = 2.5
 STAGE_NAMES = [f"stage {i}" for i in range(1, 6)]
 STAGE_COLORS = ["#94a3b8", "#0ea5e9", "#7c3aed", "#f59e0b", "#dc2626"]  # one hue per stage, in order
 COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3aed", "muted": "#9ca3af"}
@@ -24,6 +28,36 @@ COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3a
 def framed(chart, height: int | alt.Step, title: str):
     """A chart's height (of its plot area, or a step per band) and title, its width the container's."""
     return chart.properties(height=height, title=title, autosize=FIT_WIDTH)
+
+
+def ticks_125(lo: float, hi: float) -> list[float]:
+    """Round values at 1-2-5 steps from the largest at or below `lo` to the smallest at or above
+    `hi` (a log axis reads best at these); decades only when that would crowd the axis."""
+    if not (lo > 0 and hi > 0):
+        return []
+    lo, hi = min(lo, hi), max(lo, hi)
+    out, e = [], math.floor(math.log10(lo)) - 1
+    while not out or out[-1] < hi * (1 - 1e-9):
+        for m in (1, 2, 5):
+            v = m * 10.0 ** e
+            if v <= lo * (1 + 1e-9):
+                out = [v]
+            elif not out or out[-1] < hi * (1 - 1e-9):
+                out.append(v)
+        e += 1
+    out = [float(f"{v:.12g}") for v in out]
+    return out if len(out) <= 9 else [v for v in out if f"{v:g}".lstrip("0.").startswith("1")] or out
+
+
+def log_scale(values, ticks: list[float] | None = None) -> tuple[alt.Scale, dict]:
+    """A log scale spanning the data, with its ticks at 1-2-5 steps (or at `ticks`, say the powers
+    of two a batch or a tensor-parallel degree takes)."""
+    v = [float(x) for x in values if x is not None and np.isfinite(x) and x > 0]
+    if not v:
+        return alt.Scale(type="log"), {}
+    lo, hi = (min(v), max(v)) if min(v) < max(v) else (min(v) / 2, max(v) * 2)
+    t = sorted(ticks) if ticks else ticks_125(lo, hi)
+    return alt.Scale(type="log", domain=[min(t[0], lo), max(t[-1], hi)], nice=False), dict(values=t, format=",~g")
 
 
 def _thin(df: pd.DataFrame, n: int = 250) -> pd.DataFrame:
@@ -36,7 +70,7 @@ def queue_and_batch(res: SimResult) -> alt.Chart:
     df = _thin(df).melt("time (s)", var_name="requests", value_name="count")
     chart = alt.Chart(df).mark_line(interpolate="step-after").encode(
         x=alt.X("time (s):Q", title="simulated time (s)"),
-        y=alt.Y("count:Q", title="requests (all replicas)"),
+        y=alt.Y("count:Q", title="requests (all replicas)", axis=alt.Axis(format="d", tickMinStep=1)),
         color=alt.Color("requests:N", scale=alt.Scale(domain=["running batch", "waiting in queue"],
                                                       range=[COLORS["accent"], COLORS["bad"]]),
                         legend=alt.Legend(orient="top", title=None)),
@@ -49,16 +83,30 @@ def kv_blocks(res: SimResult) -> alt.Chart:
     tr = res.trace
     cap = res.summary["kv_blocks_total"]
     df = _thin(pd.DataFrame({"time (s)": tr["time_s"], "blocks used": tr["kv_blocks_used"]}))
+    top = float(df["blocks used"].max()) if len(df) else 0.0
+    far = top * FAR_LIMIT < cap
     area = alt.Chart(df).mark_area(opacity=0.5, color=COLORS["accent"], interpolate="step-after").encode(
         x=alt.X("time (s):Q", title="simulated time (s)"),
         y=alt.Y("blocks used:Q", title=f"KV blocks ({res.config.block_size} tokens each)",
-                scale=alt.Scale(domain=[0, cap * 1.05])),
+                scale=alt.Scale(domain=[0, max(top, 1) * 1.1] if far else [0, cap * 1.05]),
+                axis=alt.Axis(format=",d", tickMinStep=1)),
         tooltip=[alt.Tooltip("time (s):Q"), alt.Tooltip("blocks used:Q")])
+    text = f"capacity {cap:,} blocks" + (f", above the chart (peak {share_of(top, cap)} of it)" if far else "")
+    label = alt.Chart(pd.DataFrame({"text": [text]})).mark_text(align="left", baseline="top", dy=4,
+                                                                color=COLORS["bad"]).encode(
+        text=alt.Text("text:N"), x=alt.XValue(4), y=alt.YValue(0))
+    if far:
+        return framed(area + label, 200, "KV blocks used against capacity")
     rule = alt.Chart(pd.DataFrame({"capacity": [cap]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
         y=alt.Y("capacity:Q"), tooltip=[alt.Tooltip("capacity:Q", title="KV blocks in all")])
-    label = alt.Chart(pd.DataFrame({"capacity": [cap], "text": [f"capacity {cap:,} blocks"]})).mark_text(
+    label = alt.Chart(pd.DataFrame({"capacity": [cap], "text": [text]})).mark_text(
         align="left", dy=-6, color=COLORS["bad"]).encode(y=alt.Y("capacity:Q"), text=alt.Text("text:N"), x=alt.XValue(4))
     return framed(area + rule + label, 200, "KV blocks used against capacity")
+
+
+def share_of(part: float, whole: float) -> str:
+    r = part / whole if whole else 0.0
+    return f"{r:.1%}" if r < 0.1 else f"{r:.0%}"
 
 
 def ttft_cdf(res: SimResult, target_ms: float) -> alt.Chart:
@@ -66,8 +114,9 @@ def ttft_cdf(res: SimResult, target_ms: float) -> alt.Chart:
     ttft = np.sort((q["first_token_s"] - q["arrival_s"]) * 1e3)
     frac = np.arange(1, len(ttft) + 1) / len(ttft)
     df = _thin(pd.DataFrame({"TTFT (ms)": np.maximum(ttft, 1e-3), "share of requests": frac}))
+    scale, axis = log_scale(list(df["TTFT (ms)"]) + [target_ms])
     line = alt.Chart(df).mark_line(color=COLORS["accent"], interpolate="step-after").encode(
-        x=alt.X("TTFT (ms):Q", title="time to first token (ms, log scale)", scale=alt.Scale(type="log")),
+        x=alt.X("TTFT (ms):Q", title="time to first token (ms, log scale)", scale=scale, axis=alt.Axis(**axis)),
         y=alt.Y("share of requests:Q", title="share of requests at or below", axis=alt.Axis(format="%")),
         tooltip=[alt.Tooltip("TTFT (ms):Q", format=".1f"), alt.Tooltip("share of requests:Q", format=".1%")])
     t = pd.DataFrame({"target": [target_ms], "text": [f"p99 target {target_ms:g} ms"]})
@@ -137,8 +186,9 @@ def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: flo
     df[metric] = df[metric].fillna(base)
     df["base"] = base
     x = alt.X("stage:N", title=None, sort=None, axis=alt.Axis(labelAngle=0))
+    scale, axis = log_scale(list(df[metric]) + [base] + ([target] if target else [])) if log else (alt.Scale(), {})
     bars = alt.Chart(df).mark_bar().encode(
-        x=x, y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=alt.Scale(type="log" if log else "linear")),
+        x=x, y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=scale, axis=alt.Axis(**axis)),
         y2=alt.Y2("base:Q"),
         color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", "cannot run here"],
                                                    range=[COLORS["ok"], COLORS["bad"], COLORS["muted"]]),
@@ -169,17 +219,39 @@ def stage_path(rows: list[dict]) -> alt.Chart:
 
 def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: str, log_x: bool = False,
          log_y: bool = False, rule_y: float | None = None, rule_x: float | None = None, color: str | None = None,
-         percent_y: bool = False) -> alt.Chart:
+         percent_y: bool = False, x_ticks: list[float] | None = None, rule_y_label: str = "limit",
+         integer_y: bool = False) -> alt.Chart:
+    """A swept figure against its input. A log axis ticks at 1-2-5 steps (or at `x_ticks`); a
+    limit (rule_y) far above the data is named above the chart instead of squashing the data."""
     df = pd.DataFrame(rows)
-    enc_y = alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log" if log_y else "linear"),
-                  axis=alt.Axis(format="%") if percent_y else alt.Axis())
+    top = float(df[y].max()) if len(df) else 0.0
+    far = rule_y is not None and not log_y and top * FAR_LIMIT < rule_y
+    fmt = "%" if percent_y else (",d" if integer_y else None)
+    y_axis = dict(format=fmt) if fmt else {}
+    if integer_y:
+        y_axis["tickMinStep"] = 1
+    if log_y:
+        y_scale, y_axis = log_scale(list(df[y]) + ([rule_y] if rule_y else []))
+    else:
+        y_scale = alt.Scale(domain=[0, top * 1.1]) if far else alt.Scale()
+    if log_x:
+        x_scale, x_axis = log_scale(list(df[x]) + ([rule_x] if rule_x else []), x_ticks)
+    else:
+        x_scale, x_axis = alt.Scale(), {}
+    enc_y = alt.Y(f"{y}:Q", title=y_title, scale=y_scale, axis=alt.Axis(**y_axis))
     base = alt.Chart(df).mark_line(point=True, color=color or COLORS["accent"]).encode(
-        x=alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log" if log_x else "linear")), y=enc_y,
+        x=alt.X(f"{x}:Q", title=x_title, scale=x_scale, axis=alt.Axis(**x_axis)), y=enc_y,
         tooltip=[alt.Tooltip(f"{x}:Q", title=x_title, format=",.3g"), alt.Tooltip(f"{y}:Q", title=y_title, format=",.3g")])
     layers = [base]
     if rule_y is not None:
-        layers.append(alt.Chart(pd.DataFrame({"v": [rule_y]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
-                      .encode(y=alt.Y("v:Q")))
+        shown = f"{rule_y:.0%}" if percent_y else f"{rule_y:,.4g}"
+        if far:
+            layers.append(alt.Chart(pd.DataFrame({"text": [f"{rule_y_label} {shown}: far above the chart"]}))
+                          .mark_text(align="right", baseline="top", dy=2, color=COLORS["bad"])
+                          .encode(text=alt.Text("text:N"), x=alt.XValue("width"), y=alt.YValue(0)))
+        else:
+            layers.append(alt.Chart(pd.DataFrame({"v": [rule_y]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
+                          .encode(y=alt.Y("v:Q"), tooltip=[alt.Tooltip("v:Q", title=rule_y_label)]))
     if rule_x is not None:
         layers.append(alt.Chart(pd.DataFrame({"v": [rule_x]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2])
                       .encode(x=alt.X("v:Q")))
@@ -190,9 +262,11 @@ def decode_roofline(rows: list[dict], roof: list[dict], ridge_batch: float) -> a
     """Decode tokens/s against batch: the Lab's cost model (rows) under the weights-only roofline."""
     df = pd.DataFrame([dict(batch=r["batch"], tok_s=r["tok_s"], curve="Lab cost model") for r in rows]
                       + [dict(batch=r["batch"], tok_s=r["tok_s"], curve="roofline, weights only") for r in roof])
+    xs, xa = log_scale(df["batch"], sorted(set(df["batch"])))
+    ys, ya = log_scale(df["tok_s"])
     lines = alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("batch:Q", title="decode batch (sequences, log scale)", scale=alt.Scale(type="log")),
-        y=alt.Y("tok_s:Q", title="tokens/s (log scale)", scale=alt.Scale(type="log")),
+        x=alt.X("batch:Q", title="decode batch (sequences, log scale)", scale=xs, axis=alt.Axis(**xa)),
+        y=alt.Y("tok_s:Q", title="tokens/s (log scale)", scale=ys, axis=alt.Axis(**ya)),
         color=alt.Color("curve:N", scale=alt.Scale(domain=["Lab cost model", "roofline, weights only"],
                                                    range=[COLORS["accent"], COLORS["muted"]]),
                         legend=alt.Legend(orient="top", title=None, symbolType="stroke", symbolStrokeWidth=3)),
@@ -233,8 +307,8 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
                             ("meets the targets" if r["meets"] else "misses"),
                             rate=r["max_rate_req_s"] or 0.0) for r in rows if np.isfinite(r[metric])])
     x = alt.X("usd_h:Q", title="cost ($ per hour)", scale=alt.Scale(zero=False))
-    y = alt.Y("ms:Q", title=f"{title} (ms, log scale)", scale=alt.Scale(type="log"),
-              axis=alt.Axis(values=[v for v in LOG_TICKS_MS]))
+    scale, axis = log_scale(list(df["ms"]) + [target])
+    y = alt.Y("ms:Q", title=f"{title} (ms, log scale)", scale=scale, axis=alt.Axis(**axis))
     tooltip = [alt.Tooltip("label:N", title="deployment"), alt.Tooltip("usd_h:Q", title="$ per hour", format=",.2f"),
                alt.Tooltip("ms:Q", title=f"{title} (ms)", format=",.1f"),
                alt.Tooltip("rate:Q", title="highest rate within targets (req/s)", format=",.3g")]

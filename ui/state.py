@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.physics import catalog
+from core.lab import sweeps
 from core.lab.inputs import LabInputs
 from core.serving.workload import LENGTH_DISTS
 from ui import widgets, yourgpu
@@ -22,6 +23,7 @@ CUSTOM = "Custom size (slider)"
 MODEL_CHOICES = catalog.model_ids() + [CUSTOM]
 GPU_COUNTS = list(range(1, 17)) + [20, 24, 32, 48, 64]  # every count a planned deployment may need
 TRACE_KEY = "trace_csv"
+UPLOAD_GENERATION = "trace_upload_generation"
 
 
 def _model_label(mid: str) -> str:
@@ -100,11 +102,14 @@ def sidebar() -> None:
                                   "kv": "least KV load"}.get)
         st.selectbox("Weights", ["bf16", "fp8"], 0, key="dtype", bind="query-params")
         upload = st.file_uploader("Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens)", type=["csv"],
-                                  key="trace_upload")
+                                  key=f"trace_upload_{st.session_state.get(UPLOAD_GENERATION, 0)}")
         st.session_state[TRACE_KEY] = (upload.getvalue().decode("utf-8", errors="replace")
                                        if upload is not None else None)
         if st.session_state[TRACE_KEY] is not None:
-            st.caption("The trace replaces the generated workload (rate and lengths above are ignored).")
+            try:
+                st.caption(sweeps.trace_replaces(st.session_state[TRACE_KEY]))
+            except ValueError as e:
+                st.caption(f"This trace cannot be replayed: {e}.")
         yourgpu.section()
 
 
@@ -149,18 +154,21 @@ _FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens",
 
 
 def load(values: dict) -> None:
-    """Set the sidebar from a dict of LabInputs fields (a scenario card, a rule's demo)."""
+    """Set the sidebar to a whole workload (a scenario card, a rule's demo): the fields `values`
+    gives, and the defaults for every other, so that what the card promised is what the Lab runs.
+    A replayed trace would replace that workload, so it is put down too."""
     ss = st.session_state
+    whole = {**DEFAULTS.to_dict(), **values}
     for key, field in _FIELDS.items():
-        if field in values:
-            v = values[field]
-            if key in ("ttft", "tpot"):
-                v = int(v)
-            ss[key] = v
-    if "model" in values:
-        m = values["model"]
-        if m.startswith("dense-"):
-            ss["model"] = CUSTOM
-            ss["size_b"] = float(m[len("dense-"):-1]) if m.endswith("b") else 70
-        else:
-            ss["model"] = m
+        v = whole[field]
+        if key in ("ttft", "tpot"):
+            v = int(v)
+        ss[key] = v
+    m = whole["model"]
+    if m.startswith("dense-"):
+        ss["model"] = CUSTOM
+        ss["size_b"] = float(m[len("dense-"):-1]) if m.endswith("b") else 70
+    else:
+        ss["model"] = m
+    ss[TRACE_KEY] = None
+    ss[UPLOAD_GENERATION] = ss.get(UPLOAD_GENERATION, 0) + 1  # a new uploader key: an empty uploader

@@ -1,7 +1,7 @@
 """Shared page elements: the architecture diagram, gauges, headline metrics, error messages."""
 from __future__ import annotations
 
-import textwrap
+import html
 
 import streamlit as st
 
@@ -13,42 +13,33 @@ STATUS_WORD = {"ok": "fine", "warn": "getting close", "bad": "limiting"}
 STATUS_COLOR = {"ok": "green", "warn": "orange", "bad": "red"}
 
 
-def diagram_dot(path: list[dict]) -> str:
-    """The component path as Graphviz DOT, in two rows (request side, GPU side), rendered in the
-    browser (no graphviz binary needed)."""
-    lines = ["digraph G {", 'rankdir=TB; bgcolor="transparent"; nodesep=0.35; ranksep=0.5; newrank=true;',
-             'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=15, margin="0.2,0.1", width=2.6];',
-             'edge [color="#64748b", arrowsize=0.8];']
-    for c in path:
-        role = "\\n".join(textwrap.wrap(c["role"], 34))
-        if c["on"]:
-            lines.append(f'{c["id"]} [label="{c["name"]}\\n{role}", fillcolor="#ede9fe", color="#7c3aed", '
-                         f'fontcolor="#1e1b4b", penwidth=2];')
-        else:
-            lines.append(f'{c["id"]} [label="{c["name"]}\\n(not needed yet)", fillcolor="#f8fafc", color="#cbd5e1", '
-                         f'fontcolor="#94a3b8", style="rounded,filled,dashed"];')
-    ids = [c["id"] for c in path]
-    on = {c["id"]: c["on"] for c in path}
-    half = (len(ids) + 1) // 2
-    lines.append("{rank=same; " + "; ".join(ids[:half]) + "}")
-    lines.append("{rank=same; " + "; ".join(ids[half:]) + "}")
+DIAGRAM_CSS = """<style>
+.lab-path{list-style:none;margin:0 0 0.5rem;padding:0;display:grid;gap:14px 22px;
+  grid-template-columns:repeat(4,minmax(0,1fr));font-family:inherit}
+.lab-path li{position:relative;border-radius:8px;padding:8px 12px;font-size:14px;line-height:1.35;
+  border:2px solid #7c3aed;background:#ede9fe;color:#1e1b4b}
+.lab-path li.off{border:1px dashed #cbd5e1;background:#f8fafc;color:#64748b}
+.lab-path li b{display:block;font-size:16px}
+.lab-path li:not(:last-child)::after{content:"\\2192";position:absolute;right:-19px;top:50%;
+  transform:translateY(-50%);color:#64748b;font-size:16px}
+.lab-path li:nth-child(4n)::after{content:none}
+@media (max-width:900px){.lab-path{grid-template-columns:repeat(2,minmax(0,1fr))}
+  .lab-path li:nth-child(4n)::after{content:"\\2192"}
+  .lab-path li:nth-child(2n)::after{content:none}}
+@media (max-width:640px){.lab-path{grid-template-columns:1fr}
+  .lab-path li:not(:last-child)::after{content:"\\2193";right:50%;top:auto;bottom:-19px;transform:none}}
+</style>"""
 
-    def edge(a: str, b: str, live: bool) -> None:
-        style = [] if live else ["style=dashed", 'color="#cbd5e1"']
-        if ids.index(a) < half <= ids.index(b):  # from the first row to the second: no rank constraint
-            style.append("constraint=false")
-        lines.append(f"{a} -> {b} [{', '.join(style)}];")
 
-    for a, b in zip(ids, ids[1:]):  # the full path, greyed where a part is not needed
-        if not (on[a] and on[b]):
-            edge(a, b, False)
-    needed = [i for i in ids if on[i]]
-    for a, b in zip(needed, needed[1:]):  # the path a request takes: past the parts not needed yet
-        edge(a, b, True)
-    for a, b in zip(ids[:half], ids[half:]):  # keep the rows' columns aligned
-        lines.append(f"{a} -> {b} [style=invis];")
-    lines.append("}")
-    return "\n".join(lines)
+def diagram_html(path: list[dict]) -> str:
+    """The component path in the order a request takes it, as an HTML list: four parts a row on a
+    wide screen, two on a narrow one, one under another on a phone; the parts a deployment does not
+    need yet are greyed. Text stays at 14-16 px whatever the width (a scaled picture would shrink it)."""
+    items = []
+    for i, c in enumerate(path, 1):
+        body = html.escape(c["role"]) if c["on"] else "not needed yet"
+        items.append(f'<li class="{"on" if c["on"] else "off"}"><b>{i}. {html.escape(c["name"])}</b>{body}</li>')
+    return DIAGRAM_CSS + '<ol class="lab-path" aria-label="Component path">' + "".join(items) + "</ol>"
 
 
 def gauge(g: Gauge) -> None:
@@ -61,14 +52,22 @@ def gauge(g: Gauge) -> None:
         st.caption(f"{g.why}  \n:material/tune: **Knob:** {g.knob}" + (f"  \n{g.detail}" if g.detail else ""))
 
 
+def in_rows(items: list, columns: int):
+    """(column, item) pairs filled a row at a time: a phone stacks columns, so filling them row by
+    row keeps the reading order there too."""
+    for start in range(0, len(items), columns):
+        yield from zip(st.columns(columns), items[start:start + columns])
+
+
 def headline(items: list[dict], columns: int = 4) -> None:
-    cols = st.columns(columns)
-    for i, m in enumerate(items):
-        with cols[i % columns]:
-            delta = m.get("target")
-            color = "normal" if m.get("ok", True) else "inverse"
-            st.metric(m["label"], m["value"], delta=delta, delta_color=color if delta else "off",
-                      delta_arrow="off", help=m.get("help"), border=True)
+    """Metric cards, a row of `columns` at a time, so that a phone, which stacks columns, reads them
+    in order. A card's target is coloured by whether it is met; a note is plain."""
+    for col, m in in_rows(items, columns):
+        with col:
+            delta = m.get("target") or m.get("note")
+            color = ("normal" if m.get("ok", True) else "inverse") if m.get("target") else "off"
+            st.metric(m["label"], m["value"], delta=delta, delta_color=color, delta_arrow="off",
+                      help=m.get("help"), border=True)
 
 
 def show_error(e: Exception, what: str = "This view") -> None:

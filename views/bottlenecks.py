@@ -5,8 +5,8 @@ from core.lab import sweeps
 from ui import cache, charts, export, state, widgets
 
 st.title("Bottlenecks")
-st.markdown("Five limits decide how a deployment serves a workload. Each is measured by the simulation of the "
-            "sidebar's workload (left) and swept across the input that moves it most (right).")
+st.markdown("Five limits decide how a deployment serves a workload. Each is measured by simulating the "
+            "sidebar's workload (the gauge) and swept across the input that moves it most (the chart).")
 
 inputs = state.inputs()
 try:
@@ -58,7 +58,7 @@ def kv():
     rows = cache.sweep(inputs, "output")
     st.altair_chart(charts.line(rows, "output_tokens", "peak_kv", "average output tokens", "peak KV blocks in use",
                                 "KV cache pressure against output length", log_x=True, percent_y=True, rule_y=1.0,
-                                rule_x=inputs.output_tokens), width="stretch")
+                                rule_y_label="all blocks", rule_x=inputs.output_tokens), width="stretch")
     st.caption(sweeps.output_caption(rows))
     export.table(rows, "sweep of the output length", "sweep-output", "Output-length sweep (CSV)")
 
@@ -68,7 +68,8 @@ def weights():
     usable = rows[0]["usable_gb"] if rows else 0
     st.altair_chart(charts.line(rows, "tp", "weights_gb", "tensor-parallel degree (GPUs per replica)",
                                 "weights per GPU (GB)", "Per-GPU weight footprint falls as you shard", log_x=True,
-                                rule_y=usable), width="stretch")
+                                x_ticks=[r["tp"] for r in rows], rule_y=usable, rule_y_label="usable per GPU (GB)"),
+                    width="stretch")
     st.caption(sweeps.tp_caption(rows))
     export.table(rows, "sweep of the tensor-parallel degree", "sweep-tp", "Tensor-parallel sweep (CSV)")
 
@@ -77,7 +78,8 @@ def decode():
     rows = cache.sweep(inputs, "batch")
     st.altair_chart(charts.line(rows, "batch", "tok_s", "decoding sequences per step (batch)",
                                 "tok/s of one replica", "Decode throughput against batch", log_x=True,
-                                log_y=True, rule_x=max(s["mean_batch"], 1)), width="stretch")
+                                x_ticks=[r["batch"] for r in rows], log_y=True, rule_x=max(s["mean_batch"], 1)),
+                    width="stretch")
     st.caption(sweeps.batch_caption(s["mean_batch"]))
     export.table(rows, "sweep of the decode batch", "sweep-batch", "Batch sweep (CSV)")
 
@@ -87,10 +89,11 @@ def slots():
         return
     rows = cache.sweep(inputs, "rate")
     max_seqs = sweeps.slot_limit(view["config"])
-    st.altair_chart(charts.line(rows, "rate", "mean_batch", "request rate (req/s)", "mean sequences per step",
+    st.altair_chart(charts.line(rows, "rate", "mean_batch", "request rate (req/s)", "running batch (sequences)",
                                 "Batch slots used against request rate", log_x=True, rule_y=max_seqs,
-                                rule_x=inputs.rate), width="stretch")
-    st.caption(f"Dashed: the {max_seqs}-sequence limit per replica (Advanced: max batch).")
+                                rule_y_label="slots per replica", rule_x=inputs.rate), width="stretch")
+    st.caption(f"The running batch: the mean sequences in a step, over the steps that decode. The limit is "
+               f"{max_seqs} sequences per replica (Advanced: max batch); dotted: the current rate.")
 
 
 section("ttft", ttft)

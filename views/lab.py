@@ -7,7 +7,7 @@ from ui import cache, charts, compare, export, state, widgets
 st.title("LLM Serving Design Lab")
 st.markdown(
     "LLM inference is autoregressive: each request's KV cache grows by one token per step and fills GPU memory, "
-    "so batching and memory layout decide throughput. Move the sliders on the left: every change re-simulates "
+    "so batching and memory layout decide throughput. Move the sliders in the sidebar: every change re-simulates "
     "the requests step by step, over paged KV blocks on sharded GPUs.")
 
 inputs = state.inputs()
@@ -24,7 +24,7 @@ if rec.met:
     st.markdown(rec.reason)
 else:
     st.warning(rec.reason, icon=":material/warning:")
-st.graphviz_chart(widgets.diagram_dot(view["path"]), width="stretch")
+st.html(widgets.diagram_html(view["path"]))
 with st.expander("What each component does"):
     st.markdown("\n".join(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}"
                            for c in view["path"]))
@@ -43,9 +43,8 @@ if view["current_misses"]:
 widgets.headline(view["headline"])
 
 st.subheader("Bottlenecks")
-cols = st.columns(2)
-for i, g in enumerate(view["gauges"]):
-    with cols[i % 2]:
+for col, g in widgets.in_rows(view["gauges"], 2):
+    with col:
         widgets.gauge(g)
 
 st.subheader("Live charts")

@@ -46,9 +46,8 @@ def card(rule: dict) -> None:
 
 
 def grid(cards: list[dict]) -> None:
-    cols = st.columns(2)
-    for i, rule in enumerate(cards):
-        with cols[i % 2]:
+    for col, rule in widgets.in_rows(cards, 2):
+        with col:
             card(rule)
 
 
@@ -63,9 +62,8 @@ st.header("Teaching assumptions")
 st.caption("Not sourced rules: these are the modelling choices of this simulator, with their numbers read live "
            "from its fitted constants and calibration reports. The seed's three teaching assumptions come first, "
            "each followed by what the simulator does instead.")
-cols = st.columns(2)
-for i, a in enumerate(items):
-    with cols[i % 2], st.container(border=True):
+for col, a in widgets.in_rows(items, 2):
+    with col, st.container(border=True):
         st.badge("Teaching assumption", icon=":material/lightbulb:", color="orange")
         st.markdown(f"**{a['title']}**")
         if a.get("seed_text"):

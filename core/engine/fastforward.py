@@ -22,6 +22,7 @@ from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_TOKENS, OF_KV_ALLOC_S,
                      OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
+                     O_DECODE_STEPS, O_SEQS_DECODE_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
                      P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_NWAIT, P_PEAK, P_S, P_STATE, P_STEPS, P_STORED,
                      P_S_BLOCK, P_S_SPLIT, P_USED, P_XHEAD, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STEP_START, STATIC,
@@ -115,5 +116,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
     oi[O_STEPS] += steps
     oi[O_QUIET_STEPS] += steps
     oi[O_SEQS_SCHEDULED] += steps * m
+    oi[O_DECODE_STEPS] += steps
+    oi[O_SEQS_DECODE_STEPS] += steps * m
     oi[O_MIN_FREE], oi[O_PEAK_USED] = min_free, peak_used
     return t

@@ -72,8 +72,9 @@ ITL_LO, ITL_PER_DECADE, ITL_BINS = -5.0, 200, 1800
 M_TOKENS, M_DECODES, M_SUM_CTX, M_CTAS, M_PREFILL_ATTN, M_CHUNKS, M_ROWS, NM = range(8)
 
 # ---- scalar outputs
+# (steps that decode, and the sequences in them: the running batch leaves out prefill-only steps)
 (O_STEPS, O_PREEMPTS, O_PEAK_USED, O_MIN_FREE, O_TRACE_N, O_TRACE_STRIDE, O_DEADLOCK, O_SEQS_SCHEDULED,
- O_TRACE_SKIP, O_STEP_LIMIT, O_QUIET_STEPS, NOI) = range(12)
+ O_TRACE_SKIP, O_STEP_LIMIT, O_QUIET_STEPS, O_DECODE_STEPS, O_SEQS_DECODE_STEPS, NOI) = range(14)
 (OF_KV_DATA_S, OF_KV_ALLOC_S, OF_END, OF_MAX_ITL, OF_AREA_FRONT, OF_AREA_XFER, OF_AREA_DECODE,
  NOF) = range(8)
 # areas: requests in the gateway's pool, in KV transfer, and in the decode pool, integrated over time

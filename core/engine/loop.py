@@ -548,7 +548,11 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trac
     PF[r, Q_STEP_START] = t
     PI[r, P_STEPS] += 1
     oi[O_STEPS] += 1
-    oi[O_SEQS_SCHEDULED] += PI[r, P_COH_N] * PI[r, P_COH_STEPPED] + PI[r, P_NSCHED]
+    seqs = PI[r, P_COH_N] * PI[r, P_COH_STEPPED] + PI[r, P_NSCHED]
+    oi[O_SEQS_SCHEDULED] += seqs
+    if mix[M_DECODES] > 0:  # the sequences the step's passes carry: decodes and prompt chunks
+        oi[O_DECODE_STEPS] += 1
+        oi[O_SEQS_DECODE_STEPS] += int(mix[M_DECODES] + mix[M_CHUNKS])
     explicit = mix[M_TOKENS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
     stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r)
     bs = cfg[C_BLOCK]

@@ -10,6 +10,7 @@ from ..physics import catalog
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import fmt_ms, share
 from .inputs import LabInputs
+from .readings import DEFINITIONS
 
 
 @dataclass
@@ -75,22 +76,6 @@ def _status(ratio: float, warn: float, bad: float) -> str:
     return "bad" if ratio >= bad else ("warn" if ratio >= warn else "ok")
 
 
-def decode_capacity(cfg: SimConfig, result: SimResult) -> tuple[float, int]:
-    """The most output tokens/s this deployment could sustain: every replica at the largest batch
-    its slots and KV blocks hold, at the workload's mean context, with each request's prefill
-    taking its share of the GPU time (unless a prefill pool does it)."""
-    pool = result.pools[-1]  # the decode side
-    wl = result.workload
-    prompt, out = float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean())
-    ctx = prompt + out / 2
-    kv_seqs = int(pool.plan.kv_tokens // max(ctx, 1))
-    batch = max(1, min(cfg.max_seqs if cfg.policy != "serial" else 1, kv_seqs))
-    step_s = steptime(cfg, pool.tp, decode_batch=batch, context=int(ctx))["step_ms"] / 1e3
-    prefill_s = 0.0 if cfg.disagg else steptime(cfg, pool.tp, prefill_tokens=max(1, int(prompt)))["step_ms"] / 1e3
-    req_s = 1.0 / (prefill_s + out * step_s / batch)
-    return req_s * out * pool.replicas, batch
-
-
 def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     s = result.summary
     pool = result.pools[-1]
@@ -121,15 +106,22 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         knob(cfg, weights=True),
         detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB"))
 
-    cap, batch = decode_capacity(cfg, result)
-    achieved = s["throughput_tok_s"]
-    u = achieved / cap if cap > 0 else 1.0
+    # measured output tokens/s in the steady state against the roofline capacity (serving/capacity.py,
+    # never below what the run served: a deployment that serves more has shown a higher ceiling)
+    limit, batch, achieved, u = s["capacity_tok_s"], s["capacity_batch"], s["throughput_tok_s"], s["utilisation"]
+    why = (f"{achieved:,.0f} output tokens/s in the steady state against the {limit:,.0f} tok/s this deployment "
+           f"could sustain (the cost model's step time at {batch} sequences per replica, new prompts' tokens "
+           f"included).")
+    status = _status(u, 0.7, 0.9)
+    if not s["stable"]:  # a growing queue: the deployment already serves all it can on this workload
+        status = "bad"
+        why += (" The queue grows without bound, so this is all it serves here"
+                + (f"; {STATIC_WORDS[cfg.policy]} keeps it from the ceiling." if cfg.policy in STATIC_WORDS and u < 0.8
+                   else "."))
     out.append(Gauge(
-        "decode", "Decode throughput vs capacity", achieved, cap, "tok/s", u, _status(u, 0.7, 0.9),
-        f"{achieved:,.0f} output tokens/s against the {cap:,.0f} tok/s the deployment could sustain with "
-        f"{batch} sequences per replica, each request's prefill included.",
-        knob(cfg, decode=True),
-        detail=f"mean batch {s['mean_batch']:.1f} sequences per step"))
+        "decode", "Decode throughput vs capacity", achieved, limit, "tok/s", u, status,
+        why, knob(cfg, decode=True),
+        detail=f"running batch {s['mean_batch']:.1f} sequences per decoding step"))
 
     slots = (1 if cfg.policy == "serial" else cfg.max_seqs)
     running = result.trace["running"] / max(s["replicas"], 1)
@@ -151,6 +143,9 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     return out
 
 
+STATIC_WORDS = {"serial": "serving one request at a time", "static": "request-level (static) batching"}
+
+
 def prefill_ms(cfg: SimConfig, inputs: LabInputs) -> float:
     return steptime(cfg, cfg.prefill_tp or cfg.tp, prefill_tokens=inputs.prompt_tokens)["step_ms"]
 
@@ -159,18 +154,22 @@ def prefill_ms(cfg: SimConfig, inputs: LabInputs) -> float:
 
 def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
     s = result.summary
+    d = DEFINITIONS
     return [
-        dict(label="p50 TTFT", value=fmt_ms(s["ttft_ms"]["p50"]), help="time to first token, median"),
+        dict(label="p50 TTFT", value=fmt_ms(s["ttft_ms"]["p50"]), help=d["ttft"] + " Median."),
         dict(label="p99 TTFT", value=fmt_ms(s["ttft_ms"]["p99"]), target=f"target {fmt_ms(inputs.ttft_p99_ms)}",
-             ok=s["ttft_ms"]["p99"] <= inputs.ttft_p99_ms, help="time to first token, 99th percentile"),
-        dict(label="p50 TPOT", value=f"{s['tpot_ms']['p50']:.1f} ms", help="time per output token after the first"),
+             ok=s["ttft_ms"]["p99"] <= inputs.ttft_p99_ms, help=d["ttft"] + " 99th percentile."),
+        dict(label="p50 TPOT", value=f"{s['tpot_ms']['p50']:.1f} ms", help=d["tpot"] + " Median."),
         dict(label="p99 TPOT", value=f"{s['tpot_ms']['p99']:.1f} ms", target=f"target {inputs.tpot_ms:g} ms",
-             ok=s["tpot_ms"]["p99"] <= inputs.tpot_ms),
+             ok=s["tpot_ms"]["p99"] <= inputs.tpot_ms, help=d["tpot"] + " 99th percentile."),
         dict(label="Throughput", value=f"{s['throughput_tok_s']:,.0f} tok/s",
-             help=f"{s['throughput_req_s']:.2f} req/s completed"),
+             note=f"{s['utilisation']:.0%} of {s['capacity_tok_s']:,.0f} tok/s capacity",
+             help=f"{d['throughput']} {s['throughput_req_s']:.2f} req/s finished in it. Capacity: {d['utilisation']}"),
         dict(label="Goodput", value=f"{s['goodput_req_s']:.2f} req/s",
-             help=f"{s['slo_attainment']:.1%} of requests meet both targets"),
-        dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}", help=f"tp={s['tp']} per replica"),
+             note=f"{s['slo_attainment']:.0%} of requests within both targets",
+             help=f"{d['goodput']} Of all {s['requests']:,} requests, {s['slo_attainment']:.1%} meet both targets."),
+        dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}",
+             help=f"tp={s['tp']} per replica; running batch {s['mean_batch']:.1f} sequences: {d['running_batch']}"),
         dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
              help=f"at ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})"),
     ]

@@ -4,6 +4,23 @@ from __future__ import annotations
 
 from ..text import fmt_ms
 
+# What each figure means, as the README states it and a page shows it on hover.
+DEFINITIONS = {
+    "ttft": "Time to first token: from a request's arrival to its first output token (queueing plus prefill).",
+    "tpot": "Time per output token after the first, per request: (finish - first token) / (output tokens - 1).",
+    "throughput": ("Output tokens per second in the steady state: the second half of the arrival window, from the "
+                   "middle request's arrival to the last one's. The warm-up before it (the system starts empty) and "
+                   "the drain after it (nothing new arrives, so the batch only empties) would dilute it."),
+    "goodput": ("Requests per second finished in the same window that met both the TTFT and the TPOT target: never "
+                "above the requests per second finished in it."),
+    "running_batch": ("The mean number of sequences in a step, over the steps that decode (a step that only "
+                      "prefills a prompt is left out)."),
+    "utilisation": ("Throughput against the roofline capacity: output tokens/s that the cost model's step time "
+                    "gives every replica at the largest batch its sequence slots, KV cache and token budget allow, "
+                    "at the workload's mean lengths, new prompts' tokens included. Under continuous batching a "
+                    "loaded GPU is never idle, so the share of time it is busy says nothing about the room left."),
+}
+
 READ = {
     "ttft_p50": lambda s: fmt_ms(s["ttft_ms"]["p50"]),
     "ttft_p99": lambda s: fmt_ms(s["ttft_ms"]["p99"]),
@@ -15,6 +32,7 @@ READ = {
     "goodput": lambda s: f"{s['goodput_req_s']:.2f} req/s",
     "goodput_share": lambda s: f"{s['goodput_req_s']:.2f} req/s ({s['slo_attainment']:.0%} within targets)",
     "mean_batch": lambda s: f"{s['mean_batch']:.1f} sequences",
+    "utilisation": lambda s: f"{s['utilisation']:.0%} of {s['capacity_tok_s']:,.0f} tok/s",
     "kv_utilization": lambda s: f"{s['kv_utilization']:.0%}",
     "preemptions": lambda s: f"{s['preemptions']:,}",
     "gpu_hours": lambda s: f"{s['gpu_hours']:.3f} h",

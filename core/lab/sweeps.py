@@ -10,7 +10,7 @@ from ..physics import catalog
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving.simulate import steptime
 from ..text import fmt_ms
-from .gauges import decode_capacity
+from ..serving.workload import load_trace
 from .inputs import LabInputs, current, current_config, run
 
 
@@ -18,7 +18,7 @@ def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
     """p99 TTFT and batch slots against request rate, from well below the current rate to past
     the deployment's decode capacity, so that the knee shows."""
     cfg, res = current(inputs)
-    cap_tok_s, _ = decode_capacity(cfg, res)
+    cap_tok_s = res.summary["capacity_tok_s"]
     cap_rate = cap_tok_s / max(float(res.workload.output_tokens.mean()), 1.0)
     lo = min(0.25 * inputs.rate, 0.1 * cap_rate)
     hi = max(2.0 * inputs.rate, 1.3 * cap_rate)
@@ -100,6 +100,18 @@ def trace_fixes(inputs: LabInputs, kind: str) -> str | None:
             f"on a generated workload.")
 
 
+def trace_replaces(text: str) -> str:
+    """Which sidebar inputs an uploaded trace replaces, with what the trace holds instead. Raises
+    ValueError naming the line when the trace cannot be read."""
+    wl = load_trace(text)
+    n, span = wl.n, float(wl.arrival_s[-1] - wl.arrival_s[0])
+    pace = f"over {span:.3g} s ({n / span:.3g} req/s)" if span > 0 else "all at once"
+    return (f"The trace's {n:,} requests, arriving {pace} with {wl.prompt_tokens.mean():,.0f} prompt and "
+            f"{wl.output_tokens.mean():,.0f} output tokens on average, replace the request rate, the average prompt "
+            f"and output tokens, the length distribution, the number of simulated requests and the seed. The model, "
+            f"GPUs, targets, toggles and the rest of Advanced still apply.")
+
+
 SWEEPS = {"rate": sweep_rate, "output": sweep_output, "tp": sweep_tp, "batch": sweep_batch}
 
 
@@ -129,7 +141,8 @@ def tp_caption(rows: list[dict]) -> str:
 
 
 def batch_caption(mean_batch: float) -> str:
-    return (f"Dotted: this run's mean batch of {mean_batch:.1f}. Memory-bound, then compute-bound: a bigger "
+    return (f"Dotted: this run's running batch of {mean_batch:.1f} sequences (the mean over steps that decode). "
+            f"Memory-bound, then compute-bound: a bigger "
             f"batch shares each pass over the weights among more tokens, until the attention reads and the FLOPs "
             f"catch up.")
 

@@ -53,7 +53,7 @@ def outcome(d: Deployment, w: Workload) -> Outcome:
         misses.append(f"{s['slo_attainment']:.1%} of requests meet both targets, not {t.attainment:.0%}")
     meets = not misses
     served = min(s["served_req_s"], s["offered_req_s"])
-    out_tok = s["throughput_tok_s"] / max(s["throughput_req_s"], 1e-12)  # mean output tokens per request
+    out_tok = s["completed_tok_s"] / max(s["completed_req_s"], 1e-12)  # mean output tokens per request
     return Outcome(d, w.spec.rate, meets, bool(s["stable"]), float(s["slo_attainment"]), float(s["ttft_ms"]["p99"]),
                    float(s["tpot_ms"]["p99"]), float(served), float(s["offered_req_s"]), served * out_tok,
                    int(s["preemptions"]), tuple(misses))

@@ -68,7 +68,35 @@ def overload(summary: dict) -> str | None:
             f"served, so every latency percentile grows with the number of requests simulated")
 
 
-def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall) -> dict:
+def steady_window(arrival: np.ndarray, finish: np.ndarray) -> tuple[float, float]:
+    """The span every rate is measured over: the second half of the arrival window, as for
+    served_and_offered. The first half is the warm-up (the system starts empty) and the drain
+    after the last arrival is an artefact of ending the run (nothing new comes in, so the batch
+    only empties); either would dilute the rates. A run too short for that uses its whole arrival
+    window, and an offline batch (every request at once) its whole run."""
+    n = len(arrival)
+    if n >= 20 and arrival[-1] > arrival[n // 2]:
+        return float(arrival[n // 2]), float(arrival[-1])
+    if arrival[-1] > arrival[0]:
+        return float(arrival[0]), float(arrival[-1])
+    return float(arrival[0]), float(finish.max())
+
+
+def tokens_in_window(first: np.ndarray, finish: np.ndarray, out_tok: np.ndarray, t0: float, t1: float) -> float:
+    """Output tokens emitted between t0 and t1: each request's first token at its first-token time,
+    the rest evenly over its decode (the per-request TPOT varies little within a request)."""
+    first_in = ((first > t0) & (first <= t1)).sum()
+    dur = finish - first
+    overlap = np.clip(np.minimum(finish, t1) - np.maximum(first, t0), 0.0, None)
+    frac = np.where(dur > 0, overlap / np.where(dur > 0, dur, 1.0), ((finish > t0) & (finish <= t1)).astype(float))
+    return float(first_in + ((out_tok - 1) * frac).sum())
+
+
+def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall, cap) -> dict:
+    """The run's figures. Rates (throughput, goodput) are over the steady state (steady_window), so
+    goodput (the requests finished in it that met both targets) never exceeds throughput (all the
+    requests finished in it), which is what the overload check calls served; utilisation is output
+    tokens/s against the roofline capacity (capacity.py)."""
     arrival, first, finish = req["arrival_s"], req["first_token_s"], req["finish_s"]
     out_tok = req["output_tokens"]
     ttft = (first - arrival) * 1e3
@@ -82,6 +110,12 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
     start, end = float(arrival.min()), float(finish.max())
     span = max(end - start, 1e-9)
     good = (ttft <= cfg.ttft_slo_ms) & (tpot_all <= cfg.tpot_slo_ms)
+    t0, t1 = steady_window(arrival, finish)
+    window = max(t1 - t0, 1e-9)
+    done_in = (finish > t0) & (finish <= t1)
+    if t1 <= t0 or not done_in.any():  # nothing finished within it: the whole run
+        t0, t1, window, done_in = start, end, span, np.ones(len(finish), bool)
+    tok_s = tokens_in_window(first, finish, out_tok, t0, t1) / window
 
     replicas = int(sum(p.replicas for p in pools))
     gpu_seconds = 0.0
@@ -99,14 +133,19 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
         requests=len(arrival),
         ttft_ms=dist(ttft), tpot_ms=dist(tpot), itl_ms=itl_from_histogram(itl_hist, decode_s / max(decode_tokens, 1)),
         e2e_s=dist(e2e), queue_wait_ms=dist((req["scheduled_s"] - arrival) * 1e3),
-        throughput_tok_s=total_tokens / span, throughput_req_s=len(arrival) / span,
-        goodput_req_s=float(good.sum()) / span, slo_attainment=float(good.mean()),
+        throughput_tok_s=tok_s, throughput_req_s=float(done_in.sum()) / window,
+        goodput_req_s=float((good & done_in).sum()) / window, slo_attainment=float(good.mean()),
+        # as benchmark clients report them: everything completed over the whole run, drain included
+        completed_tok_s=total_tokens / span, completed_req_s=len(arrival) / span,
+        # a run that serves more than the roofline estimate has shown a higher ceiling
+        capacity_tok_s=max(cap.output_tok_s, tok_s), capacity_batch=cap.batch,
+        utilisation=tok_s / max(cap.output_tok_s, tok_s, 1e-9),
         ttft_slo_ms=cfg.ttft_slo_ms, tpot_slo_ms=cfg.tpot_slo_ms,
         kv_utilization=float(of[E.OF_KV_DATA_S] / of[E.OF_KV_ALLOC_S]) if of[E.OF_KV_ALLOC_S] > 0 else 0.0,
         kv_blocks_total=int(PI[:, E.P_BLOCKS].sum()), kv_blocks_per_replica=[int(p.plan.kv_blocks) for p in pools],
         peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), min_free_kv_blocks=int(oi[E.O_MIN_FREE]),
         preemptions=int(oi[E.O_PREEMPTS]),
-        mean_batch=float(oi[E.O_SEQS_SCHEDULED] / max(oi[E.O_STEPS], 1)), steps=int(oi[E.O_STEPS]),
+        mean_batch=float(oi[E.O_SEQS_DECODE_STEPS] / max(oi[E.O_DECODE_STEPS], 1)), steps=int(oi[E.O_STEPS]),
         quiet_steps=int(oi[E.O_QUIET_STEPS]),  # of those, decode steps run back to back (fastforward.py)
         stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
         served_req_s=served, offered_req_s=offered,
@@ -117,7 +156,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
         max_model_len=max_len, clipped_requests=wl.clipped, policy=cfg.policy,
         sim_wall_s=wall,
     )
-    summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span)
+    summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span, (t0, t1), cap)
     if cfg.disagg:
         moved = req["xfer_done_s"] >= 0
         summary["kv_transfer_ms"] = dist((req["xfer_done_s"][moved] - req["xfer_start_s"][moved]) * 1e3)
@@ -127,7 +166,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall)
     return summary
 
 
-def _pool_metrics(cfg, pools, req, PI, PF, of, span) -> dict:
+def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:
     out = {}
     r = 0
     areas = {"serving": of[E.OF_AREA_FRONT], "prefill": of[E.OF_AREA_FRONT], "decode": of[E.OF_AREA_DECODE]}
@@ -135,7 +174,6 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span) -> dict:
     moved = req["xfer_done_s"] >= 0
     for p in pools:
         sl = slice(r, r + p.replicas)
-        busy = float(PF[sl, E.Q_BUSY_S].sum())
         steps = int(PI[sl, E.P_STEPS].sum())
         if p.name == "decode":
             t_in = finish[moved] - req["xfer_done_s"][moved]
@@ -149,7 +187,7 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span) -> dict:
         out[p.name] = dict(
             replicas=p.replicas, tp=p.tp, gpus=p.replicas * p.tp, kv_blocks_per_replica=int(p.plan.kv_blocks),
             weights_gb_per_gpu=p.plan.weights_bytes / 1e9, steps=steps,
-            busy_fraction=busy / max(span * p.replicas, 1e-9),
+            utilisation=_pool_utilisation(p.name, req, window, cap),
             peak_kv_blocks_used=int(PI[sl, E.P_PEAK].max()) if p.replicas else 0,
             preemptions=int(PI[sl, E.P_PREEMPTS].sum()),
             arrival_rate_req_s=len(t_arr) / span, mean_time_s=float(t_in.mean()) if len(t_in) else 0.0,
@@ -161,3 +199,15 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span) -> dict:
                                mean_time_s=float((req["xfer_done_s"][moved] - first[moved]).mean()) if moved.any() else 0.0,
                                arrival_rate_req_s=int(moved.sum()) / span)
     return out
+
+
+def _pool_utilisation(name: str, req: dict, window: tuple[float, float], cap) -> float:
+    """A prefill pool's prompt tokens/s against what it could prefill; the serving or decode side's
+    output tokens/s against its decode capacity (both over the arrival window)."""
+    t0, t1 = window
+    if name == "prefill":
+        done = (req["first_token_s"] > t0) & (req["first_token_s"] <= t1)
+        tok_s = float(req["prompt_tokens"][done].sum()) / max(t1 - t0, 1e-9)
+        return tok_s / max(cap.prompt_tok_s, tok_s, 1e-9)
+    tok_s = tokens_in_window(req["first_token_s"], req["finish_s"], req["output_tokens"], t0, t1) / max(t1 - t0, 1e-9)
+    return tok_s / max(cap.output_tok_s, tok_s, 1e-9)

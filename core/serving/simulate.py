@@ -17,6 +17,7 @@ from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
 from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
+from .capacity import capacity
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace
 
@@ -358,5 +359,6 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len) -> SimResult:
     trace["stride"] = int(oi[L.O_TRACE_STRIDE])
     stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], L.F_ARRIVAL],
                   token_s=a["stream_t"])
-    summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall)
+    cap = capacity(cfg, pools, float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean()), _budget(cfg, max_len))
+    summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall, cap)
     return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall)

@@ -1,0 +1,57 @@
+"""The roofline capacity of a deployment on a workload: the most output tokens/s its decode side
+could sustain, and the prompt tokens/s a prefill pool could. Utilisation is measured throughput
+against these; under continuous batching a replica is never idle once loaded, so the share of
+time it is stepping (its "busy" time) says nothing about how much more it could serve."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..physics import catalog, costmodel
+
+MIXING = ("orca", "vllm", "sarathi")  # policies whose steps carry decodes and prompt tokens together
+
+
+@dataclass(frozen=True)
+class Capacity:
+    output_tok_s: float  # the decode side, all replicas
+    batch: int  # sequences per decode replica at that rate
+    prompt_tok_s: float  # a prefill pool, all replicas (0 without one)
+
+
+def step_ms(cfg, tp: int, **mix) -> float:
+    """One step of this deployment's GPU, model and engine, in ms (the cost model)."""
+    return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp, launch=cfg.launch,
+                              dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead,
+                              **mix)["step_ms"]
+
+
+def capacity(cfg, pools: list, prompt: float, output: float, budget: int) -> Capacity:
+    """Every decode replica at the largest batch its sequence slots, KV blocks and token budget
+    allow at the workload's mean lengths, in the steady state where a new request starts as each
+    one finishes. A mixing engine (vLLM V1, Sarathi-Serve) folds the new requests' prompt tokens
+    into the decode steps (batch x prompt / output tokens a step); a static or serial engine
+    prefills each request in a step of its own; a prefill pool takes prefill off the decode side."""
+    model = catalog.get_model(cfg.model)
+    pool = pools[-1]
+    prompt, output = max(prompt, 1.0), max(output, 1.0)
+    ctx = int(min(prompt + output / 2, model.max_context))
+    slots = 1 if cfg.policy == "serial" else cfg.max_seqs
+    batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))
+    if cfg.disagg:
+        per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
+        req_s = batch / output / (per_step / 1e3)
+    elif cfg.policy in MIXING:
+        batch = max(1, min(batch, int(budget * output / (prompt + output))))
+        new_tokens = int(min(batch * prompt / output, budget - batch, model.max_context))
+        per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx, prefill_tokens=max(new_tokens, 0))
+        req_s = batch / output / (per_step / 1e3)
+    else:
+        decode = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
+        prefill = step_ms(cfg, pool.tp, prefill_tokens=int(min(prompt, model.max_context)))
+        req_s = 1.0 / ((prefill + output * decode / batch) / 1e3)
+    prompt_tok_s = 0.0
+    if cfg.disagg:
+        pre = pools[0]
+        chunk = int(min(budget, model.max_context))
+        prompt_tok_s = chunk / (step_ms(cfg, pre.tp, prefill_tokens=chunk) / 1e3) * pre.replicas
+    return Capacity(req_s * output * pool.replicas, batch, prompt_tok_s)
