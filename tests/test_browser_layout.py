@@ -6,7 +6,7 @@ from playwright.sync_api import sync_playwright
 from live_app import launch, streamlit_server, wait_idle
 
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
-PARTS = "ol.lab-path > li"
+PARTS = ".lab-path > .part"
 ORDER = ["p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "Throughput", "Goodput", "GPUs / replicas",
          "Cost per 1M output tokens"]
 
@@ -24,6 +24,7 @@ def open_lab(browser, width: int, height: int):
     page = b.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.wait_for_selector(CAPTION, timeout=300_000)  # the first load may compile the simulator
+    page.wait_for_selector(PARTS, timeout=60_000)
     wait_idle(page)
     return page
 

@@ -132,7 +132,7 @@ def test_a_limit_far_above_the_data_is_named_not_drawn():
     # a running batch of a few sequences against 256 slots: drawn, the limit would flatten the line
     rows = [dict(rate=r, batch=b) for r, b in ((1, 0.5), (2, 1.2), (4, 2.5), (8, 5.0), (16, 9.8))]
     d = spec(charts.line(rows, "rate", "batch", "rate", "batch", "t", log_x=True, rule_y=256,
-                         rule_y_label="slots per replica"))
+                         rule_y_label="256 slots per replica"))
     y = encodings(d, "y")[0]
     assert y["scale"]["domain"][1] < 20
     assert not any(lay.get("encoding", {}).get("y", {}).get("field") == "v" for lay in layers(d))  # no line

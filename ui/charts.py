@@ -219,10 +219,11 @@ def stage_path(rows: list[dict]) -> alt.Chart:
 
 def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: str, log_x: bool = False,
          log_y: bool = False, rule_y: float | None = None, rule_x: float | None = None, color: str | None = None,
-         percent_y: bool = False, x_ticks: list[float] | None = None, rule_y_label: str = "limit",
+         percent_y: bool = False, x_ticks: list[float] | None = None, rule_y_label: str | None = None,
          integer_y: bool = False) -> alt.Chart:
     """A swept figure against its input. A log axis ticks at 1-2-5 steps (or at `x_ticks`); a
-    limit (rule_y) far above the data is named above the chart instead of squashing the data."""
+    limit (rule_y, in words `rule_y_label`) far above the data is named above the chart instead of
+    squashing the data."""
     df = pd.DataFrame(rows)
     top = float(df[y].max()) if len(df) else 0.0
     far = rule_y is not None and not log_y and top * FAR_LIMIT < rule_y
@@ -244,14 +245,14 @@ def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: st
         tooltip=[alt.Tooltip(f"{x}:Q", title=x_title, format=",.3g"), alt.Tooltip(f"{y}:Q", title=y_title, format=",.3g")])
     layers = [base]
     if rule_y is not None:
-        shown = f"{rule_y:.0%}" if percent_y else f"{rule_y:,.4g}"
+        label = rule_y_label or (f"limit {rule_y:.0%}" if percent_y else f"limit {rule_y:,.4g}")
         if far:
-            layers.append(alt.Chart(pd.DataFrame({"text": [f"{rule_y_label} {shown}: far above the chart"]}))
+            layers.append(alt.Chart(pd.DataFrame({"text": [f"{label}: far above the chart"]}))
                           .mark_text(align="right", baseline="top", dy=2, color=COLORS["bad"])
                           .encode(text=alt.Text("text:N"), x=alt.XValue("width"), y=alt.YValue(0)))
         else:
             layers.append(alt.Chart(pd.DataFrame({"v": [rule_y]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4])
-                          .encode(y=alt.Y("v:Q"), tooltip=[alt.Tooltip("v:Q", title=rule_y_label)]))
+                          .encode(y=alt.Y("v:Q"), tooltip=[alt.Tooltip("v:Q", title=label)]))
     if rule_x is not None:
         layers.append(alt.Chart(pd.DataFrame({"v": [rule_x]})).mark_rule(color=COLORS["muted"], strokeDash=[2, 2])
                       .encode(x=alt.X("v:Q")))

@@ -14,20 +14,20 @@ STATUS_COLOR = {"ok": "green", "warn": "orange", "bad": "red"}
 
 
 DIAGRAM_CSS = """<style>
-.lab-path{list-style:none;margin:0 0 0.5rem;padding:0;display:grid;gap:14px 22px;
+.lab-path{margin:0 0 0.5rem;padding:0;display:grid;gap:14px 22px;
   grid-template-columns:repeat(4,minmax(0,1fr));font-family:inherit}
-.lab-path li{position:relative;border-radius:8px;padding:8px 12px;font-size:14px;line-height:1.35;
+.lab-path .part{position:relative;border-radius:8px;padding:8px 12px;font-size:14px;line-height:1.35;
   border:2px solid #7c3aed;background:#ede9fe;color:#1e1b4b}
-.lab-path li.off{border:1px dashed #cbd5e1;background:#f8fafc;color:#64748b}
-.lab-path li b{display:block;font-size:16px}
-.lab-path li:not(:last-child)::after{content:"\\2192";position:absolute;right:-19px;top:50%;
+.lab-path .part.off{border:1px dashed #cbd5e1;background:#f8fafc;color:#64748b}
+.lab-path .part b{display:block;font-size:16px}
+.lab-path .part:not(:last-child)::after{content:"\\2192";position:absolute;right:-19px;top:50%;
   transform:translateY(-50%);color:#64748b;font-size:16px}
-.lab-path li:nth-child(4n)::after{content:none}
+.lab-path .part:nth-child(4n)::after{content:none}
 @media (max-width:900px){.lab-path{grid-template-columns:repeat(2,minmax(0,1fr))}
-  .lab-path li:nth-child(4n)::after{content:"\\2192"}
-  .lab-path li:nth-child(2n)::after{content:none}}
+  .lab-path .part:nth-child(4n)::after{content:"\\2192"}
+  .lab-path .part:nth-child(2n)::after{content:none}}
 @media (max-width:640px){.lab-path{grid-template-columns:1fr}
-  .lab-path li:not(:last-child)::after{content:"\\2193";right:50%;top:auto;bottom:-19px;transform:none}}
+  .lab-path .part:not(:last-child)::after{content:"\\2193";right:50%;top:auto;bottom:-19px;transform:none}}
 </style>"""
 
 
@@ -38,8 +38,10 @@ def diagram_html(path: list[dict]) -> str:
     items = []
     for i, c in enumerate(path, 1):
         body = html.escape(c["role"]) if c["on"] else "not needed yet"
-        items.append(f'<li class="{"on" if c["on"] else "off"}"><b>{i}. {html.escape(c["name"])}</b>{body}</li>')
-    return DIAGRAM_CSS + '<ol class="lab-path" aria-label="Component path">' + "".join(items) + "</ol>"
+        items.append(f'<div role="listitem" class="part{"" if c["on"] else " off"}"><b>{i}. {html.escape(c["name"])}</b>'
+                     f'{body}</div>')
+    # a list by role, not an <ol>: the page's own list styles would indent it
+    return DIAGRAM_CSS + '<div role="list" class="lab-path" aria-label="Component path">' + "".join(items) + "</div>"
 
 
 def gauge(g: Gauge) -> None:

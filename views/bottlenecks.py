@@ -58,7 +58,7 @@ def kv():
     rows = cache.sweep(inputs, "output")
     st.altair_chart(charts.line(rows, "output_tokens", "peak_kv", "average output tokens", "peak KV blocks in use",
                                 "KV cache pressure against output length", log_x=True, percent_y=True, rule_y=1.0,
-                                rule_y_label="all blocks", rule_x=inputs.output_tokens), width="stretch")
+                                rule_y_label="every KV block in use", rule_x=inputs.output_tokens), width="stretch")
     st.caption(sweeps.output_caption(rows))
     export.table(rows, "sweep of the output length", "sweep-output", "Output-length sweep (CSV)")
 
@@ -68,7 +68,7 @@ def weights():
     usable = rows[0]["usable_gb"] if rows else 0
     st.altair_chart(charts.line(rows, "tp", "weights_gb", "tensor-parallel degree (GPUs per replica)",
                                 "weights per GPU (GB)", "Per-GPU weight footprint falls as you shard", log_x=True,
-                                x_ticks=[r["tp"] for r in rows], rule_y=usable, rule_y_label="usable per GPU (GB)"),
+                                x_ticks=[r["tp"] for r in rows], rule_y=usable, rule_y_label=f"{usable:.0f} GB usable per GPU"),
                     width="stretch")
     st.caption(sweeps.tp_caption(rows))
     export.table(rows, "sweep of the tensor-parallel degree", "sweep-tp", "Tensor-parallel sweep (CSV)")
@@ -91,7 +91,7 @@ def slots():
     max_seqs = sweeps.slot_limit(view["config"])
     st.altair_chart(charts.line(rows, "rate", "mean_batch", "request rate (req/s)", "running batch (sequences)",
                                 "Batch slots used against request rate", log_x=True, rule_y=max_seqs,
-                                rule_y_label="slots per replica", rule_x=inputs.rate), width="stretch")
+                                rule_y_label=f"{max_seqs} slots per replica", rule_x=inputs.rate), width="stretch")
     st.caption(f"The running batch: the mean sequences in a step, over the steps that decode. The limit is "
                f"{max_seqs} sequences per replica (Advanced: max batch); dotted: the current rate.")
 

@@ -33,7 +33,7 @@ class Gauge:
 
 
 READINGS = {
-    "kv": lambda g: f"peak {share(g.ratio)} of KV blocks in use",
+    "kv": lambda g: f"Peak {share(g.ratio)} of KV blocks in use",
     "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB usable per GPU ({share(g.ratio)})",
     "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({share(g.ratio)})",
     "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({share(g.ratio)})",
@@ -121,7 +121,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     out.append(Gauge(
         "decode", "Decode throughput vs capacity", achieved, limit, "tok/s", u, status,
         why, knob(cfg, decode=True),
-        detail=f"running batch {s['mean_batch']:.1f} sequences per decoding step"))
+        detail=f"Running batch {s['mean_batch']:.1f} sequences per decoding step"))
 
     slots = (1 if cfg.policy == "serial" else cfg.max_seqs)
     running = result.trace["running"] / max(s["replicas"], 1)
@@ -131,7 +131,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         "slots", "Batch slot saturation", p90, slots, "sequences", r, _status(r, 0.7, 0.95),
         f"90% of the time a replica runs at most {p90:.0f} of its {slots} sequence slots.",
         "Raise max batch (if KV blocks allow) or add replicas.",
-        detail=f"mean running per replica {float(running.mean()) if len(running) else 0:.1f}"))
+        detail=f"Mean running per replica {float(running.mean()) if len(running) else 0:.1f}"))
 
     t = s["ttft_ms"]["p99"] / inputs.ttft_p99_ms
     out.append(Gauge(
@@ -139,7 +139,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         f"p99 TTFT is {fmt_ms(s['ttft_ms']['p99'])} against the {fmt_ms(inputs.ttft_p99_ms)} target "
         f"(p50 {fmt_ms(s['ttft_ms']['p50'])}); queueing is {fmt_ms(s['queue_wait_ms']['p99'])} of it at p99.",
         knob(cfg, ttft=True),
-        detail=f"prefill of a {inputs.prompt_tokens}-token prompt alone: {prefill_ms(cfg, inputs):.0f} ms"))
+        detail=f"Prefill of a {inputs.prompt_tokens}-token prompt alone: {prefill_ms(cfg, inputs):.0f} ms"))
     return out
 
 
@@ -166,7 +166,7 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
              note=f"{s['utilisation']:.0%} of {s['capacity_tok_s']:,.0f} tok/s capacity",
              help=f"{d['throughput']} {s['throughput_req_s']:.2f} req/s finished in it. Capacity: {d['utilisation']}"),
         dict(label="Goodput", value=f"{s['goodput_req_s']:.2f} req/s",
-             note=f"{s['slo_attainment']:.0%} of requests within both targets",
+             note=f"{s['slo_attainment']:.0%} within both targets",
              help=f"{d['goodput']} Of all {s['requests']:,} requests, {s['slo_attainment']:.1%} meet both targets."),
         dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}",
              help=f"tp={s['tp']} per replica; running batch {s['mean_batch']:.1f} sequences: {d['running_batch']}"),

@@ -136,7 +136,7 @@ def tp_caption(rows: list[dict]) -> str:
     usable = rows[0]["usable_gb"] if rows else 0
     fits = [r["tp"] for r in rows if r["fits"]]
     return ((f"Fits from tp={fits[0]}" if fits else "Does not fit at any swept tp") +
-            f"; dashed: {usable:.0f} GB usable per GPU. KV room per GPU at each tp: " +
+            f"; the limit is the {usable:.0f} GB usable per GPU. KV room per GPU at each tp: " +
             ", ".join(f"tp={r['tp']}: {r['kv_gb']:.0f} GB" for r in rows) + ".")
 
 
