@@ -31,8 +31,10 @@ def test_fit_recovers_the_factors_a_simulated_run_was_made_with():
     assert cal.after["eta_gemm"] == pytest.approx(0.45, rel=0.03)
     assert not cal.warnings
     after = {r["metric"]: r for r in cal.rows_after}
-    for m in ("TTFT median", "TPOT median", "E2E mean", "TTFT p99"):  # p99 and E2E were not fitted
+    for m in ("TTFT median", "TPOT median", "E2E mean"):  # E2E was not fitted
         assert abs(after[m]["error"]) < 0.02, m
+    # p99 TTFT (not fitted) holds async scheduling's extra step, read from the engine's sampled trace
+    assert abs(after["TTFT p99"]["error"]) < 0.05
 
 
 @pytest.fixture(scope="module")

@@ -247,6 +247,7 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
         PI[r, P_USED] += need
         if RF[q, F_SCHED] < 0:
             RF[q, F_SCHED] = t
+            PI[r, P_STORED] += RI[q, R_COMPUTED]  # prompt tokens the prefix cache held at arrival
         _admit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
         admitted += 1

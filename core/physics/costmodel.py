@@ -17,7 +17,13 @@ traffic overlap, so each operator takes about the larger of its FLOP time and it
   layer_overhead  per-layer cost of small kernels (launch, ramp-up, tail) inside a CUDA graph;
                fewer in a serving engine that fuses norms, rotary and activations
   host         eager mode: the CPU issues every kernel; the step lasts at least that long
-  scheduler    the serving engine's per-step host work (scheduling, input preparation, sampling)
+  scheduler    the serving engine's host work of a step (scheduling, input preparation, sampling,
+               output processing per sequence); vLLM V1 with async scheduling runs it while the
+               GPU computes the previous step, so only what exceeds the GPU time shows
+
+A serving engine (engine="vllm") runs steps as vLLM V1 does (vllm_host.py): a decode-only step up
+to the CUDA-graph capture size replays one full graph; a step with prompt tokens replays graph
+pieces between eagerly launched attention calls; a step above the capture size runs without graphs.
 
 The efficiency and overhead constants are fitted to real H200 step times
 (calibration/fit_costmodel.py -> data/costmodel_fit.json) and carried to other GPUs as
@@ -72,7 +78,14 @@ S_LINK_BYTE = 29  # seconds per byte on the tensor-parallel link, per GPU per di
 LINK_LAT = 30  # latency of one all-reduce, s
 T_STEP = 31  # serving engine's per-step host overhead, s
 KV_SPLIT = 32  # split-KV partition of the decode attention kernel in tokens (0: no split)
-N_PARAMS = 33
+ENGINE = 33  # 0 a bare forward pass, 1 vLLM V1's step (launch modes, host time)
+CAPTURE = 34  # vLLM: largest step (tokens) replayed through a CUDA graph
+T_PIECE = 35  # vLLM: host time per layer of a piecewise-graph step, s
+T_ISSUE_ENGINE = 36  # vLLM: host time per layer of a step run without graphs, s
+T_SEQ = 37  # vLLM: host time per scheduled sequence (sampling, output processing), s
+ASYNC = 38  # vLLM: fraction of the GPU time of a step that hides host work (0 without async scheduling)
+T_MOE_LAYER = 39  # per-MoE-layer time of the routing kernels (top-k, token sort, output sum), s
+N_PARAMS = 40
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
@@ -95,6 +108,12 @@ class Efficiency:
     link_latency_us: float
     engine_step_us: float
     t_layer_engine_us: float  # a serving engine's fused kernels (vLLM)
+    engine_seq_us: float = 0.0  # vLLM: host time per scheduled sequence
+    t_piecewise_us: float = 0.0  # vLLM: host time per layer of a piecewise-graph step
+    t_issue_engine_us: float = 0.0  # vLLM: host time per layer of a step run without graphs
+    t_moe_layer_us: float = 0.0  # MoE routing kernels per MoE layer
+    api_ms: float = 0.0  # client TTFT beyond the engine: API server, tokenisation, first-token streaming
+    async_overlap: float = 1.0  # vLLM async scheduling: share of a step's GPU time its host work can hide behind
 
 
 @lru_cache(maxsize=1)
@@ -109,8 +128,10 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 
 
 def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
-          attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None) -> np.ndarray:
-    """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants."""
+          attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
+          capture_tokens: int = 512, async_scheduling: bool = True) -> np.ndarray:
+    """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
+    capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py)."""
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"unknown weight dtype '{dtype}': choose one of {', '.join(DTYPE_BYTES)}")
     if launch not in LAUNCH_MODES:
@@ -178,6 +199,13 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[LINK_LAT] = eff.link_latency_us * 1e-6
     p[T_STEP] = eff.engine_step_us * 1e-6 if engine == "vllm" else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
+    p[ENGINE] = 1.0 if engine == "vllm" else 0.0
+    p[CAPTURE] = capture_tokens
+    p[T_PIECE] = eff.t_piecewise_us * 1e-6
+    p[T_ISSUE_ENGINE] = eff.t_issue_engine_us * 1e-6
+    p[T_SEQ] = eff.engine_seq_us * 1e-6 if engine == "vllm" else 0.0
+    p[ASYNC] = eff.async_overlap if async_scheduling else 0.0
+    p[T_MOE_LAYER] = eff.t_moe_layer_us * 1e-6 if model.is_moe else 0.0
     return p
 
 
@@ -251,7 +279,7 @@ def experts_time(p, tokens):
         return 0.0
     flops = p[EXPERT_FLOPS] * p[TOPK] * tokens
     bytes_ = experts_touched(p, tokens) * p[EXPERT_W]
-    return p[MOE_LAYERS] * soft_max(flops * p[S_FLOP], bytes_ * p[S_BYTE] / p[MOE_BW_EFF])
+    return p[MOE_LAYERS] * (soft_max(flops * p[S_FLOP], bytes_ * p[S_BYTE] / p[MOE_BW_EFF]) + p[T_MOE_LAYER])
 
 
 @engine_jit
@@ -309,11 +337,12 @@ def allreduce_time(p, tokens):
 
 @engine_jit
 def host_issue_time(p, n_decode, n_chunks):
-    """Eager mode: the CPU issues each layer's kernels; per layer, the decode path's ops, the
-    prefill path's ops, and the ops both share counted once."""
+    """Eager mode: the CPU issues each layer's kernels; per layer, the prefill path's ops, plus the
+    decode path's ops that the prefill path does not already issue (a mixed step runs one GEMM,
+    norm and activation over all its tokens; only the decode attention and its cache writes add)."""
     per_layer = 0.0
     if n_decode > 0 and n_chunks > 0:
-        per_layer = p[T_ISSUE_DECODE] + (1.0 - p[ISSUE_SHARED]) * p[T_ISSUE_PREFILL]
+        per_layer = p[T_ISSUE_PREFILL] + (1.0 - p[ISSUE_SHARED]) * p[T_ISSUE_DECODE]
     elif n_decode > 0:
         per_layer = p[T_ISSUE_DECODE]
     elif n_chunks > 0:
@@ -347,19 +376,43 @@ def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, r
     gpu = 0.0
     for i in range(8):
         gpu += out[i]
-    eager = p[LAUNCH] == 1 or (p[LAUNCH] == 2 and n_chunks > 0)
     out[B_HOST_WAIT] = 0.0
+    if p[ENGINE] > 0:
+        return vllm_step(p, tokens, n_decode, n_chunks, gpu, out)
+    eager = p[LAUNCH] == 1 or (p[LAUNCH] == 2 and n_chunks > 0)
     if eager and tokens > 0:
         out[B_HOST_WAIT] = max(0.0, host_issue_time(p, n_decode, n_chunks) - gpu)
     out[B_SCHEDULER] = p[T_STEP]
     return gpu + out[B_HOST_WAIT] + out[B_SCHEDULER]
 
 
+@engine_jit
+def vllm_step(p, tokens, n_decode, n_chunks, gpu, out):
+    """A vLLM V1 step (vllm_host.py): the host issues what no CUDA graph covers while the GPU
+    runs it, so the GPU part lasts the longer of the two; the engine's host work of the step
+    (scheduling, input preparation, sampling and output processing per sequence) runs after the
+    GPU part, or, with async scheduling, alongside the previous step's GPU part as far as the
+    fitted overlap says (the measured vLLM runs hide little of it: one Python thread still
+    prepares, launches and reads back every step)."""
+    issue = 0.0
+    if tokens > 0:
+        if p[LAUNCH] == 1 or tokens > p[CAPTURE]:  # enforce-eager, or above the largest captured graph
+            issue = p[LAYERS] * p[T_ISSUE_ENGINE]
+        elif n_chunks > 0:  # prompt tokens: piecewise graphs around eager attention
+            issue = p[LAYERS] * p[T_PIECE]
+    out[B_HOST_WAIT] = max(0.0, issue - gpu)
+    device = gpu + out[B_HOST_WAIT]
+    host = p[T_STEP] + p[T_SEQ] * (n_decode + n_chunks)
+    out[B_SCHEDULER] = host - min(host, p[ASYNC] * device)
+    return device + out[B_SCHEDULER]
+
+
 # ---------------------------------------------------------------- Python entry point
 
 def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context: int = 0,
              prefill_tokens: int = 0, prefill_cached: int = 0, launch: str = "auto", dtype: str = "bf16",
-             attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None) -> dict:
+             attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
+             capture_tokens: int = 512, async_scheduling: bool = True) -> dict:
     """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
     chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms."""
     for name, v in (("decode batch", decode_batch), ("context", context), ("prefill tokens", prefill_tokens),
@@ -375,7 +428,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     longest = max(context, prefill_tokens + prefill_cached)
     if longest > model.max_context:
         raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
-    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff)
+    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling)
     ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0

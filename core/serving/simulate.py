@@ -15,7 +15,7 @@ import numpy as np
 from ..engine import layout as L
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
-from ..physics import catalog, costmodel
+from ..physics import catalog, costmodel, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .capacity import capacity
 from .metrics import summarize
@@ -63,6 +63,9 @@ class SimConfig:
     attn_kernel: str = "paged"  # split-KV decode attention, as serving engines run it
     launch: str = "graph"  # serving engines replay CUDA graphs (vLLM v1: piecewise, for every step)
     engine_overhead: str = "vllm"
+    # vLLM >= 0.14 schedules the next step while the GPU runs this one (vllm_host.py)
+    async_scheduling: bool = True
+    api_server: bool = True  # clients reach the engine through vLLM's OpenAI API server (not the offline LLM class)
     max_steps: int = 50_000_000  # a guard: a run needing more engine steps stops with a clear error
     fast_forward: bool = True  # run quiet decode steps back to back (fastforward.py); same results either way
     trace_cap: int = 4096
@@ -164,7 +167,8 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
                              f"request of the maximum model length ({max_len} tokens): lower the max model length "
                              f"or raise tp")
-        p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff)
+        p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff,
+                            vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)), cfg.async_scheduling)
         return Pool(name, n_gpus // tp, tp, plan, p)
 
     if not cfg.disagg:
@@ -221,8 +225,9 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
 
-def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None) -> SimResult:
-    """Run one simulation; `eff` replaces the fitted cost-model constants (for calibration)."""
+def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: Workload | None = None) -> SimResult:
+    """Run one simulation; `eff` replaces the fitted cost-model constants (for calibration), a ready
+    `workload` the one cfg.workload would generate (a replayed benchmark's own requests)."""
     validate(cfg)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     spec = cfg.workload
@@ -231,7 +236,7 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None) -> SimResu
                                     default_max_model_len(model, spec))
     if max_len > model.max_context:
         raise ValueError(f"max model length {max_len} exceeds {model.name}'s context of {model.max_context} tokens")
-    wl = trace if trace is not None else generate(replace(spec, max_total_tokens=max_len))
+    wl = workload or (trace if trace is not None else generate(replace(spec, max_total_tokens=max_len)))
     longest = int((wl.prompt_tokens + wl.output_tokens).max())
     if longest > max_len:
         raise ValueError(f"a request of {longest:,} tokens (prompt + output) is longer than the max model length of "
@@ -250,7 +255,7 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None) -> SimResu
                          f"the request rate")
     if arrays["oi"][L.O_DEADLOCK]:
         raise RuntimeError("the simulation stopped with requests unserved (engine deadlock)")
-    return _result(cfg, wl, pools, arrays, wall, gpu, max_len)
+    return _result(cfg, wl, pools, arrays, wall, gpu, max_len, eff)
 
 
 def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) -> dict:
@@ -259,6 +264,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RI = np.zeros((n, L.NRI), np.int64)
     RI[:, L.R_PROMPT] = wl.prompt_tokens
     RI[:, L.R_OUTPUT] = wl.output_tokens
+    if wl.cached_tokens is not None:  # prompt tokens the prefix cache holds when the request arrives
+        RI[:, L.R_COMPUTED] = np.minimum(wl.cached_tokens, wl.prompt_tokens - 1)
     for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS):
         RI[:, col] = -1
     n_stream = min(n, cfg.stream_samples)
@@ -346,7 +353,25 @@ def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
     return cfg.startup_fixed_s + weight_bytes_per_gpu(model, tp, cfg.dtype) / (cfg.load_gbps * 1e9)
 
 
-def _result(cfg, wl, pools, a, wall, gpu, max_len) -> SimResult:
+def _client_side(cfg, requests, trace, stream_t, stream_ids, eff) -> None:
+    """Shift each request's tokens to when its client sees them: the API server's time and, with
+    async scheduling, the step already planned when it arrived at a busy engine (an idle engine
+    schedules it at once), as long as the engine's steps around that moment (its trace)."""
+    first, sched, arrival = requests["first_token_s"], requests["scheduled_s"], requests["arrival_s"]
+    busy = (first >= 0) & (sched > arrival)
+    step = np.zeros(len(first))
+    if len(trace["time_s"]):
+        step[busy] = np.interp(arrival[busy], trace["time_s"], trace["step_s"])
+    delay = vllm_host.client_delay_s(step, eff.api_ms * cfg.api_server, cfg.async_scheduling)
+    done = first >= 0
+    first[done] += delay[done]
+    fin = requests["finish_s"]
+    fin[fin >= 0] += delay[fin >= 0]
+    if len(stream_ids):
+        stream_t += delay[stream_ids][:, None]  # NaN (no token yet) stays NaN
+
+
+def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
     RI, RF, PI, PF, oi, of = a["RI"], a["RF"], a["PI"], a["PF"], a["oi"], a["of"]
     # columns of the engine's tables, as views (the tables are not used again)
     requests = dict(arrival_s=RF[:, L.F_ARRIVAL], scheduled_s=RF[:, L.F_SCHED], first_token_s=RF[:, L.F_FIRST],
@@ -357,6 +382,8 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len) -> SimResult:
     k = int(oi[L.O_TRACE_N])
     trace = {name: a["trace"][:k, i].copy() for i, name in enumerate(L.TRACE_COLUMNS)}
     trace["stride"] = int(oi[L.O_TRACE_STRIDE])
+    if cfg.engine_overhead == "vllm" and cfg.policy == "sarathi":  # vLLM V1's engine and its API server
+        _client_side(cfg, requests, trace, a["stream_t"], a["stream_ids"], eff or costmodel.efficiency_for(gpu))
     stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], L.F_ARRIVAL],
                   token_s=a["stream_t"])
     cap = capacity(cfg, pools, float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean()), _budget(cfg, max_len))

@@ -59,6 +59,9 @@ class Workload:
     prompt_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     clipped: int = 0  # requests shortened to fit max_total_tokens
+    # prompt tokens already in the prefix cache at arrival (a replayed benchmark whose prompts
+    # repeat); None: none
+    cached_tokens: np.ndarray | None = None
 
     @property
     def n(self) -> int:
