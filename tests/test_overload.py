@@ -36,3 +36,59 @@ def test_an_overloaded_lab_says_what_is_served_and_that_latencies_grow():
     assert "the queue grows without bound" in miss and "req/s served" in miss
     latency = {m["label"]: m for m in view["headline"] if "TTFT" in m["label"] or "TPOT" in m["label"]}
     assert all(m["value"].endswith("and growing") for m in latency.values())
+
+
+OVERLOADED = LabInputs(rate=44, output_tokens=256)  # 8B on one H100 serves about 34 req/s of these
+SAID = "the queue grows without bound: "
+
+
+def said(text: str) -> bool:
+    """The words every view uses for an overloaded run, with what it served against what was offered."""
+    return SAID in text.lower() and " req/s served" in text
+
+
+def test_every_view_says_the_queue_grows_and_marks_latencies_as_growing():
+    from core.lab import compare, gauges, tradeoffs, tutorial
+    from core.lab.stages import evaluate_stages, stage_metrics
+
+    # Walkthrough: an overloaded stage's card says so, and its latency figures grow
+    outcomes = evaluate_stages(OVERLOADED)
+    over = [o for o in outcomes if o.result is not None and not o.summary["stable"]]
+    assert over, "at 44 req/s on one GPU the simple stages are overloaded"
+    for o in over:
+        assert said("; ".join(o.misses))
+        cards = {m["label"]: m["value"] for m in stage_metrics(o, None)}
+        assert cards["p99 TTFT"].endswith("and growing") and cards["p50 TPOT"].endswith("and growing")
+        assert not cards["Throughput"].endswith("and growing")
+    # Bottlenecks: the TTFT gauge
+    view = lab_view(OVERLOADED)
+    ttft = next(g for g in gauges.gauges(view["config"], view["result"], OVERLOADED) if g.id == "ttft")
+    assert "and growing" in ttft.reading and said(ttft.why)
+    # Trade-offs A/B: request-level batching cannot keep up here
+    ab = tradeoffs.ab(OVERLOADED, "continuous_batching")
+    assert not ab.off.summary["stable"]
+    table = dict(zip(tradeoffs.comparison(ab)["metric"], tradeoffs.comparison(ab)["off"]))
+    assert table["p99 TTFT"].endswith("and growing") and table["p50 TPOT"].endswith("and growing")
+    # Compare: the queue row says what is served, the latency rows grow
+    entries = compare.side_by_side([compare.from_lab(OVERLOADED)], OVERLOADED)
+    rows = {r["metric"]: list(r.values())[1] for r in compare.table(entries, OVERLOADED)}
+    assert said(rows["Queue"]) and rows["p99 TTFT"].endswith("and growing")
+    # Tutorial: the simulated deployment's section
+    text = tutorial.render(OVERLOADED)
+    assert said(text) and "and growing" in text
+
+
+def test_a_stable_run_reads_plainly():
+    from core.lab import compare
+    view = lab_view(LabInputs())
+    assert view["result"].summary["stable"] and not view["current_misses"]
+    assert not any(m["value"].endswith("and growing") for m in view["headline"])
+    entries = compare.side_by_side([compare.from_lab(LabInputs())], LabInputs())
+    rows = {r["metric"]: list(r.values())[1] for r in compare.table(entries, LabInputs())}
+    assert rows["Queue"] == "Stable" and not rows["p99 TTFT"].endswith("and growing")
+
+
+def test_one_request_at_a_time_settled_without_simulating_still_says_what_is_served():
+    from core.lab.stages import serial_overload
+    o = serial_overload(OVERLOADED)
+    assert o is not None and said(o.misses[0])

@@ -56,6 +56,8 @@ for e in entries:
 ok = [e for e in entries if not e["error"]]
 if not ok:
     st.stop()
+for i, e in enumerate(ok):
+    widgets.overload(e["result"].summary, f"{i + 1}. {e['label']}")
 
 st.subheader("Side by side")
 st.caption(f"{inputs.rate:g} req/s, prompts of {inputs.prompt_tokens} and outputs of {inputs.output_tokens} tokens "

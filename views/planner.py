@@ -9,7 +9,7 @@ from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog
 from core.planner.plan import plan
 from core.planner.space import DTYPES, Budget, Deployment
-from core.text import count, fmt_ms
+from core.text import count, fmt_ms, sentence
 from ui import cache, charts, compare, state, widgets, yourgpu
 
 st.title("Planner")
@@ -116,7 +116,8 @@ table = pd.DataFrame([{
     "deployment": r["deployment"], "GPUs": r["gpus"], "meets": r["meets"],
     "highest rate (req/s)": r["max_rate_req_s"], "p99 TTFT (ms)": r["ttft_p99_ms"], "p99 TPOT (ms)": r["tpot_p99_ms"],
     "$ per hour": r["usd_per_hour"], "$ per 1M output tokens": r["usd_per_1m_output_tokens"],
-    "requests per $": r["requests_per_usd"], "frontier": r["frontier"]} for r in rows])
+    "requests per $": r["requests_per_usd"], "frontier": r["frontier"],
+    "why it misses": sentence(r["misses"]) if r["misses"] else ""} for r in rows])
 picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="plan_table",
                       column_config={"highest rate (req/s)": st.column_config.NumberColumn(format="%.3g"),
                                      "p99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),

@@ -29,6 +29,8 @@ for row in range(0, len(cards), 3):
             st.markdown(content.card_lines(card["inputs"]))
             st.markdown(f":violet-badge[Stage {rec.stage}: {rec.name}]" if rec.met else
                         ":red-badge[No stage meets the targets]")
+            if not rec.met:  # why, in the words every view uses (an overloaded queue says what it serves)
+                st.caption(rec.reason)
             if st.button("Load into the Lab", key=f"load_{card['id']}", on_click=_open, args=(card,), type="primary",
                          icon=":material/arrow_forward:"):
                 st.switch_page("views/lab.py", query_params={})  # the sidebar binds the URL itself

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..physics import catalog
+from ..serving.metrics import GROWING, served_words
 from ..serving.simulate import SimConfig, SimResult, steptime
-from ..text import fmt_ms, share
+from ..text import fmt_ms, sentence, share
 from .inputs import LabInputs
 from .readings import DEFINITIONS
 
@@ -25,6 +26,7 @@ class Gauge:
     why: str
     knob: str
     detail: str = ""
+    growing: bool = False  # a latency on an overloaded run: it grows with the run's length
 
     @property
     def reading(self) -> str:
@@ -37,7 +39,8 @@ READINGS = {
     "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB usable per GPU ({share(g.ratio)})",
     "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({share(g.ratio)})",
     "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({share(g.ratio)})",
-    "ttft": lambda g: f"p99 TTFT {fmt_ms(g.value)} against a {fmt_ms(g.limit)} target ({share(g.ratio)})",
+    "ttft": lambda g: (f"p99 TTFT {fmt_ms(g.value)}{GROWING if g.growing else ''} against a {fmt_ms(g.limit)} target "
+                       f"({share(g.ratio)})"),
 }
 
 
@@ -137,9 +140,11 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     out.append(Gauge(
         "ttft", "Time-to-first-token", s["ttft_ms"]["p99"], inputs.ttft_p99_ms, "ms (p99)", t, _status(t, 0.7, 1.0),
         f"p99 TTFT is {fmt_ms(s['ttft_ms']['p99'])} against the {fmt_ms(inputs.ttft_p99_ms)} target "
-        f"(p50 {fmt_ms(s['ttft_ms']['p50'])}); queueing is {fmt_ms(s['queue_wait_ms']['p99'])} of it at p99.",
+        f"(p50 {fmt_ms(s['ttft_ms']['p50'])}); queueing is {fmt_ms(s['queue_wait_ms']['p99'])} of it at p99."
+        + ("" if s["stable"] else f" {sentence(served_words(s))}, so both grow with the number of requests simulated."),
         knob(cfg, ttft=True),
-        detail=f"Prefill of a {inputs.prompt_tokens}-token prompt alone: {prefill_ms(cfg, inputs):.0f} ms"))
+        detail=f"Prefill of a {inputs.prompt_tokens}-token prompt alone: {prefill_ms(cfg, inputs):.0f} ms",
+        growing=not s["stable"]))
     return out
 
 
@@ -183,7 +188,7 @@ def mark_growing(items: list[dict], summary: dict) -> list[dict]:
     requests simulated. Say so on each."""
     if summary["stable"]:
         return items
-    return [dict(m, value=m["value"] + " and growing", ok=False,
+    return [dict(m, value=m["value"] + GROWING, ok=False,
                  help="the queue grows without bound, so this figure grows with the number of requests simulated")
             if m["label"] in LATENCY_LABELS else m for m in items]
 

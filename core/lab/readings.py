@@ -2,7 +2,8 @@
 comparison (the trade-offs' A/B, Compare) picks its rows from."""
 from __future__ import annotations
 
-from ..text import fmt_ms
+from ..serving.metrics import growing, served_words
+from ..text import fmt_ms, sentence
 
 # What each figure means, as the README states it and a page shows it on hover.
 DEFINITIONS = {
@@ -21,13 +22,24 @@ DEFINITIONS = {
                     "loaded GPU is never idle, so the share of time it is busy says nothing about the room left."),
 }
 
+
+def _latency(read):
+    """A latency reader that says so when the run's queue grows without bound: its percentiles then
+    grow with the run's length."""
+    return lambda s: growing(read(s), s)
+
+
+def _queue(s: dict) -> str:
+    return "Stable" if s["stable"] else sentence(served_words(s))
+
+
 READ = {
-    "ttft_p50": lambda s: fmt_ms(s["ttft_ms"]["p50"]),
-    "ttft_p99": lambda s: fmt_ms(s["ttft_ms"]["p99"]),
-    "tpot_p50": lambda s: f"{s['tpot_ms']['p50']:.1f} ms",
-    "tpot_p99": lambda s: f"{s['tpot_ms']['p99']:.1f} ms",
-    "e2e_p50": lambda s: f"{s['e2e_s']['p50']:.2f} s",
-    "e2e_mean": lambda s: f"{s['e2e_s']['mean']:.2f} s",
+    "ttft_p50": _latency(lambda s: fmt_ms(s["ttft_ms"]["p50"])),
+    "ttft_p99": _latency(lambda s: fmt_ms(s["ttft_ms"]["p99"])),
+    "tpot_p50": _latency(lambda s: f"{s['tpot_ms']['p50']:.1f} ms"),
+    "tpot_p99": _latency(lambda s: f"{s['tpot_ms']['p99']:.1f} ms"),
+    "e2e_p50": _latency(lambda s: f"{s['e2e_s']['p50']:.2f} s"),
+    "e2e_mean": _latency(lambda s: f"{s['e2e_s']['mean']:.2f} s"),
     "throughput": lambda s: f"{s['throughput_tok_s']:,.0f} tok/s",
     "goodput": lambda s: f"{s['goodput_req_s']:.2f} req/s",
     "goodput_share": lambda s: f"{s['goodput_req_s']:.2f} req/s ({s['slo_attainment']:.0%} within targets)",
@@ -36,7 +48,7 @@ READ = {
     "kv_utilization": lambda s: f"{s['kv_utilization']:.0%}",
     "preemptions": lambda s: f"{s['preemptions']:,}",
     "gpu_hours": lambda s: f"{s['gpu_hours']:.3f} h",
-    "queue": lambda s: "stable" if s["stable"] else "grows without bound",
+    "queue": _queue,
     "gpus_replicas": lambda s: f"{s['gpus']} / {s['replicas']}",
     "cost_per_hour": lambda s: f"${s['gpus'] * s['price_usd_per_gpu_hour']:.2f}",
     "cost_per_1m": lambda s: f"${s['cost_per_1m_tokens_usd']:.2f}",

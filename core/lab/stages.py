@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..serving.metrics import overload
+from ..serving.metrics import growing, overload
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import change_size, fmt_ms, in_sentence, sentence
 from .content import components
@@ -93,8 +93,9 @@ def serial_overload(inputs: LabInputs) -> StageOutcome | None:
     if rho < 1:
         return None
     return StageOutcome(1, STAGES[1], config=cfg, misses=[
-        f"each request holds a GPU for {service_s:.2f} s, so {inputs.rate:g} req/s would keep "
-        f"{inputs.gpus} GPU(s) busy {rho:.0%} of the time: the queue grows without bound"])
+        f"the queue grows without bound: at most {inputs.gpus / service_s:.3g} of {inputs.rate:g} req/s served "
+        f"(each request holds a GPU for {service_s:.2f} s, so {inputs.gpus} GPU(s) would be busy {rho:.0%} of the "
+        f"time)"])
 
 
 @dataclass
@@ -139,23 +140,24 @@ def architecture_path(stage: int, gpus: int) -> list[dict]:
 
 # ---------------------------------------------------------------- the walkthrough's figures
 
-STAGE_METRICS = (  # label, value from a summary, how it reads, lower is better
-    ("p99 TTFT", lambda s: s["ttft_ms"]["p99"], fmt_ms, True),
-    ("p50 TPOT", lambda s: s["tpot_ms"]["p50"], lambda v: f"{v:.1f} ms", True),
-    ("Throughput", lambda s: s["throughput_tok_s"], lambda v: f"{v:,.0f} tok/s", False),
-    ("Goodput", lambda s: s["goodput_req_s"], lambda v: f"{v:.2f} req/s", False),
+STAGE_METRICS = (  # label, value from a summary, how it reads, lower is better, a latency
+    ("p99 TTFT", lambda s: s["ttft_ms"]["p99"], fmt_ms, True, True),
+    ("p50 TPOT", lambda s: s["tpot_ms"]["p50"], lambda v: f"{v:.1f} ms", True, True),
+    ("Throughput", lambda s: s["throughput_tok_s"], lambda v: f"{v:,.0f} tok/s", False, False),
+    ("Goodput", lambda s: s["goodput_req_s"], lambda v: f"{v:.2f} req/s", False, False),
 )
 
 
 def stage_metrics(o: StageOutcome, prev: StageOutcome | None) -> list[dict]:
     """A stage's four headline figures, each with its change against the stage before, in words
-    ('440× faster', '12% lower'), an arrow and whether the change is for the better."""
+    ('440× faster', '12% lower'), an arrow and whether the change is for the better. On an
+    overloaded stage the latency figures say that they grow with the run ('50.0 min and growing')."""
     out = []
     p = prev.summary if prev is not None and prev.result is not None else None
-    for label, get, show, lower_better in STAGE_METRICS:
+    for label, get, show, lower_better, latency in STAGE_METRICS:
         v = get(o.summary)
-        m = dict(label=label, value=show(v), delta=None, arrow="off", color="off",
-                 description=f"vs stage {prev.stage}" if prev is not None else None)
+        m = dict(label=label, value=growing(show(v), o.summary) if latency else show(v), delta=None, arrow="off",
+                 color="off", description=f"vs stage {prev.stage}" if prev is not None else None)
         if p is not None:
             pv = get(p)
             words = ("faster", "slower") if lower_better else ("lower", "higher")

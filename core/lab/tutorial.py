@@ -20,6 +20,7 @@ from .. import DATA
 from ..physics import catalog, costmodel
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..serving.metrics import growing, overload
 from ..serving.simulate import kv_link, startup_seconds, steptime
 from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
 from .inputs import LabInputs, current_config, min_tp, run
@@ -434,14 +435,12 @@ def _sim_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         sim_mean_batch=toks(s["mean_batch"], "sequences"), sim_kv_utilisation=f"{s['kv_utilization']:.1%}",
         sim_preemptions=toks(s["preemptions"], "preemptions"),
         sim_peak_kv=f"{s['peak_kv_blocks_used'] / max(s['kv_blocks_total'], 1):.0%}",
-        sim_ttft_p50=ms(s["ttft_ms"]["p50"]), sim_ttft_p99=ms(s["ttft_ms"]["p99"]),
-        sim_tpot_p50=ms(tpot), sim_user_tok_s=tok_s(1e3 / tpot) if tpot > 0 else NA,
-        sim_e2e_p50=ms(e2e_ms), streaming_ratio=times(e2e_ms / max(s["ttft_ms"]["p50"], 1e-9)),
+        sim_ttft_p50=growing(ms(s["ttft_ms"]["p50"]), s), sim_ttft_p99=growing(ms(s["ttft_ms"]["p99"]), s),
+        sim_tpot_p50=growing(ms(tpot), s), sim_user_tok_s=tok_s(1e3 / tpot) if tpot > 0 else NA,
+        sim_e2e_p50=growing(ms(e2e_ms), s), streaming_ratio=times(e2e_ms / max(s["ttft_ms"]["p50"], 1e-9)),
         sim_throughput=tok_s(s["throughput_tok_s"]), sim_cost_per_1m=usd(s["cost_per_1m_tokens_usd"]),
         sim_ttft_verdict=("within" if s["ttft_ms"]["p99"] <= inputs.ttft_p99_ms else "over"),
-        sim_stable=("keeps up with the arrivals" if s["stable"] else
-                    f"does not keep up: it serves {s['throughput_req_s']:.2f} of {s['arrival_rate_req_s']:.2f} "
-                    f"requests/s and the queue grows"),
+        sim_stable=("keeps up with the arrivals" if s["stable"] else f"does not keep up: {overload(s)}"),
     )
 
 

@@ -60,12 +60,27 @@ def is_stable(arrival: np.ndarray, finish: np.ndarray) -> bool:
     return served >= offered * (1 - tolerance)
 
 
+def served_words(summary: dict) -> str:
+    """'the queue grows without bound: 3.07 of 4 req/s served' (requests finished against requests
+    arrived in the steady state), the words every view uses for an overloaded run."""
+    return (f"the queue grows without bound: {summary['served_req_s']:.3g} of {summary['offered_req_s']:.3g} req/s "
+            f"served")
+
+
 def overload(summary: dict) -> str | None:
     """What an overloaded run means, in words (None when the queue is stable)."""
     if summary["stable"]:
         return None
-    return (f"the queue grows without bound: {summary['served_req_s']:.3g} of {summary['offered_req_s']:.3g} req/s "
-            f"served, so every latency percentile grows with the number of requests simulated")
+    return served_words(summary) + ", so every latency percentile grows with the number of requests simulated"
+
+
+GROWING = " and growing"
+
+
+def growing(reading: str, summary: dict) -> str:
+    """A latency figure as it reads: on an overloaded run it is no steady value but grows with the
+    length of the run ('10 s and growing')."""
+    return reading if summary["stable"] else reading + GROWING
 
 
 def steady_window(arrival: np.ndarray, finish: np.ndarray) -> tuple[float, float]:
