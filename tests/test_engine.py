@@ -289,3 +289,31 @@ def test_chunked_prefill_chunks_at_the_token_budget_by_default():
     small = simulate(SimConfig(policy="sarathi", max_batched_tokens=8192, chunk=512, workload=spec)).summary
     assert one["steps"] == 2  # the prompt's one step, then the second output token's
     assert small["steps"] == 12 + 1  # ceil(6000 / 512) chunks, then the second output token
+
+
+def test_no_default_path_chunks_below_its_token_budget():
+    # A budget of 8,192 with 512-token chunks admitted many partial prompts at once and preempted
+    # 800-1,800 times; vLLM V1 and Sarathi-Serve chunk at the budget. Every way a run is built
+    # (the Lab, its stages, the Planner's schedules, Compare, the command line) keeps them equal.
+    from dataclasses import replace
+
+    from core.cli.main import build_parser
+    from core.cli.simulate import config_from_args
+    from core.lab import compare
+    from core.lab.inputs import LabInputs, current_config, stage_config
+    from core.planner.space import SCHEDULES, Deployment, to_config
+    from core.lab.recommend import planner_workload
+
+    def chunk(cfg):
+        return cfg.chunk or cfg.max_batched_tokens
+
+    lab = LabInputs(gpus=4)
+    built = [current_config(lab), current_config(replace(lab, max_batched_tokens=8192))]
+    built += [stage_config(lab, k) for k in (1, 2, 3, 4, 5)]
+    built += [to_config(Deployment("h100", 1, 1, "bf16", policy, budget), planner_workload(lab))
+              for policy, budget in SCHEDULES]
+    built.append(compare.config(compare.from_lab(lab), lab))
+    built.append(config_from_args(build_parser().parse_args(["simulate", "--model", "llama-3.1-8b", "--policy", "sarathi"])))
+    for cfg in built:
+        assert chunk(cfg) == cfg.max_batched_tokens, cfg
+    assert current_config(LabInputs()).max_batched_tokens == 2048  # vLLM V1's online default, as the README says

@@ -81,7 +81,10 @@ def sidebar() -> None:
                        "batching: a static batch prefills its members together.")
         st.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192, 16384],
                          DEFAULTS.max_batched_tokens, key="budget", bind="query-params",
-                         help="Most tokens one engine step processes (vLLM's max_num_batched_tokens).")
+                         help="Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
+                              "prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
+                              "Sarathi-Serve run it. Default 2,048: vLLM V1's online-serving default on A100s and "
+                              "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
         st.select_slider("Max batch (sequences per step)", [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
                          DEFAULTS.max_seqs, key="max_seqs", bind="query-params")
         st.select_slider("KV block size (tokens)", [1, 8, 16, 32, 64, 128, 256], DEFAULTS.block_size, key="block",
