@@ -84,14 +84,17 @@ def factor(x: float) -> str:
 
 
 def change_size(new: float, old: float, fewer: str = "lower", more: str = "higher") -> str:
-    """How much new differs from old, in words: '440× faster', '12% lower'. Past 1.5 times it is a
-    multiple, below it a percentage, so that no reading is ever '-100%' or '+256308%'."""
-    if old <= 0 or new <= 0:
-        return more if new > old else fewer
+    """How much new differs from old, in words: '440× faster', '12% lower', 'under 1% lower', 'up
+    from zero'. Past 1.5 times it is a multiple, below it a percentage, so that no reading is ever
+    '-100%', '+256308%' or '0% lower'."""
+    if old <= 0 or new <= 0:  # no ratio to a zero: say where it went
+        return "up from zero" if new > old else ("down to zero" if new < old else "unchanged")
     x = new / old
     word = fewer if x < 1 else more
     big = max(x, 1 / x)
-    return f"{factor(big)} {word}" if big >= 1.5 else f"{abs(x - 1):.0%} {word}"
+    if big >= 1.5:
+        return f"{factor(big)} {word}"
+    return f"{abs(x - 1):.0%} {word}" if abs(x - 1) >= 0.005 else f"under 1% {word}"  # never '0% lower'
 
 
 def change(new: float, old: float, show, fewer: str = "lower", more: str = "higher") -> str:
@@ -100,4 +103,6 @@ def change(new: float, old: float, show, fewer: str = "lower", more: str = "high
     a, b = show(new), show(old)
     if a == b:
         return f"unchanged at {a}"
+    if old <= 0 or new <= 0:  # '0.56 req/s, up from 0.00 req/s' says it all
+        return f"{a}, {'down' if new < old else 'up'} from {b}"
     return f"{a}, {'down' if new < old else 'up'} from {b} ({change_size(new, old, fewer, more)})"

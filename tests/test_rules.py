@@ -213,7 +213,21 @@ def test_every_show_in_the_lab_button_opens_the_lab_on_its_demo():
 
 def test_the_tensor_parallel_trade_off_says_first_which_gpus_it_used():
     one = tradeoffs.ab(LabInputs(gpus=1), "tensor_parallel")  # 8B fits one GPU
-    assert one.note.startswith("Both sides run on 2 GPUs (one GPU cannot compare tensor parallelism")
+    assert one.note.startswith("The sidebar's 1 GPU cannot compare tensor parallelism, so both sides run on 2 H100 GPUs")
     big = tradeoffs.ab(LabInputs(model="llama-3.1-70b", gpus=4, tensor_parallel=True), "tensor_parallel")
     assert big.error is None  # a model that needs sharding compares the degrees that fit
     assert (big.off.config.tp, big.on.config.tp) == (2, 4) and big.note.startswith("The model needs tp >= 2")
+
+
+@pytest.mark.parametrize("inputs", [LabInputs(), LabInputs(gpus=2), LabInputs(model="llama-3.1-70b", gpus=4)],
+                         ids=["8b-1gpu", "8b-2gpu", "70b-4gpu"])
+def test_every_trade_off_first_says_which_gpus_it_ran_on_and_why_when_not_the_sidebars(inputs):
+    for t in content.tradeoffs():
+        r = tradeoffs.ab(inputs, t["id"])
+        assert r.error is None, (t["id"], r.error)
+        first = r.note.split(". ")[0]
+        assert re.search(r"\d+ H100 GPUs?", first), (t["id"], r.note)
+        used = r.on.summary["gpus"] if t["id"] != "autoscaling" else r.on.config.gpus
+        if used != inputs.gpus:  # the sidebar cannot express this comparison: say so, first
+            assert f"not the sidebar's {inputs.gpus}" in first or "cannot" in first, (t["id"], r.note)
+        assert "(s)" not in r.note, r.note

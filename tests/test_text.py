@@ -20,8 +20,15 @@ def test_a_big_improvement_is_a_multiple_not_a_percentage():
 def test_no_change_reads_as_minus_100_or_thousands_of_percent(new, old):
     words = text.change_size(new, old)
     assert "-" not in words and "+" not in words
-    if "%" in words:
-        assert float(words.split("%")[0]) <= 50  # beyond 1.5 times it is a multiple
+    pct = re.search(r"(\d+)%", words)
+    if pct:
+        assert 1 <= int(pct.group(1)) <= 50  # beyond 1.5 times it is a multiple; never "0% lower"
+
+
+def test_a_change_too_small_for_a_whole_percent_or_from_zero_is_said_in_words():
+    assert text.change_size(1024, 1027) == "under 1% lower"  # it read "0% lower"
+    assert text.change_size(0.56, 0.0) == "up from zero" and text.change_size(0.0, 0.2) == "down to zero"
+    assert text.change(0.56, 0.0, lambda x: f"{x:.2f} req/s") == "0.56 req/s, up from 0.00 req/s"
 
 
 def test_durations_climb_through_units():

@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from core.lab import content, tradeoffs
+from core.text import sentence
 from ui import cache, export, state, widgets
 
 st.title("Decision trade-offs")
@@ -27,7 +28,7 @@ for t in content.tradeoffs():
         with st.spinner(f"Simulating {t['title'].lower()} off and on..."):
             ab = cache.tradeoff(inputs, t["id"])
         if ab.error:
-            st.info(ab.error, icon=":material/info:")
+            st.info(sentence(ab.error), icon=":material/info:")
             continue
         if ab.note:  # which GPUs, and why, before anything else
             st.markdown(f":material/memory: {ab.note}")

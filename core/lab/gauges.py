@@ -139,7 +139,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     t = s["ttft_ms"]["p99"] / inputs.ttft_p99_ms
     out.append(Gauge(
         "ttft", "Time-to-first-token", s["ttft_ms"]["p99"], inputs.ttft_p99_ms, "ms (p99)", t, _status(t, 0.7, 1.0),
-        f"p99 TTFT is {fmt_ms(s['ttft_ms']['p99'])} against the {fmt_ms(inputs.ttft_p99_ms)} target "
+        f"The p99 TTFT is {fmt_ms(s['ttft_ms']['p99'])} against the {fmt_ms(inputs.ttft_p99_ms)} target "
         f"(p50 {fmt_ms(s['ttft_ms']['p50'])}); queueing is {fmt_ms(s['queue_wait_ms']['p99'])} of it at p99."
         + ("" if s["stable"] else f" {sentence(served_words(s))}, so both grow with the number of requests simulated."),
         knob(cfg, ttft=True),
@@ -174,9 +174,10 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
              note=f"{s['slo_attainment']:.0%} within both targets",
              help=f"{d['goodput']} Of all {s['requests']:,} requests, {s['slo_attainment']:.1%} meet both targets."),
         dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}",
-             help=f"tp={s['tp']} per replica; running batch {s['mean_batch']:.1f} sequences: {d['running_batch']}"),
+             help=f"Each replica shards the model over {s['tp']} GPU(s) (tp={s['tp']}). Running batch: "
+                  f"{s['mean_batch']:.1f} sequences. {d['running_batch']}"),
         dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
-             help=f"at ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})"),
+             help=f"At ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})."),
     ]
 
 
@@ -189,7 +190,8 @@ def mark_growing(items: list[dict], summary: dict) -> list[dict]:
     if summary["stable"]:
         return items
     return [dict(m, value=m["value"] + GROWING, ok=False,
-                 help="the queue grows without bound, so this figure grows with the number of requests simulated")
+                 help=sentence(served_words(summary)) + ", so this figure grows with the number of requests "
+                      "simulated.")
             if m["label"] in LATENCY_LABELS else m for m in items]
 
 

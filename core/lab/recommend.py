@@ -10,6 +10,7 @@ from ..physics import catalog
 from ..planner.plan import cheapest
 from ..planner.search import ShapeResult, closeness, outcome
 from ..planner.space import Budget, Deployment, Engine, Targets, Workload
+from ..serving.metrics import GROWING
 from ..text import count, fmt_ms
 from .inputs import STAGES, LabInputs, workload
 
@@ -50,7 +51,8 @@ def lab_budget(inputs: LabInputs, **changes) -> Budget:
 
 def _describe(r: ShapeResult, w: Workload) -> str:
     o = r.best
-    return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}, p99 TPOT {o.tpot_p99_ms:.1f} ms)"
+    grows = "" if o.stable else GROWING  # an overloaded run's percentiles grow with its length
+    return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}{grows}, p99 TPOT {o.tpot_p99_ms:.1f} ms{grows})"
 
 
 def recommend(inputs: LabInputs) -> Recommendation:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
-from ..text import change, factor, fmt_ms
+from ..text import change, count, factor, fmt_ms
 from . import readings
 from .content import tradeoffs
 from .inputs import LabInputs, auto_tp, current_config, min_tp, run
@@ -37,6 +37,11 @@ def ab(inputs: LabInputs, tradeoff_id: str) -> ABResult:
         return ABResult(tradeoff_id, t["off"], t["on"], None, None, "", str(e))
 
 
+def _gpus(n: int, inputs: LabInputs) -> str:
+    """'4 H100 GPUs': a count of the sidebar's GPU type."""
+    return f"{n} {inputs.gpu.split('@')[0].upper()} GPU" + ("" if n == 1 else "s")
+
+
 def _fits_one_gpu(inputs: LabInputs) -> bool:
     return (min_tp(inputs) or 99) == 1
 
@@ -46,8 +51,11 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
     gpus = max(inputs.gpus, tp)
     here = replace(inputs, gpus=gpus)
     base = current_config(replace(here, tensor_parallel=tp > 1, tp=tp if tp > 1 else 0, continuous_batching=True))
-    note = ("" if gpus == inputs.gpus else
-            f"Both sides run on {gpus} GPUs, not the sidebar's {inputs.gpus}: the fewest that hold the model.")
+    # which GPUs both sides use, and why when they are not the sidebar's: the note's first sentence
+    shape = f"{count(gpus // tp, 'replica')} of tp={tp}" if tp > 1 else count(gpus, "single-GPU replica")
+    note = (f"Both sides run on the sidebar's {_gpus(gpus, inputs)} ({shape})." if gpus == inputs.gpus else
+            f"Both sides run on {_gpus(gpus, inputs)}, not the sidebar's {inputs.gpus}: the fewest that hold the "
+            f"model ({shape}).")
     if tid == "kv_cache":
         on = replace(base, policy="vllm")
         return replace(on, policy="orca"), on, note
@@ -57,10 +65,11 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
         if _fits_one_gpu(inputs):
             g = max(inputs.gpus, 2)
             t2 = auto_tp(replace(inputs, gpus=g, tp=0))
-            why = ("" if g == inputs.gpus else
-                   f" (one GPU cannot compare tensor parallelism, so this runs on {g}, not the sidebar's {inputs.gpus})")
+            where = (f"Both sides run on the sidebar's {_gpus(g, inputs)}" if g == inputs.gpus else
+                     f"The sidebar's {inputs.gpus} GPU cannot compare tensor parallelism, so both sides run on "
+                     f"{_gpus(g, inputs)}")
             return replace(base, gpus=g, tp=1), replace(base, gpus=g, tp=t2), (
-                f"Both sides run on {g} GPUs{why}: {g} single-GPU replicas against {g // t2} replica(s) of tp={t2}.")
+                f"{where}: {count(g, 'single-GPU replica')} against {count(g // t2, 'replica')} of tp={t2}.")
         # the model needs sharding: compare the degrees that fit, the smallest against twice it
         need = min_tp(inputs)
         if need is None:
@@ -68,8 +77,9 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
         g = max(inputs.gpus, 2 * need)
         why = "" if g == inputs.gpus else f" (the sidebar's {inputs.gpus} cannot hold two degrees that fit)"
         off, on = replace(base, gpus=g, tp=need), replace(base, gpus=g, tp=2 * need)
-        return off, on, (f"The model needs tp >= {need}, so there is no unsharded side: both run on {g} GPUs{why}, "
-                         f"{g // need} replica(s) of tp={need} against {g // (2 * need)} of tp={2 * need}.")
+        return off, on, (f"The model needs tp >= {need}, so there is no unsharded side: both run on "
+                         f"{_gpus(g, inputs)}{why}, {count(g // need, 'replica')} of tp={need} against "
+                         f"{g // (2 * need)} of tp={2 * need}.")
     if tid == "disaggregation":
         g = max(gpus, 2 * tp)
         wide = replace(here, gpus=g)
@@ -78,7 +88,7 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
             raise ValueError(stage5.error)
         on = stage5.config
         why = "" if g == inputs.gpus else f", not the sidebar's {inputs.gpus}: a split needs a replica in each pool"
-        return replace(base, gpus=g), on, (f"Both sides run on {g} GPUs{why}; the prefill pool has {on.prefill_gpus} of "
+        return replace(base, gpus=g), on, (f"Both sides run on {_gpus(g, inputs)}{why}; the prefill pool has {on.prefill_gpus} of "
                                            f"them (tp={on.prefill_tp}), the decode pool {g - on.prefill_gpus} "
                                            f"(tp={on.decode_tp}).")
     if tid == "autoscaling":
@@ -87,11 +97,13 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
         period = inputs.requests / inputs.rate  # the run spans one compressed day
         day = replace(base.workload, rate_schedule=diurnal_schedule(inputs.rate, period))
         fixed = replace(base, gpus=g, workload=day)
+        where = (f"Both sides run on the sidebar's {_gpus(g, inputs)}" if g == inputs.gpus else
+                 f"Both sides run on {_gpus(g, inputs)}, not the sidebar's {inputs.gpus}: scaling needs two replicas")
         return fixed, replace(fixed, autoscale=True, min_replicas=1, scale_target=max(8.0, inputs.max_seqs / 4)), \
-            (f"A day of load compressed into {period:.0f} s around {inputs.rate:g} req/s, on up to {replicas} replicas"
-             + ("." if g == inputs.gpus else f" ({g} GPUs, not the sidebar's {inputs.gpus}: scaling needs two replicas)."))
+            (f"{where}. A day of load compressed into {period:.0f} s around {inputs.rate:g} req/s, on up to "
+             f"{replicas} replicas of tp={tp}.")
     if tid == "streaming":
-        return base, base, note
+        return base, base, note.replace("Both sides run on", "One run, seen two ways, on", 1)
     raise ValueError(f"unknown trade-off '{tid}'")
 
 
@@ -123,7 +135,7 @@ def verdict(r: ABResult) -> str:
                 f"goodput {change(b['goodput_req_s'], a['goodput_req_s'], req_s)}; p99 TTFT "
                 f"{change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}.")
     if tid == "autoscaling":
-        return (f"Over the day, autoscaling: GPU-hours {change(b['gpu_hours'], a['gpu_hours'], hours, 'fewer', 'more')}; "
+        return (f"Over the day, autoscaling uses {change(b['gpu_hours'], a['gpu_hours'], hours, 'fewer', 'more')}; "
                 f"cost per 1M output tokens {change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}; "
                 f"p99 TTFT {change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}.")
     if tid == "streaming":
