@@ -43,3 +43,9 @@ def test_trade_off_verdicts_are_sentences_without_signed_percentages():
         assert not re.search(r"[-+]\d+(\.\d+)?%", v), v  # "+256308%" reads as nothing
         for pct in re.findall(r"(\d+)% (?:higher|lower|faster|slower|cheaper|dearer|fewer|more)", v):
             assert int(pct) <= 50, v  # past 1.5 times a change is a multiple
+
+
+def test_a_benchmarks_error_reads_in_words_not_signed_percentages():
+    from ui.benchmark import _pct
+    assert _pct(7.0) == "8× higher" and _pct(-0.5) == "2× lower"  # it read "+700.0%" and "-50.0%"
+    assert _pct(0.12) == "12% higher" and _pct(float("nan")) == "n/a"
