@@ -15,7 +15,10 @@ catalogs hold are replayed.
         core/data/costmodel_fit.json
 --write writes the comparison to calibration/VALIDATION.md: held-in and held-out errors, a
         leave-one-group-out score (each model class, GPU and workload left out of the fit in
-        turn), and every run predicted to overload where the real server was stable
+        turn, with --logo), and every run predicted to overload where the real server was
+        stable; and core/data/validation_errors.json, each vLLM V1 run's setting (GPU family,
+        model size, simulated load) and errors, from which the Lab shows the error of the
+        validated setting nearest the user's (core/lab/trust.py)
 """
 from __future__ import annotations
 
@@ -152,7 +155,9 @@ def compare(p: dict, kind: str, s: dict, out_len: float) -> list[tuple[str, floa
     return rows
 
 
-def replay(points, eff=None, quiet=False, scale=1.0):
+def replay(points, eff=None, quiet=False, scale=1.0, loads=None):
+    """(run id, metric, measured, simulated, error, stable) rows; `loads` (a dict) gets each run's
+    simulated utilisation (throughput against the roofline capacity: the Lab's load level)."""
     rows = []
     for p in points:
         made = config_for(p, scale)
@@ -160,6 +165,8 @@ def replay(points, eff=None, quiet=False, scale=1.0):
             continue
         cfg, kind, wl = made
         s = simulate(cfg, eff, wl).summary
+        if loads is not None:
+            loads[p["id"]] = float(s["utilisation"])
         for metric, real, pred in compare(p, kind, s, cfg.workload.output_mean):
             rows.append((p["id"], metric, real, pred, pred / real - 1, bool(s["stable"])))
             if not quiet:
@@ -243,6 +250,50 @@ def leave_one_group_out(points, eff):
     return out
 
 
+def validation_errors(points, table, loads, logo) -> dict:
+    """What the Lab needs to say how far to trust a figure (core/lab/trust.py): each vLLM V1 run's
+    setting and errors (those with its model class left out of the fit too), and the step-time
+    errors whose spread scales the Lab's band: the H200 step times each predicted by a fit that did
+    not see it (calibration/fit_costmodel.py) and the real runs' decode time per token."""
+    by_id = {p["id"]: p for p in points}
+    left_out = {}
+    for key, _, _, rows in logo:
+        if key == "model":
+            for i, m, _, _, e, _ in rows:
+                left_out.setdefault(i, {})[m] = round(float(e), 6)
+    arch = {g["id"]: g.get("arch", "") for g in json.loads((ROOT / "core" / "data" / "gpus.json").read_text())["gpus"]}
+    runs = {}
+    for i, m, real, pred, e, stable in table:
+        p = by_id[i]
+        if config_for(p)[1] not in V1_KINDS:
+            continue  # vLLM 0.6 (V0, multi-step scheduling) is not the engine the Lab simulates
+        model, gpu = catalog.get_model(p["model_id_sim"]), catalog.get_gpu(p["gpu_id_sim"])
+        r = runs.setdefault(i, dict(
+            id=i, engine=p["engine"], engine_version=p["engine_version"], source=p["source"],
+            gpu=gpu.id, gpu_name=gpu.name, arch=arch.get(gpu.id, ""), model=model.id, model_name=model.name,
+            params_b=round(model.params() / 1e9, 1), moe=bool(model.is_moe), tp=int(p["tp"]),
+            workload=group_keys(p)["workload"], load=round(loads[i], 3), stable=bool(stable),
+            set="held out" if held_out(p) else "held in", errors={}, errors_model_left_out=left_out.get(i, {})))
+        r["errors"][m] = round(float(e), 6)
+    fit = json.loads(costmodel.FIT_FILE.read_text())["fit"]
+    step = list(fit.get("leave_one_out_errors", {}).values())
+    decode = [r["errors_model_left_out"].get("decode ms/token", r["errors"].get("decode ms/token"))
+              for r in runs.values()]
+    decode = [e for e in decode if e is not None]
+    return {
+        "about": "Errors of the simulator against real vLLM V1 runs (simulated / measured - 1), with each "
+                 "run's setting: GPU family (arch), model size (params_b, moe), load (the simulated "
+                 "utilisation: throughput against the roofline capacity). errors_model_left_out: the same "
+                 "run predicted by host constants fitted without its model class. step_time_errors: "
+                 "predicted / measured - 1 of step times a fit did not see (H200 leave-one-out) and of the "
+                 "real runs' decode time per token (model class left out where known).",
+        "script": "calibration/real_runs.py --write --logo",
+        "measurements": "calibration/real_runs_public.json",
+        "runs": list(runs.values()),
+        "step_time_errors": {"h200_leave_one_out": step, "decode_ms_per_token": decode},
+    }
+
+
 def main(argv):
     path = next((Path(a) for a in argv if not a.startswith("--")), ROOT / "calibration" / "real_runs_public.json")
     points = json.loads(path.read_text())["points"]
@@ -258,7 +309,8 @@ def main(argv):
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
     t0 = time.perf_counter()
-    table = replay(points)
+    loads = {}
+    table = replay(points, loads=loads)
     by_id = {p["id"]: p for p in points}
     inn = [r for r in table if not held_out(by_id[r[0]]) and config_for(by_id[r[0]])[1] in V1_KINDS]
     out = [r for r in table if held_out(by_id[r[0]]) and config_for(by_id[r[0]])[1] in V1_KINDS]
@@ -283,12 +335,13 @@ def main(argv):
     lines += summary_lines(v1, "All vLLM V1 runs (0.15 BLIS serving runs and CI latency runs)")
     lines += summary_lines(inn, "Held in (fitted)")
     lines += summary_lines(out, "Held out (70B class, never fitted)")
-    if "--logo" in argv:
+    logo = leave_one_group_out(points, costmodel.fitted()) if "--logo" in argv else []
+    if logo:
         lines += ["**Leave one group out** (the per-step host time and the API share refitted without the "
                   "group, then the group predicted)", "",
                   "| left out | runs | E2E mean: median abs error | TTFT mean: median abs error | overloads |",
                   "|---|---|---|---|---|"]
-        for key, value, n, rows in leave_one_group_out(points, costmodel.fitted()):
+        for key, value, n, rows in logo:
             e2e, ttft = np.abs(errors(rows, "E2E mean ms")), np.abs(errors(rows, "TTFT mean ms"))
             cell = lambda e: f"{np.median(e):.1%}" if len(e) else "-"  # noqa: E731
             lines.append(f"| {key} = {value} | {n} | {cell(e2e)} | {cell(ttft)} | {len(false_overloads(rows))} |")
@@ -299,6 +352,8 @@ def main(argv):
               f"{'' if stable else ', OVERLOAD'} |" for i, m, r, p, e, stable in table]
     if "--write" in argv:
         (ROOT / "calibration" / "VALIDATION.md").write_text("\n".join(lines) + "\n")
+        (ROOT / "core" / "data" / "validation_errors.json").write_text(
+            json.dumps(validation_errors(points, table, loads, logo), indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from .gauges import gauges, headline, mark_growing, memory_split
 from .inputs import LabInputs, current
 from .recommend import recommend
 from .stages import architecture_path, misses
+from .trust import trust
 
 
 def lab_view(inputs: LabInputs) -> dict:
@@ -18,15 +19,15 @@ def lab_view(inputs: LabInputs) -> dict:
     rec = recommend(inputs)
     gpus = rec.deployment.gpus if rec.deployment else inputs.gpus
     view = dict(recommendation=rec, path=architecture_path(rec.light_stage, gpus),
-                config=None, result=None, gauges=None, headline=None, memory=None, current_misses=None,
-                current_error=None)
+                config=None, result=None, gauges=None, headline=None, trust=None, memory=None,
+                current_misses=None, current_error=None)
     try:
         cfg, res = current(inputs)
     except ValueError as e:
         view["current_error"] = str(e)
         return view
     view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
-                memory=memory_split(res), current_misses=misses(res.summary, inputs))
+                trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs))
     return view
 
 

@@ -43,6 +43,7 @@ class GPU:
     # cost-model constants of a calibrated hardware profile, replacing the fitted ones:
     # (("eta_bw", 0.81), ...); empty for a catalog GPU
     efficiency: tuple[tuple[str, float], ...] = ()
+    arch: str = ""  # the GPU family (Ampere, Hopper, ...): how the Lab finds the nearest validated run
 
     def peak_flops(self, dtype: str) -> float:
         """Dense tensor-core FLOP/s for weights of `dtype` (fp8 falls back to bf16 where absent)."""
@@ -170,7 +171,7 @@ def _gpu_table() -> dict[str, GPU]:
                   gpus_per_node=g["gpus_per_node"], internode_gbps_per_dir=g["internode_gbps_per_dir"],
                   price_usd_per_gpu_hour=g["price_usd_per_gpu_hour"], price_provider=g["price_provider"],
                   price_date=g["price_date"], nvlink_pair_gbps_per_dir=g.get("nvlink_pair_gbps_per_dir"),
-                  source=g["source"])
+                  source=g["source"], arch=g.get("arch", ""))
         table[g["id"]] = gpu
         for alias in g.get("aliases", []):
             table[alias] = gpu
@@ -245,7 +246,7 @@ REGISTRY = Path(tempfile.gettempdir()) / "llm-serving-lab-gpus"
 _custom: dict[str, GPU] = {}
 GPU_FIELDS = ("id", "name", "vendor", "memory_gib", "hbm_tbps", "bf16_tflops", "fp8_tflops", "sms", "link_topology",
               "link_gbps_per_dir", "gpus_per_node", "internode_gbps_per_dir", "price_usd_per_gpu_hour",
-              "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency")
+              "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency", "arch")
 
 
 def gpu_to_dict(gpu: GPU) -> dict:

@@ -1,0 +1,174 @@
+"""How far to trust the Lab's figures.
+
+Two readings, next to the headline metrics:
+- the error of the simulator on the real vLLM run nearest the user's setting (same GPU family,
+  nearest model size, nearest load), from core/data/validation_errors.json, which
+  calibration/real_runs.py --write writes with each run's source;
+- a band on p99 TTFT and p99 TPOT: the same deployment re-simulated with every engine step
+  scaled by the step-time model's error spread (the 10th and 90th percentiles of its errors on
+  points it was not fitted to), two extra runs, memoised.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+
+from .. import DATA
+from ..physics import catalog, costmodel
+from ..serving.simulate import SimConfig, simulate
+from ..text import fmt_ms
+
+VALIDATION_FILE = DATA / "validation_errors.json"
+QUANTILES = (0.1, 0.9)  # the band spans the middle 80% of the step-time errors
+
+# Constants that are times (scaled up) or rates (scaled down): scaling all of them by s makes every
+# step s times as long (a step's time is sums and maxima of these terms). api_ms is not a step.
+TIMES = ("t_layer_us", "t_issue_decode_us", "t_issue_prefill_us", "link_latency_us", "engine_step_us",
+         "t_layer_engine_us", "engine_seq_us", "t_piecewise_us", "t_issue_engine_us", "t_moe_layer_us")
+RATES = ("eta_bw", "eta_gemm", "eta_attn", "link_eff")
+
+METRIC_WORDS = {"E2E mean ms": "mean E2E", "TTFT mean ms": "mean TTFT", "decode ms/token": "mean TPOT"}
+
+
+@lru_cache(maxsize=1)
+def validation() -> dict:
+    return json.loads(VALIDATION_FILE.read_text())
+
+
+def step_errors(data: dict | None = None) -> np.ndarray:
+    """Predicted / measured - 1 of step times the model was not fitted to (both kinds pooled)."""
+    d = (data or validation())["step_time_errors"]
+    return np.array([e for kind in d.values() for e in kind], dtype=float)
+
+
+def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float] = QUANTILES) -> tuple[float, float]:
+    """(faster, slower): real step time over the modelled one at the spread's quantiles. An error e
+    (predicted / measured - 1) means the real step takes 1 / (1 + e) of the modelled one."""
+    e = step_errors() if errors is None else np.asarray(errors, dtype=float)
+    if len(e) == 0:
+        raise ValueError("no step-time errors to take a spread from: run calibration/real_runs.py --write --logo")
+    low, high = np.quantile(e, quantiles)
+    return 1.0 / (1.0 + high), 1.0 / (1.0 + low)
+
+
+def scaled_efficiency(eff: costmodel.Efficiency, scale: float) -> costmodel.Efficiency:
+    """The cost model's constants with every step `scale` times as long."""
+    return replace(eff, **{n: getattr(eff, n) * scale for n in TIMES}, **{n: getattr(eff, n) / scale for n in RATES})
+
+
+@lru_cache(maxsize=64)
+def rerun(cfg: SimConfig, scale: float) -> dict:
+    """p99 TTFT and TPOT (ms) and whether the queue stays bounded, with steps `scale` times as long."""
+    eff = scaled_efficiency(costmodel.efficiency_for(catalog.get_gpu(cfg.gpu)), scale)
+    s = simulate(cfg, eff).summary
+    return dict(ttft=float(s["ttft_ms"]["p99"]), tpot=float(s["tpot_ms"]["p99"]), stable=bool(s["stable"]))
+
+
+def band(cfg: SimConfig, summary: dict, scales: tuple[float, float]) -> dict:
+    """The range of p99 TTFT and TPOT over the fitted steps and the two scaled ones (the fitted
+    model is itself inside the spread, so the band holds the simulated figure), and the smallest
+    slow-down at which the queue grows without bound, if one does."""
+    point = dict(ttft=float(summary["ttft_ms"]["p99"]), tpot=float(summary["tpot_ms"]["p99"]),
+                 stable=bool(summary["stable"]))
+    runs = [(1.0, point)] + [(s, rerun(cfg, s)) for s in scales]
+    out = {k: (min(r[k] for _, r in runs), max(r[k] for _, r in runs)) for k in ("ttft", "tpot")}
+    unstable = [s for s, r in runs if not r["stable"]]
+    stable = [r for s, r in sorted(runs, key=lambda sr: sr[0]) if r["stable"]]
+    out.update(point=point, scales=scales, overload_scale=min(unstable) if unstable else None,
+               stable_low=stable[0] if stable else None)
+    return out
+
+
+def size_distance(model: catalog.Model, params_b: float, moe: bool) -> float:
+    """How far two models are apart in size class: a decade of parameters counts 1, dense against
+    MoE counts 1."""
+    return abs(math.log10(model.params() / 1e9 / params_b)) + (1.0 if model.is_moe != moe else 0.0)
+
+
+def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict] | None = None) -> dict:
+    """The validated run nearest the setting: same GPU family first (a different family counts
+    more than any size or load gap in the set), then the model's size class, then the load."""
+    runs = validation()["runs"] if runs is None else runs
+    if not runs:
+        raise ValueError("no validated runs: run calibration/real_runs.py --write --logo")
+
+    def distance(r):
+        family = 0.0 if gpu.arch and gpu.arch == r["arch"] else 4.0
+        return family + 2.0 * size_distance(model, r["params_b"], r["moe"]) + abs(load - r["load"])
+    return min(runs, key=distance)
+
+
+def _pct(e: float) -> str:
+    return f"{e * 100:+.1f}%"
+
+
+def _range(lo: float, hi: float, fmt) -> str:
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)} – {fmt(hi)}"
+
+
+def _tpot(ms: float) -> str:
+    return f"{ms:.1f} ms"
+
+
+def _source(src: dict) -> str:
+    if src.get("url"):
+        return src["url"]
+    return f"{src.get('repo', '')} {src.get('path', '')} @ {str(src.get('commit', ''))[:8]}".strip()
+
+
+def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]:
+    """Three metric cards (label, value, note, help): the p99 TTFT and TPOT bands and the nearest
+    validated run's errors."""
+    data = data or validation()
+    errors = step_errors(data)
+    fast, slow = step_scales(errors)
+    b = band(cfg, summary, (fast, slow))
+    spread = f"steps {_pct(fast - 1)} to {_pct(slow - 1)}"
+    n_step, n_dec = (len(v) for v in data["step_time_errors"].values())
+    why = (f"The same deployment re-simulated with every engine step {(1 - fast) * 100:.0f}% faster and "
+           f"{(slow - 1) * 100:.0f}% slower than the cost model says: the 10th and 90th percentiles of its "
+           f"errors on step times it was not fitted to ({n_step} H200 step times each predicted by a fit that did "
+           f"not see it, {n_dec} real vLLM runs' decode time per token). The band is the range over those two "
+           "runs and the simulated figure.")
+    cards = []
+    for key, label, fmt in (("ttft", "p99 TTFT", fmt_ms), ("tpot", "p99 TPOT", _tpot)):
+        value, note = _range(*b[key], fmt), spread
+        extra = f" Simulated {label}: {fmt(b['point'][key])}."
+        if b["overload_scale"] is not None:
+            # an overloaded run's latency grows with the requests simulated: its figure is no bound
+            grows = b["overload_scale"]
+            if b["stable_low"] is None:
+                value, note = "growing", "queue grows across the spread"
+                extra += " Even with the faster steps the queue grows without bound: no figure holds."
+            else:
+                value = f"{fmt(b['stable_low'][key])} – growing"
+                note = (f"queue grows if steps are {_pct(grows - 1)}" if grows > 1
+                        else "queue grows at the fitted step times")
+                extra += (f" With every step {grows:.2f} times as long as the fitted one the queue grows without "
+                          "bound, so the upper end is no figure: it grows with the number of requests simulated.")
+        cards.append(dict(label=f"{label} band", value=value, note=note, help=why + extra))
+    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
+    load = float(summary["utilisation"])
+    r = nearest(gpu, model, load, data["runs"])
+    shown = [m for m in METRIC_WORDS if m in r["errors"]]
+    value = ", ".join(f"{METRIC_WORDS[m].split()[-1]} {_pct(r['errors'][m])}" for m in shown[:2])
+    left = r.get("errors_model_left_out") or {}
+    family = (f"same GPU family ({gpu.arch})" if gpu.arch == r["arch"]
+              else f"no {gpu.arch or 'such'} GPU validated, nearest family {r['arch']}")
+    help_ = (f"Simulated / measured - 1 on the real run nearest this setting: {family}; model "
+             f"{r['model_name']} ({r['params_b']:g}B) against {model.name} ({model.params() / 1e9:.1f}B); "
+             f"simulated load {r['load']:.0%} of capacity against {load:.0%} here. Run {r['id']} "
+             f"({r['engine']} {r['engine_version']}, tp={r['tp']}, {r['workload']} workload; source: "
+             f"{_source(r['source'])}). Errors: "
+             + "; ".join(f"{METRIC_WORDS[m]} {_pct(r['errors'][m])}" for m in shown)
+             + (". With its model class left out of the fit: "
+                + "; ".join(f"{METRIC_WORDS[m]} {_pct(left[m])}" for m in METRIC_WORDS if m in left)
+                if left else "")
+             + f". {r['set'].capitalize()} of the host-constant fit (calibration/VALIDATION.md).")
+    cards.append(dict(label="Nearest validated run", value=value,
+                      note=f"{r['model_name']}, {r['gpu_name']}, load {r['load']:.0%}", help=help_))
+    return cards

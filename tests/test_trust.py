@@ -1,0 +1,96 @@
+"""How far to trust a figure: the band on p99 TTFT and TPOT from the step-time model's error spread,
+and the error of the validated real run nearest the user's setting."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.lab import trust
+from core.lab.inputs import LabInputs, current
+from core.physics import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    # 8B on one H100 at about two thirds of its capacity: queueing shapes the tail, the queue is bounded
+    cfg, res = current(LabInputs(rate=20.0, requests=1000))
+    assert res.summary["stable"]
+    return cfg, res.summary
+
+
+def width(b, key):
+    return b[key][1] - b[key][0]
+
+
+def test_band_contains_the_simulated_figure_and_widens_with_the_spread(loaded):
+    cfg, s = loaded
+    narrow = trust.band(cfg, s, (0.97, 1.03))
+    wide = trust.band(cfg, s, (0.85, 1.15))
+    for b in (narrow, wide):
+        assert b["ttft"][0] <= s["ttft_ms"]["p99"] <= b["ttft"][1]
+        assert b["tpot"][0] <= s["tpot_ms"]["p99"] <= b["tpot"][1]
+    assert width(wide, "ttft") > width(narrow, "ttft") > 0
+    assert width(wide, "tpot") > width(narrow, "tpot") > 0
+
+
+def test_a_wider_error_spread_gives_wider_step_scales():
+    assert trust.step_scales([-0.02, 0.0, 0.02]) == pytest.approx((1 / 1.016, 1 / 0.984), rel=1e-3)
+    fast, slow = trust.step_scales([-0.2, 0.0, 0.2])
+    assert fast < 1 / 1.016 and slow > 1 / 0.984
+
+
+def test_every_step_scaled_scales_the_time_per_token_at_light_load():
+    # no queue at 1 req/s: each token waits one step, so steps 20% longer give a 20% longer TPOT
+    cfg, res = current(LabInputs(rate=1.0, requests=300))
+    slow = trust.rerun(cfg, 1.2)
+    assert slow["tpot"] == pytest.approx(1.2 * res.summary["tpot_ms"]["p99"], rel=0.03)
+
+
+def test_steps_slow_enough_tip_a_loaded_deployment_into_overload(loaded):
+    cfg, s = loaded
+    b = trust.band(cfg, s, (0.9, 2.0))
+    assert b["overload_scale"] == 2.0
+    cards = trust.trust(cfg, s, dict(trust.validation(), step_time_errors={"h200_leave_one_out": [-0.5, -0.5], "decode_ms_per_token": [0.1]}))
+    assert cards[0]["value"].endswith("growing") and "queue grows if steps are +100.0%" in cards[0]["note"]
+
+
+RUNS = [dict(id=i, arch=a, params_b=p, moe=False, load=l) for i, a, p, l in
+        (("hopper-7b-light", "Hopper", 7.0, 0.2), ("hopper-7b-heavy", "Hopper", 7.0, 0.9),
+         ("hopper-70b", "Hopper", 70.0, 0.5), ("ampere-8b", "Ampere", 8.0, 0.5))]
+
+
+@pytest.mark.parametrize("gpu,model,load,want", [
+    ("h100", "llama-3.1-70b", 0.5, "hopper-70b"),  # same family and size class
+    ("h200", "llama-3.1-8b", 0.8, "hopper-7b-heavy"),  # same family and size: the nearer load
+    ("h100", "llama-3.1-8b", 0.5, "hopper-7b-light"),  # a 10x size gap counts more than a load gap
+    ("a100-80gb", "llama-3.1-70b", 0.5, "ampere-8b"),  # the GPU family first
+])
+def test_the_nearest_validated_run_is_same_family_then_size_then_load(gpu, model, load, want):
+    assert trust.nearest(catalog.get_gpu(gpu), catalog.get_model(model), load, RUNS)["id"] == want
+
+
+def test_validation_file_matches_the_report_and_names_its_sources():
+    data = json.loads((ROOT / "core" / "data" / "validation_errors.json").read_text())
+    report = (ROOT / "calibration" / "VALIDATION.md").read_text()
+    assert data["runs"] and all(len(v) for v in data["step_time_errors"].values())
+    for r in data["runs"]:
+        assert r["source"] and r["engine_version"] and r["arch"]
+        for metric, e in r["errors"].items():
+            assert re.search(rf"\| {re.escape(r['id'])} \| {re.escape(metric)} \|[^\n]*\| {re.escape(f'{e:+.1%}')} \|", report), \
+                (r["id"], metric)
+
+
+def test_the_lab_shows_the_bands_and_the_nearest_run_with_units():
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at.run()
+    assert not at.exception
+    cards = {m.label: m for m in at.metric}
+    for label in ("p99 TTFT band", "p99 TPOT band"):
+        assert re.fullmatch(r"[\d.]+ (ms|s)( – [\d.]+ (ms|s))?", cards[label].value), cards[label].value
+        assert "10th and 90th percentiles" in cards[label].proto.help
+    near = cards["Nearest validated run"]
+    assert re.search(r"(E2E|TTFT|TPOT) [+-]\d+\.\d%", near.value) and "source" in near.proto.help
