@@ -102,8 +102,13 @@ def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict
     return min(runs, key=distance)
 
 
-def _pct(e: float) -> str:
-    return f"{e * 100:+.1f}%"
+def _off(e: float) -> str:
+    """An error in words: '12.6% under' (the simulator below the measurement), '5.5% over'."""
+    return f"{abs(e) * 100:.1f}% {'under' if e < 0 else 'over'}"
+
+
+def _steps(scale: float) -> str:
+    return f"{abs(scale - 1) * 100:.1f}% {'faster' if scale < 1 else 'slower'}"
 
 
 def _range(lo: float, hi: float, fmt) -> str:
@@ -127,7 +132,7 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     errors = step_errors(data)
     fast, slow = step_scales(errors)
     b = band(cfg, summary, (fast, slow))
-    spread = f"steps {_pct(fast - 1)} to {_pct(slow - 1)}"
+    spread = f"steps {_steps(fast)} to {_steps(slow)}"
     n_step, n_dec = (len(v) for v in data["step_time_errors"].values())
     why = (f"The same deployment re-simulated with every engine step {(1 - fast) * 100:.0f}% faster and "
            f"{(slow - 1) * 100:.0f}% slower than the cost model says: the 10th and 90th percentiles of its "
@@ -146,7 +151,7 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
                 extra += " Even with the faster steps the queue grows without bound: no figure holds."
             else:
                 value = f"{fmt(b['stable_low'][key])} – growing"
-                note = (f"queue grows if steps are {_pct(grows - 1)}" if grows > 1
+                note = (f"queue grows if steps are {_steps(grows)}" if grows > 1
                         else "queue grows at the fitted step times")
                 extra += (f" With every step {grows:.2f} times as long as the fitted one the queue grows without "
                           "bound, so the upper end is no figure: it grows with the number of requests simulated.")
@@ -155,20 +160,21 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     load = float(summary["utilisation"])
     r = nearest(gpu, model, load, data["runs"])
     shown = [m for m in METRIC_WORDS if m in r["errors"]]
-    value = ", ".join(f"{METRIC_WORDS[m].split()[-1]} {_pct(r['errors'][m])}" for m in shown[:2])
+    value = ", ".join(f"{METRIC_WORDS[m].split()[-1]} {_off(r['errors'][m])}" for m in shown[:2])
     left = r.get("errors_model_left_out") or {}
     family = (f"same GPU family ({gpu.arch})" if gpu.arch == r["arch"]
               else f"no {gpu.arch or 'such'} GPU validated, nearest family {r['arch']}")
-    help_ = (f"Simulated / measured - 1 on the real run nearest this setting: {family}; model "
+    help_ = (f"How far the simulator was over or under the measurement on the real run nearest this setting: {family}; model "
              f"{r['model_name']} ({r['params_b']:g}B) against {model.name} ({model.params() / 1e9:.1f}B); "
              f"simulated load {r['load']:.0%} of capacity against {load:.0%} here. Run {r['id']} "
              f"({r['engine']} {r['engine_version']}, tp={r['tp']}, {r['workload']} workload; source: "
              f"{_source(r['source'])}). Errors: "
-             + "; ".join(f"{METRIC_WORDS[m]} {_pct(r['errors'][m])}" for m in shown)
+             + "; ".join(f"{METRIC_WORDS[m]} {_off(r['errors'][m])}" for m in shown)
              + (". With its model class left out of the fit: "
-                + "; ".join(f"{METRIC_WORDS[m]} {_pct(left[m])}" for m in METRIC_WORDS if m in left)
+                + "; ".join(f"{METRIC_WORDS[m]} {_off(left[m])}" for m in METRIC_WORDS if m in left)
                 if left else "")
-             + f". {r['set'].capitalize()} of the host-constant fit (calibration/VALIDATION.md).")
+             + (". The host constants were fitted to this run" if r["set"] == "held in"
+                else ". This run was held out of the host constants' fit") + " (calibration/VALIDATION.md).")
     cards.append(dict(label="Nearest validated run", value=value,
                       note=f"{r['model_name']}, {r['gpu_name']}, load {r['load']:.0%}", help=help_))
     return cards
