@@ -95,3 +95,11 @@ def test_the_readmes_command_line_examples_run_as_written(tmp_path):
         r = subprocess.run([sys.executable, "-m", "core", *args], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=300)
         assert r.returncode == 0, (line, r.stderr[-500:])
+
+
+def test_an_overloaded_simulation_says_what_it_served_against_what_was_offered():
+    r = run("simulate", "--gpu", "h100", "--model", "llama-3.1-8b", "--rate", "44", "--output", "256", "--requests", "2000")
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert "1 replica of tp=1 (1 GPU)" in first  # it read "1 replica(s)"
+    assert "OVERLOADED, the queue grows without bound: " in first and " req/s served" in first

@@ -5,8 +5,10 @@ from pathlib import Path
 
 from ..engine import layout
 from ..physics.memory import MEM_UTIL
+from ..serving.metrics import overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
+from ..text import count
 from .args import emit, number, positive_int
 from .yourdata import add_hardware_args, write_simulation_csv
 
@@ -93,8 +95,8 @@ def cmd_simulate(args) -> None:
     result = simulate(config_from_args(args))
     s = result.summary
     lines = [
-        f"{s['requests']} requests, {s['replicas']} replica(s) of tp={s['tp']} ({s['gpus']} GPUs), policy {s['policy']}: "
-        f"{'stable' if s['stable'] else 'OVERLOADED (queue growing)'}",
+        f"{s['requests']} requests, {count(s['replicas'], 'replica')} of tp={s['tp']} ({count(s['gpus'], 'GPU')}), "
+        f"policy {s['policy']}: " + ("stable" if s["stable"] else f"OVERLOADED, {overload(s)}"),
         f"  TTFT ms   mean {s['ttft_ms']['mean']:9.1f}  p50 {s['ttft_ms']['p50']:9.1f}  p99 {s['ttft_ms']['p99']:9.1f}",
         f"  TPOT ms   mean {s['tpot_ms']['mean']:9.2f}  p50 {s['tpot_ms']['p50']:9.2f}  p99 {s['tpot_ms']['p99']:9.2f}",
         f"  ITL ms    mean {s['itl_ms']['mean']:9.2f}  p50 {s['itl_ms']['p50']:9.2f}  p99 {s['itl_ms']['p99']:9.2f}",

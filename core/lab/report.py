@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..physics import catalog
 from ..serving.simulate import SimConfig
+from ..text import count
 from .gauges import gauges, headline, mark_growing, memory_split
 from .inputs import LabInputs, current
 from .recommend import recommend
@@ -41,4 +42,4 @@ def describe_config(cfg: SimConfig) -> str:
     if cfg.disagg:
         return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
                 f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
-    return f"{model}, {policy}; {gpus // cfg.tp} replica(s) x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"
+    return f"{model}, {policy}; {count(gpus // cfg.tp, 'replica')} x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"
