@@ -40,8 +40,9 @@ from core.serving.workload import WorkloadSpec, generate  # noqa: E402
 ENGINE_FITTED = ("engine_step_us", "engine_seq_us", "t_moe_layer_us", "api_ms")
 # Held out of every fit: the 70B-class runs (Llama-2-70B and Llama-3.x-70B, tp4; BLIS and CI).
 # They check that constants fitted on 7-8B models on one GPU carry to a model ten times larger
-# on four GPUs (tensor-parallel all-reduces, 80 layers).
-HELD_OUT = ("70b",)
+# on four GPUs (tensor-parallel all-reduces, 80 layers). And every A100 run: the host constants
+# are fitted on Hopper GPUs only, so the A100 runs check that they carry to another GPU family.
+HELD_OUT = ("70b", "a100")
 # Engine generations: vLLM 0.6 (V0, multi-step scheduling) runs are compared, never fitted
 V1_KINDS = ("blis", "latency")
 
@@ -304,7 +305,7 @@ def main(argv):
             raw["constants"][name] = round(getattr(eff, name), 6)
             print(f"  {name} = {getattr(eff, name):.4g}")
         raw["engine_fit"] = {"measurements": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model",
+                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model or an A100",
                              "script": "calibration/real_runs.py --fit"}
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
@@ -327,14 +328,15 @@ def main(argv):
              f"{time.perf_counter() - t0:.0f} s). Source data: `calibration/real_runs_public.json` "
              "(conventions in `calibration/real_runs_README.md`); causes and model: `calibration/CAUSES.md`.", "",
              "Host constants are fitted (`--fit`) to the held-in runs only: the vLLM 0.15 BLIS runs of 7B "
-             "models and the vLLM CI latency runs of Llama-3.1-8B and Mixtral-8x7B. Held out of every fit: "
-             "all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs). The vLLM 0.6 runs (V0 engine, "
-             "multi-step scheduling) are compared but never fitted.", "",
+             "models and the vLLM CI latency runs of Llama-3.1-8B and Mixtral-8x7B on H100 and H200. Held out of "
+             "every fit: all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs) and all A100 runs (a GPU "
+             "family the fit never saw). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
+             "never fitted.", "",
              f"**Runs predicted to overload where the real server was stable: {len(bad)}**"
              + (f" ({', '.join(bad)})" if bad else ""), ""]
     lines += summary_lines(v1, "All vLLM V1 runs (0.15 BLIS serving runs and CI latency runs)")
     lines += summary_lines(inn, "Held in (fitted)")
-    lines += summary_lines(out, "Held out (70B class, never fitted)")
+    lines += summary_lines(out, "Held out (70B class and A100, never fitted)")
     logo = leave_one_group_out(points, costmodel.fitted()) if "--logo" in argv else []
     if logo:
         lines += ["**Leave one group out** (the per-step host time and the API share refitted without the "
