@@ -183,3 +183,21 @@ def test_viewers_get_the_viewer_toolbar_and_an_offline_favicon():
     dashboard = (ROOT / "dashboard.py").read_text()
     icon = dashboard.split("page_icon=")[1].split(",")[0].strip("\"' ")
     assert not icon.startswith("http") and (ROOT / icon).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_lab_never_quotes_two_different_ttfts_for_one_deployment_without_saying_why():
+    # the Prototype card: the recommendation quoted p99 TTFT 1.81 s (one request at a time), and the
+    # metric right below it read 1.36 s (the toggles' static batching), with nothing to tell them apart
+    from core.lab.report import lab_view
+    from core.text import fmt_ms
+    for card in content.scenarios():
+        inputs = content.scenario_inputs(card)
+        view = lab_view(inputs)
+        if view["result"] is None or not view["recommendation"].met:
+            continue
+        shown = next(m["value"] for m in view["headline"] if m["label"] == "p99 TTFT")
+        quoted = view["recommendation"].reason.split("p99 TTFT ")[1].split(",")[0]
+        if shown != quoted:
+            assert view["differs"] and "not the recommended shape" in view["differs"], card["id"]
+        else:
+            assert shown == fmt_ms(view["result"].summary["ttft_ms"]["p99"])

@@ -21,15 +21,34 @@ def lab_view(inputs: LabInputs) -> dict:
     gpus = rec.deployment.gpus if rec.deployment else inputs.gpus
     view = dict(recommendation=rec, path=architecture_path(rec.light_stage, gpus),
                 config=None, result=None, gauges=None, headline=None, trust=None, memory=None,
-                current_misses=None, current_error=None)
+                current_misses=None, current_error=None, differs=None)
     try:
         cfg, res = current(inputs)
     except ValueError as e:
         view["current_error"] = str(e)
         return view
     view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
-                trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs))
+                trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs),
+                differs=differs(rec, cfg))
     return view
+
+
+def differs(rec, cfg: SimConfig) -> str | None:
+    """When the toggles describe another deployment than the recommended one, the figures below the
+    recommendation are not the ones it quotes: say so, so that two p99 TTFTs a line apart do not
+    read as a contradiction. None when they are the same deployment (then they are the same run)."""
+    d = rec.deployment
+    if d is None:
+        return None
+    budget = cfg.max_batched_tokens if cfg.policy == "sarathi" else d.chunk  # only chunked prefill is set by it
+    same = (d.gpu == cfg.gpu.split("@")[0] and d.gpus == (cfg.gpus or cfg.tp) and d.tp == cfg.tp
+            and d.dtype == cfg.dtype and d.policy == cfg.policy and not d.disagg and not cfg.disagg
+            and d.chunk == budget)
+    if same:
+        return None
+    which = "recommended shape" if rec.met else "nearest deployment"
+    return (f"Below: the architecture the toggles describe, not the {which} above ({d.label()}), so its figures "
+            f"differ from the ones quoted there. The Guided walkthrough simulates each stage on its own.")
 
 
 def describe_config(cfg: SimConfig) -> str:
