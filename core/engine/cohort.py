@@ -20,7 +20,7 @@ a member's own columns are written back ("materialised") when it leaves.
 from ..jit import engine_jit
 
 from .kvcache import blocks_for
-from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_ROWS,
+from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_ROWS, P_LANE,
                      M_SUM_CTX, M_TOKENS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_NFRESH, P_NSAMPLED,
                      P_S, P_S_BLOCK, P_S_SPLIT, P_STORED, P_USED, Q_LAST_DECODE, R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_STATE,
                      R_STREAM, R_V, R_W, S_DECODE)
@@ -102,8 +102,8 @@ def add_step(PI, BKT, r, cfg, kv_heads, paged, mix):
     if m == 0:
         return
     S = PI[r, P_S]
-    if paged:
-        PI[r, P_USED] += BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
+    if paged:  # from the replica's pool (a pipeline's lanes share lane 0's)
+        PI[r - PI[r, P_LANE], P_USED] += BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
     split = cfg[C_SPLIT]
     if split > 0:  # split-KV kernel: one thread block per partition of each context
         PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, PI[r, P_S_SPLIT]]  # contexts entering a new partition

@@ -78,3 +78,16 @@ M_TOKENS, M_DECODES, M_SUM_CTX, M_CTAS, M_PREFILL_ATTN, M_CHUNKS, M_ROWS, NM = r
 (OF_KV_DATA_S, OF_KV_ALLOC_S, OF_END, OF_MAX_ITL, OF_AREA_FRONT, OF_AREA_XFER, OF_AREA_DECODE,
  NOF) = range(8)
 # areas: requests in the gateway's pool, in KV transfer, and in the decode pool, integrated over time
+
+# ---- pipeline parallelism (pipeline.py): a replica of pp stages is pp lanes, one per batch in flight.
+# Lanes are consecutive replica rows; the first (lane 0) holds what they share: the waiting queue
+# and the KV block pool. P_LANE: a row's lane (0 for every row without pipeline parallelism).
+P_LANE = NPI
+NPI = NPI + 1
+C_PP, C_PP_NODE = NCI, NCI + 1  # stages per replica; stages per node (a boundary after each crosses nodes)
+NCI = NCI + 2
+# activation bytes each token sends to the next stage; seconds per byte and latency within a node
+# and across nodes
+G_PP_BYTES_TOKEN, G_PP_S_BYTE, G_PP_LAT, G_PP_S_BYTE_NET, G_PP_LAT_NET = range(NCF, NCF + 5)
+NCF = NCF + 5
+Q_STAGE = NPF  # PF[lane 0, Q_STAGE + j]: when stage j is done with the batches it has been given

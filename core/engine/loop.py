@@ -38,6 +38,7 @@ from ..physics import costmodel as cm
 from . import cohort
 from .fastforward import decode_run, quiet
 from .kvcache import blocks_for, can_admit, paged_growth
+from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
 from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
 from .tally import integrate, itl_bin, itl_bin_near, record
@@ -58,13 +59,13 @@ def route(PI, cfg, lo, hi, rr_state):
     n = hi - lo
     for k in range(n):
         r = lo + (rr_state[0] + k) % n if router == 0 else lo + k
-        if PI[r, P_STATE] != ON:
+        if PI[r, P_STATE] != ON or PI[r, P_LANE] != 0:  # a pipeline's requests queue at its lane 0
             continue
         if router == 0:
             best = r
             break
         if router == 1:  # least outstanding requests
-            load = PI[r, P_NWAIT] + PI[r, P_NRUN] + PI[r, P_NXFER]
+            load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
         else:  # least KV load: blocks in use plus the prompts waiting for blocks
             load = (PI[r, P_USED] * cfg[C_BLOCK] + PI[r, P_QTOKENS]) / max(1, PI[r, P_BLOCKS] * cfg[C_BLOCK])
         if load < best_load:
@@ -103,7 +104,7 @@ def pre_remove(SLOTS, PI, r, q):
 
 @engine_jit
 def release(RI, PI, r, q):
-    PI[r, P_USED] -= RI[q, R_BLOCKS]
+    PI[shared_row(PI, r), P_USED] -= RI[q, R_BLOCKS]
     PI[r, P_STORED] -= RI[q, R_COMPUTED]
     RI[q, R_BLOCKS] = 0
 
@@ -125,9 +126,10 @@ def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, r, cfg):
     RI[v, R_PREEMPTS] += 1
     PI[r, P_PREEMPTS] += 1
     RI[v, R_STATE] = S_WAITING
-    push_front(RI, PI, r, v, P_HEAD, P_TAIL)
-    PI[r, P_NWAIT] += 1
-    PI[r, P_QTOKENS] += known_tokens(RI, v)
+    g = shared_row(PI, r)  # back to the front of the replica's waiting queue
+    push_front(RI, PI, g, v, P_HEAD, P_TAIL)
+    PI[g, P_NWAIT] += 1
+    PI[g, P_QTOKENS] += known_tokens(RI, v)
     return v
 
 
@@ -156,6 +158,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
     chunks in progress continue in admission order. When KV blocks run out, the newest running
     requests are preempted until the rest fit. Returns (budget left, preempted any)."""
     bs = cfg[C_BLOCK]
+    g = shared_row(PI, r)  # the KV block pool
     budget -= PI[r, P_COH_N]
     # plan the chunks in progress
     PI[r, P_NSCHED] = 0
@@ -181,7 +184,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
             need += paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
     # not enough blocks: evict the newest until the rest fit
     preempted = False
-    while paged and need > PI[r, P_BLOCKS] - PI[r, P_USED] and PI[r, P_NRUN] > 0:
+    while paged and need > PI[g, P_BLOCKS] - PI[g, P_USED] and PI[r, P_NRUN] > 0:
         v = PI[r, P_RTAIL]
         if RI[v, R_STATE] == S_DECODE:
             if cohort.needs_block(RI, PI, r, v, cfg):
@@ -201,7 +204,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
         if paged:
             grow = paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
             RI[q, R_BLOCKS] += grow
-            PI[r, P_USED] += grow
+            PI[g, P_USED] += grow
         add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
     return budget, preempted
@@ -212,6 +215,7 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
     """Admit waiting requests in arrival order while budget, slots and blocks allow; requests whose
     KV cache has landed from a prefill replica come first."""
     bs = cfg[C_BLOCK]
+    g = shared_row(PI, r)  # the waiting queue, the KV block pool
     admitted = 0
     while PI[r, P_LHEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
         q = pop_front(RI, PI, r, P_LHEAD, P_LTAIL)
@@ -221,8 +225,8 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
         PI[r, P_USED] += need
         _admit(RI, PI, SLOTS, r, q, 1, p, mix)
         budget -= 1  # a decode, not a new prompt: not counted as admitted
-    while PI[r, P_HEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
-        q = PI[r, P_HEAD]
+    while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < cfg[C_MAX_SEQS] and budget > 0:
+        q = PI[g, P_HEAD]
         n = known_tokens(RI, q) - RI[q, R_COMPUTED]
         if chunked:
             if n > cfg[C_CHUNK]:
@@ -231,7 +235,7 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
                 n = budget
         elif n > budget:
             break
-        free = PI[r, P_BLOCKS] - PI[r, P_USED]
+        free = PI[g, P_BLOCKS] - PI[g, P_USED]
         if paged:
             need = paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
             if not can_admit(free, need, cfg[C_WATERMARK]):
@@ -240,11 +244,11 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
             need = blocks_for(cfg[C_MAX_LEN], bs) - RI[q, R_BLOCKS]
             if need > free:
                 break
-        pop_front(RI, PI, r, P_HEAD, P_TAIL)
-        PI[r, P_NWAIT] -= 1
-        PI[r, P_QTOKENS] -= known_tokens(RI, q) - RI[q, R_COMPUTED]
+        pop_front(RI, PI, g, P_HEAD, P_TAIL)
+        PI[g, P_NWAIT] -= 1
+        PI[g, P_QTOKENS] -= known_tokens(RI, q) - RI[q, R_COMPUTED]
         RI[q, R_BLOCKS] += need
-        PI[r, P_USED] += need
+        PI[g, P_USED] += need
         if RF[q, F_SCHED] < 0:
             RF[q, F_SCHED] = t
             PI[r, P_STORED] += RI[q, R_COMPUTED]  # prompt tokens the prefix cache held at arrival
@@ -258,6 +262,7 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
 def _admit(RI, PI, SLOTS, r, q, n, p, mix):
     """q joins the running requests, with n tokens in this step."""
     RI[q, R_STATE] = S_PREFILL
+    RI[q, R_REPLICA] = r  # its lane, in a pipeline
     run_append(RI, PI, r, q)
     SLOTS[r, L_PRE, PI[r, P_NPRE]] = q
     PI[r, P_NPRE] += 1
@@ -530,7 +535,7 @@ def next_event(RF, PI, PF, nxt, next_tick, skip):
 
 
 @step_jit
-def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of):
+def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, cf, t, mix, scratch, trace, oi, of):
     """Schedule replica r's next step at time t and account for it; returns its duration, or -1
     when there is nothing it can run."""
     p = params[r]
@@ -545,6 +550,11 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trac
     if tokens == 0:
         return -1.0
     dt = step_duration(p, mix, scratch)
+    g = shared_row(PI, r)
+    if cfg[C_PP] > 1:  # the batch's trip through the stages (p is one stage's share); the engine's
+        # host work of the step (scheduling, sampling) happens once, before the batch enters
+        host = scratch[cm.B_SCHEDULER]
+        dt = through_stages(PF, g, cfg, cf, t + host, dt - host, mix[M_TOKENS]) - t
     PF[r, Q_BUSY] = t + dt
     PF[r, Q_STEP_START] = t
     PI[r, P_STEPS] += 1
@@ -558,10 +568,10 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trac
     stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r)
     bs = cfg[C_BLOCK]
     of[OF_KV_DATA_S] += stored_after * dt
-    of[OF_KV_ALLOC_S] += PI[r, P_USED] * bs * dt
-    if PI[r, P_USED] > PI[r, P_PEAK]:
-        PI[r, P_PEAK] = PI[r, P_USED]
-    free = PI[r, P_BLOCKS] - PI[r, P_USED]
+    of[OF_KV_ALLOC_S] += PI[g, P_USED] * bs * dt / cfg[C_PP]  # the pool's blocks, once over the lanes' steps
+    if PI[g, P_USED] > PI[g, P_PEAK]:
+        PI[g, P_PEAK] = PI[g, P_USED]
+    free = PI[g, P_BLOCKS] - PI[g, P_USED]
     if free < oi[O_MIN_FREE]:
         oi[O_MIN_FREE] = free
     record(trace, oi, t, dt, mix, r, PI, bs)
@@ -637,9 +647,9 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
                 start_transfers(RI, RF, PI, PF, r, cfg, cf, t)
             if PF[r, Q_BUSY] != inf or (st != ON and st != DRAINING):
                 continue
-            if PI[r, P_NWAIT] == 0 and PI[r, P_NRUN] == 0:
+            if PI[shared_row(PI, r), P_NWAIT] == 0 and PI[r, P_NRUN] == 0:
                 continue
-            start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, t, mix, scratch, trace, oi, of)
+            start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, cf, t, mix, scratch, trace, oi, of)
         # the cluster's KV blocks in use peak when steps start (blocks are taken then)
         total_used = 0
         soonest = 0  # the replica whose step ends next

@@ -3,6 +3,11 @@
 Per GPU: weights/tp + activation workspace + KV pool = usable memory x utilisation, the way vLLM
 sizes its cache (gpu_memory_utilization, default 0.9; TensorRT-LLM's free_gpu_memory_fraction is
 0.9 too). The KV pool is cut into blocks of `block_size` tokens.
+
+With pipeline parallelism (pp stages) each GPU holds its stage's layers (the fullest stage's:
+ceil(layers / pp)) and the embedding or the LM head, and its KV cache holds those layers of every
+token; vLLM sizes the pool on every worker and keeps the smallest block count, so the fullest stage
+sets it.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 from .catalog import DTYPE_BYTES, GIB, GPU, Model
 from .costmodel import _attn_params_per_gpu, check_tp, kv_bytes_per_token_per_gpu
+from .pipeline import check_pp, stage_layers
 
 # The driver and CUDA context keep part of the HBM: an "80 GB" H100 reports 79.2 GiB to PyTorch.
 DRIVER_RESERVED_GIB = 0.8
@@ -35,6 +41,7 @@ class MemoryPlan:
     kv_bytes_per_token: float  # per GPU
     kv_blocks: int  # per replica (every GPU of the replica holds its share of each block)
     kv_tokens: int
+    pp: int = 1  # pipeline stages; the figures per GPU are the fullest stage's
 
     @property
     def unused_bytes(self) -> float:
@@ -50,9 +57,10 @@ class MemoryPlan:
         return d
 
 
-def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16") -> float:
+def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1) -> float:
     """Weights one GPU holds: layers sharded by tp (K/V projections replicated when tp > KV
-    heads), embedding and LM head split over the vocabulary."""
+    heads), embedding and LM head split over the vocabulary; with pp stages, the fullest stage's
+    layers and one of the embedding and the LM head."""
     h = model.hidden
     per_layer_dense = _attn_params_per_gpu(model, tp) + model.mlp_params(model.ffn) / tp + 2 * h
     params = (model.layers - model.moe_layers) * per_layer_dense
@@ -60,7 +68,10 @@ def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16") -> float:
         experts = (model.experts + model.shared_experts) * model.mlp_params(model.moe_ffn) / tp
         router = h * model.experts
         params += model.moe_layers * (_attn_params_per_gpu(model, tp) + experts + router + 2 * h)
-    params += 2 * model.vocab * h / tp + h
+    if pp > 1:
+        params = params * stage_layers(model, pp) / model.layers + model.vocab * h / tp + h
+    else:
+        params += 2 * model.vocab * h / tp + h
     return params * DTYPE_BYTES[dtype]
 
 
@@ -81,33 +92,40 @@ def usable_bytes(gpu: GPU) -> float:
 
 
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
-                max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16") -> MemoryPlan:
-    """Split one GPU's memory; raises ValueError (naming the smallest tp that fits) when the
-    weights and workspace leave no room for the KV cache."""
+                max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1) -> MemoryPlan:
+    """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
+    smallest tp that fits) when the weights and workspace leave no room for the KV cache."""
     check_tp(model, tp)
+    check_pp(model, pp)
     if not 0.05 <= mem_util <= 1.0:
         raise ValueError(f"memory utilisation {mem_util} is outside 0.05..1.0 (vLLM's default is 0.9)")
     if block_size < 1 or block_size > 1024:
         raise ValueError(f"block size {block_size} tokens is outside 1..1024 (vLLM's default is 16)")
     usable = usable_bytes(gpu)
     budget = usable * mem_util
-    weights = weight_bytes_per_gpu(model, tp, dtype)
+    weights = weight_bytes_per_gpu(model, tp, dtype, pp)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs)
     pool = budget - weights - work
     kv_tok = kv_bytes_per_token_per_gpu(model, tp)
+    if pp > 1:
+        kv_tok = kv_tok * stage_layers(model, pp) / model.layers
     blocks = int(pool // (block_size * kv_tok)) if pool > 0 else 0
     if blocks < 1:
         need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype)
         where = (f"at least {need} GPUs with tensor parallelism (tp={need})" if need
                  else "more memory than tensor parallelism over 64 GPUs gives")
+        if pp > 1 or (need and need > gpu.gpus_per_node):
+            where += " or more pipeline stages (pp)"
+        stage = f" x pp={pp}" if pp > 1 else ""
         raise ValueError(
-            f"{model.label()} does not fit on {gpu.name} at tp={tp}: weights take {weights / 1e9:.1f} GB and the "
+            f"{model.label()} does not fit on {gpu.name} at tp={tp}{stage}: weights take {weights / 1e9:.1f} GB and the "
             f"workspace {work / 1e9:.1f} GB of the {budget / 1e9:.1f} GB budget per GPU ({mem_util:.0%} of "
             f"{usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs {where}"
             + ("" if dtype == "fp8" else ", or fp8 weights") + ".")
     return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
-                      kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size)
+                      kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
+                      pp=pp)
 
 
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..physics import catalog, costmodel
+from ..physics import catalog, costmodel, pipeline
 
 MIXING = ("orca", "vllm", "sarathi")  # policies whose steps carry decodes and prompt tokens together
 
@@ -33,12 +33,22 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int) -> Cap
     prefills each request in a step of its own; a prefill pool takes prefill off the decode side."""
     model = catalog.get_model(cfg.model)
     pool = pools[-1]
+    pp = getattr(pool, "pp", 1)
     prompt, output = max(prompt, 1.0), max(output, 1.0)
     ctx = int(min(prompt + output / 2, model.max_context))
     slots = 1 if cfg.policy == "serial" else cfg.max_seqs
     batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))
     if cfg.disagg:
         per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
+        req_s = batch / output / (per_step / 1e3)
+    elif cfg.policy in MIXING and pp > 1:
+        # pp batches in flight share the running sequences; each takes a full pass through the
+        # stages plus the hand-offs, while the other batches fill the other stages
+        lane = max(1, min(batch, pp * int(budget * output / (prompt + output))) // pp)
+        new_tokens = int(min(lane * prompt / output, budget - lane, model.max_context))
+        per_step = (step_ms(cfg, pool.tp, decode_batch=lane, context=ctx, prefill_tokens=max(new_tokens, 0))
+                    + 1e3 * pipeline.handoffs_s(catalog.get_gpu(cfg.gpu), model, pool.tp, pp, lane + new_tokens))
+        batch = lane * pp
         req_s = batch / output / (per_step / 1e3)
     elif cfg.policy in MIXING:
         batch = max(1, min(batch, int(budget * output / (prompt + output))))

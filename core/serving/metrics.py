@@ -136,8 +136,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
     gpu_seconds = 0.0
     r = 0
     for p in pools:
-        gpu_seconds += float(PF[r:r + p.replicas, E.Q_GPU_S].sum()) * p.tp
-        r += p.replicas
+        gpu_seconds += float(PF[r:r + p.rows, E.Q_GPU_S].sum()) * p.tp  # a lane per stage: rows x tp = GPUs
+        r += p.rows
     gpu_hours = gpu_seconds / 3600
     total_tokens = int(out_tok.sum())
     cost = gpu_hours * gpu.price_usd_per_gpu_hour / (total_tokens / 1e6)
@@ -165,7 +165,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
         served_req_s=served, offered_req_s=offered,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
-        replicas=replicas, gpus=int(sum(p.replicas * p.tp for p in pools)), tp=pools[0].tp,
+        replicas=replicas, gpus=int(sum(p.replicas * p.tp * p.pp for p in pools)), tp=pools[0].tp, pp=pools[0].pp,
         gpu_hours=gpu_hours, cost_per_1m_tokens_usd=cost,
         price_usd_per_gpu_hour=gpu.price_usd_per_gpu_hour, price_date=gpu.price_date,
         max_model_len=max_len, clipped_requests=wl.clipped, policy=cfg.policy,
@@ -188,7 +188,7 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:
     arrival, first, finish = req["arrival_s"], req["first_token_s"], req["finish_s"]
     moved = req["xfer_done_s"] >= 0
     for p in pools:
-        sl = slice(r, r + p.replicas)
+        sl = slice(r, r + p.rows)
         steps = int(PI[sl, E.P_STEPS].sum())
         if p.name == "decode":
             t_in = finish[moved] - req["xfer_done_s"][moved]
@@ -200,7 +200,7 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:
             t_in = finish - arrival
             t_arr = arrival
         out[p.name] = dict(
-            replicas=p.replicas, tp=p.tp, gpus=p.replicas * p.tp, kv_blocks_per_replica=int(p.plan.kv_blocks),
+            replicas=p.replicas, tp=p.tp, pp=p.pp, gpus=p.replicas * p.tp * p.pp, kv_blocks_per_replica=int(p.plan.kv_blocks),
             weights_gb_per_gpu=p.plan.weights_bytes / 1e9, steps=steps,
             utilisation=_pool_utilisation(p.name, req, window, cap),
             peak_kv_blocks_used=int(PI[sl, E.P_PEAK].max()) if p.replicas else 0,
@@ -208,7 +208,7 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:
             arrival_rate_req_s=len(t_arr) / span, mean_time_s=float(t_in.mean()) if len(t_in) else 0.0,
             mean_in_pool=float(areas[p.name]) / span,
         )
-        r += p.replicas
+        r += p.rows
     if "decode" in out:
         out["transfer"] = dict(mean_in_transfer=float(of[E.OF_AREA_XFER]) / span,
                                mean_time_s=float((req["xfer_done_s"][moved] - first[moved]).mean()) if moved.any() else 0.0,

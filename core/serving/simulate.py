@@ -15,7 +15,7 @@ import numpy as np
 from ..engine import layout as L
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
-from ..physics import catalog, costmodel, vllm_host
+from ..physics import catalog, costmodel, pipeline, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .capacity import capacity
 from .metrics import summarize
@@ -29,7 +29,8 @@ class SimConfig:
     gpu: str = "h100"
     model: str = "llama-3.1-8b"
     tp: int = 1
-    gpus: int | None = None  # GPUs in all; None: one replica of tp GPUs
+    pp: int = 1  # pipeline stages of tp GPUs per replica (core/physics/pipeline.py); colocated deployments
+    gpus: int | None = None  # GPUs in all; None: one replica of tp x pp GPUs
     dtype: str = "bf16"
     policy: str = "vllm"
     block_size: int = 16
@@ -79,7 +80,13 @@ class Pool:
     replicas: int
     tp: int
     plan: MemoryPlan
-    params: np.ndarray
+    params: np.ndarray  # with pp > 1, one stage's
+    pp: int = 1
+
+    @property
+    def rows(self) -> int:
+        """Rows of the engine's replica table: a lane per batch in flight of each replica."""
+        return self.replicas * self.pp
 
 
 @dataclass
@@ -150,18 +157,21 @@ def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
-    gpus = cfg.gpus if cfg.gpus is not None else cfg.tp
+    gpus = cfg.gpus if cfg.gpus is not None else cfg.tp * cfg.pp
     if not isinstance(gpus, (int, np.integer)) or gpus < 1:
         raise ValueError(f"GPU count must be a whole number >= 1, not {gpus}")
     if gpus > 4096:
         raise ValueError(f"{gpus} GPUs is beyond what the simulator models: use at most 4096")
 
-    def pool(name, n_gpus, tp):
+    def pool(name, n_gpus, tp, pp=1):
         if tp < 1 or n_gpus % tp:
             raise ValueError(f"tp={tp} does not divide the {name} pool's {n_gpus} GPUs: choose a GPU count "
                              f"that is a multiple of tp")
+        if n_gpus % (tp * pp):
+            raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
+                             f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype)
+                           cfg.dtype, pp)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         if plan.kv_blocks < need:
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
@@ -169,10 +179,10 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                              f"or raise tp")
         p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff,
                             vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)), cfg.async_scheduling)
-        return Pool(name, n_gpus // tp, tp, plan, p)
+        return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp)
 
     if not cfg.disagg:
-        return [pool("serving", gpus, cfg.tp)]
+        return [pool("serving", gpus, cfg.tp, cfg.pp)]
     ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
     if not 0 < cfg.prefill_gpus < gpus:
         raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of {gpus}), not {cfg.prefill_gpus}")
@@ -219,6 +229,11 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError(f"unknown autoscaling metric '{cfg.scale_metric}': choose concurrency or kv")
     if cfg.autoscale and not (cfg.scale_target > 0 and cfg.scale_interval_s > 0 and 0 <= cfg.scale_down_frac < 1):
         raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
+    if not isinstance(cfg.pp, (int, np.integer)) or not 1 <= cfg.pp <= 64:
+        raise ValueError(f"pipeline parallelism takes 1 to 64 stages, not {cfg.pp}")
+    if cfg.pp > 1 and (cfg.disagg or cfg.autoscale):
+        raise ValueError("pipeline parallelism (pp > 1) is simulated on a colocated deployment of fixed replicas: "
+                         "turn off disaggregation and autoscaling, or set pp=1")
     if not 1 <= cfg.block_size <= 1024:
         raise ValueError(f"block size {cfg.block_size} tokens is outside 1..1024 (vLLM's default is 16)")
     if cfg.trace_cap < 16 or cfg.trace_cap % 2:
@@ -260,7 +275,8 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: 
 
 def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) -> dict:
     n = wl.n
-    R = sum(p.replicas for p in pools)
+    R = sum(p.rows for p in pools)
+    pp = pools[0].pp
     RI = np.zeros((n, L.NRI), np.int64)
     RI[:, L.R_PROMPT] = wl.prompt_tokens
     RI[:, L.R_OUTPUT] = wl.output_tokens
@@ -275,19 +291,20 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RF[:, L.F_ARRIVAL] = wl.arrival_s
 
     PI = np.zeros((R, L.NPI), np.int64)
-    PF = np.zeros((R, L.NPF))
+    PF = np.zeros((R, L.Q_STAGE + pp))
     PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL, L.P_LHEAD,
            L.P_LTAIL]] = -1
     PF[:, L.Q_BUSY] = np.inf
     params = np.zeros((R, costmodel.N_PARAMS))
     r = 0
     for i, pool in enumerate(pools):
-        sl = slice(r, r + pool.replicas)
-        PI[sl, L.P_BLOCKS] = pool.plan.kv_blocks
+        sl = slice(r, r + pool.rows)
+        PI[sl, L.P_LANE] = np.arange(pool.rows) % pool.pp
+        PI[r:r + pool.rows:pool.pp, L.P_BLOCKS] = pool.plan.kv_blocks  # a pipeline's lanes share lane 0's pool
         PI[sl, L.P_POOL] = (L.POOL_MIXED if len(pools) == 1 else (L.POOL_PREFILL if i == 0 else L.POOL_DECODE))
         PI[sl, L.P_STATE] = L.ON
         params[sl] = pool.params
-        r += pool.replicas
+        r += pool.rows
     if cfg.autoscale:
         PI[cfg.min_replicas:, L.P_STATE] = L.OFF
 
@@ -308,7 +325,9 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
     cfg_i[L.C_SPLIT] = split
     cfg_i[L.C_MAX_STEPS] = cfg.max_steps
-    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward)
+    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward and pp == 1)  # quiet runs are one lane's steps alone
+    cfg_i[L.C_PP] = pp
+    cfg_i[L.C_PP_NODE] = pipeline.stages_per_node(gpu, pools[0].tp)
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
         cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)
@@ -317,6 +336,9 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_f[L.G_SCALE_TARGET] = cfg.scale_target
     cfg_f[L.G_SCALE_DOWN_FRAC] = cfg.scale_down_frac
     cfg_f[L.G_STARTUP_S] = startup_seconds(cfg, model, pools[0].tp)
+    cfg_f[L.G_PP_BYTES_TOKEN] = pipeline.bytes_per_token(model)
+    cfg_f[L.G_PP_S_BYTE], cfg_f[L.G_PP_LAT] = pipeline.handoff_link(gpu, pools[0].tp, False, eff)
+    cfg_f[L.G_PP_S_BYTE_NET], cfg_f[L.G_PP_LAT_NET] = pipeline.handoff_link(gpu, pools[0].tp, True, eff)
 
     SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
     BKT = np.zeros((R, L.NB, max(cfg.block_size, split)), np.int64)
@@ -379,8 +401,13 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
                     generated_tokens=RI[:, L.R_GENERATED], preemptions=RI[:, L.R_PREEMPTS],
                     replica=RI[:, L.R_REPLICA], xfer_ready_s=RF[:, L.F_XFER_READY],
                     xfer_start_s=RF[:, L.F_XFER_START], xfer_done_s=RF[:, L.F_XFER_DONE])
+    pp = pools[0].pp
+    if pp > 1:  # the engine's rows are lanes: name the replica
+        requests["replica"] = np.where(RI[:, L.R_REPLICA] >= 0, RI[:, L.R_REPLICA] // pp, -1)
     k = int(oi[L.O_TRACE_N])
     trace = {name: a["trace"][:k, i].copy() for i, name in enumerate(L.TRACE_COLUMNS)}
+    if pp > 1:
+        trace["replica"] //= pp
     trace["stride"] = int(oi[L.O_TRACE_STRIDE])
     if cfg.engine_overhead == "vllm" and cfg.policy == "sarathi":  # vLLM V1's engine and its API server
         _client_side(cfg, requests, trace, a["stream_t"], a["stream_ids"], eff or costmodel.efficiency_for(gpu))
