@@ -38,6 +38,7 @@ from ..physics import costmodel as cm
 from . import cohort
 from .fastforward import decode_run, quiet
 from .kvcache import blocks_for, can_admit, paged_growth
+from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
 from .queues import heap_top, finish_step, pop_front, push_back, push_front, run_append, run_remove
@@ -520,12 +521,12 @@ def autoscale(PI, PF, cfg, cf, t):
 # ---------------------------------------------------------------- the loop
 
 @step_jit
-def next_event(RF, PI, PF, nxt, next_tick, skip):
-    """The time of the next event other than replica `skip`'s step end: an arrival, another
-    replica's step end, a replica ready, a KV transfer landing, an autoscaler tick."""
+def next_event(RF, PI, PF, nxt, next_tick, skip, skip_end):
+    """The time of the next event other than the step ends of replicas [skip, skip_end): an
+    arrival, another replica's step end, a replica ready, a KV transfer landing, an autoscaler tick."""
     t_next = RF[nxt, F_ARRIVAL] if nxt < RF.shape[0] else np.inf
     for r in range(PI.shape[0]):
-        if r != skip and PF[r, Q_BUSY] < t_next:
+        if (r < skip or r >= skip_end) and PF[r, Q_BUSY] < t_next:
             t_next = PF[r, Q_BUSY]
         if PI[r, P_STATE] == STARTING and PF[r, Q_READY_AT] < t_next:
             t_next = PF[r, Q_READY_AT]
@@ -603,7 +604,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
         if oi[O_STEPS] >= cfg[C_MAX_STEPS]:
             oi[O_STEP_LIMIT] = 1
             break
-        t_next = next_event(RF, PI, PF, nxt, next_tick, -1)
+        t_next = next_event(RF, PI, PF, nxt, next_tick, -1, -1)
         if t_next == inf:
             oi[O_DEADLOCK] = 1
             break
@@ -663,10 +664,19 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
         # ---- its quiet decode steps, back to back, up to the next event elsewhere (until then
         # nothing else in the cluster changes); the next arrival is the cheap first test
         r = soonest
-        if (cfg[C_FAST_FORWARD] and PF[r, Q_BUSY] < (RF[nxt, F_ARRIVAL] if nxt < n else inf)
-                and quiet(PI, SLOTS, r, cfg)):
-            t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t, next_event(RF, PI, PF, nxt, next_tick, r),
-                           total_used - PI[r, P_USED], itl_hist, itl_edges, trace, oi, of, mix, scratch)
+        if cfg[C_FAST_FORWARD] and PF[r, Q_BUSY] < (RF[nxt, F_ARRIVAL] if nxt < n else inf):
+            if cfg[C_PP] == 1:
+                if quiet(PI, SLOTS, r, cfg):
+                    t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t,
+                                   next_event(RF, PI, PF, nxt, next_tick, r, r + 1), total_used - PI[r, P_USED],
+                                   itl_hist, itl_edges, trace, oi, of, mix, scratch)
+            else:  # a pipeline's lanes: their quiet steps in the order they end
+                g = shared_row(PI, r)
+                if pipeline.lanes_quiet(PI, PF, SLOTS, g, cfg):
+                    t = pipeline.decode_run(RI, PI, PF, SLOTS, BKT, params[g], g, cfg, cf, t,
+                                            next_event(RF, PI, PF, nxt, next_tick, g, g + cfg[C_PP]),
+                                            total_used - PI[g, P_USED], itl_hist, itl_edges, trace, oi, of, mix,
+                                            scratch)
 
     # ---- close the books
     for r in range(R):

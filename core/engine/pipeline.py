@@ -20,9 +20,20 @@ stage all-gathers it (send_tensor_dict / recv_tensor_dict with all_gather_group=
 vllm/v1/worker/gpu_worker.py), over NVLink within a node or the network between nodes. With fewer
 batches ready than stages, stages wait: the bubble.
 """
-from ..jit import engine_jit
-from .layout import (C_PP, C_PP_NODE, G_PP_BYTES_TOKEN, G_PP_LAT, G_PP_LAT_NET, G_PP_S_BYTE, G_PP_S_BYTE_NET,
-                     P_LANE, P_NRUN, Q_STAGE)
+import numpy as np
+
+from ..jit import engine_jit, step_jit
+from ..physics import costmodel as cm
+from . import cohort
+from .fastforward import quiet
+from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_PP, C_PP_NODE, C_SPLIT, G_PP_BYTES_TOKEN,
+                     G_PP_LAT, G_PP_LAT_NET, G_PP_S_BYTE, G_PP_S_BYTE_NET, M_CTAS, M_DECODES, M_ROWS, M_SUM_CTX,
+                     M_TOKENS, O_DECODE_STEPS, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_DECODE_STEPS,
+                     O_SEQS_SCHEDULED, O_STEPS, OF_KV_ALLOC_S, OF_KV_DATA_S, OF_MAX_ITL, ON, P_BLOCKS, P_COH_N,
+                     P_COH_PARTS, P_COH_V, P_ITL_BIN, P_LANE, P_NRUN, P_NWAIT, P_PEAK, P_S, P_S_BLOCK, P_S_SPLIT,
+                     P_STATE, P_STEPS, P_STORED, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STAGE, Q_STEP_START, VLLM)
+from .queues import finish_step, heap_top
+from .tally import integrate, itl_bin_near, record
 
 
 @engine_jit
@@ -43,7 +54,7 @@ def replica_running(PI, r, cfg):
     return n
 
 
-@engine_jit
+@step_jit
 def stage_handoff(cfg, cf, j, tokens):
     """Seconds to move `tokens` tokens' activations from stage j to stage j + 1."""
     wire = tokens * cf[G_PP_BYTES_TOKEN]
@@ -52,7 +63,7 @@ def stage_handoff(cfg, cf, j, tokens):
     return cf[G_PP_LAT] + wire * cf[G_PP_S_BYTE]
 
 
-@engine_jit
+@step_jit
 def through_stages(PF, g, cfg, cf, start, stage_s, tokens):
     """A batch that is ready at `start` and takes `stage_s` on every stage passes through the
     pipeline of replica row g, first come first served; returns when its last stage is done."""
@@ -65,4 +76,102 @@ def through_stages(PF, g, cfg, cf, start, stage_s, tokens):
         PF[g, Q_STAGE + j] = t
         if j < pp - 1:
             t += stage_handoff(cfg, cf, j, tokens)
+    return t
+
+
+# ---------------------------------------------------------------- quiet decode steps of a pipeline
+
+@engine_jit
+def lanes_quiet(PI, PF, SLOTS, g, cfg):
+    """Whether every lane of replica row g is either idle with nothing to run or stepping its
+    decode cohort alone (fastforward.quiet's conditions), with nothing waiting for the replica."""
+    if PI[g, P_NWAIT] != 0 or PI[g, P_STATE] != ON:
+        return False
+    busy = 0
+    for r in range(g, g + cfg[C_PP]):
+        if PF[r, Q_BUSY] == np.inf:
+            if PI[r, P_NRUN] != 0:
+                return False
+            continue
+        if not quiet(PI, SLOTS, r, cfg):
+            return False
+        busy += 1
+    return busy > 0
+
+
+@engine_jit
+def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, itl_hist, itl_edges, trace, oi, of,
+               mix, scratch):
+    """The quiet steps of replica row g's lanes (lanes_quiet holds), in the order they end, each
+    followed by the lane's next step, up to the next event elsewhere (t_other): what the loop would
+    do event by event (each lane's step end is an event), the same operations on the same numbers,
+    without its passes over every replica. Stops before a step whose end finishes a member or whose
+    next step finds too few free blocks. Returns the time of the last step completed (t if none)."""
+    bs = cfg[C_BLOCK]
+    split = cfg[C_SPLIT]
+    pp = cfg[C_PP]
+    paged = cfg[C_POLICY] >= VLLM
+    kv_heads = p[cm.KV_HEADS]
+    max_steps = cfg[C_MAX_STEPS]
+    while True:
+        r = -1
+        tb = np.inf
+        for j in range(g, g + pp):
+            if PF[j, Q_BUSY] < tb:
+                r, tb = j, PF[j, Q_BUSY]
+        if r < 0 or tb >= t_other or oi[O_STEPS] >= max_steps:
+            break
+        if PI[r, P_S] + 1 >= finish_step(RI, heap_top(SLOTS, PI, r)):
+            break  # a member finishes with this step: the loop's path
+        nb = PI[r, P_S_BLOCK] + 1
+        if nb == bs:
+            nb = 0
+        need = BKT[r, B_BLOCK, nb] if paged else 0
+        if need > PI[g, P_BLOCKS] - PI[g, P_USED]:
+            break  # the loop preempts
+        # ---- the lane's step completes: each member has one more token
+        integrate(PI, of, tb - t)
+        t = tb
+        PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
+        m = PI[r, P_COH_N]
+        gap = t - PF[r, Q_LAST_DECODE]
+        b = itl_bin_near(gap, PI[r, P_ITL_BIN], itl_edges)
+        PI[r, P_ITL_BIN] = b
+        itl_hist[b] += m
+        of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
+        cohort.advance(PI, r, cfg)
+        PF[r, Q_LAST_DECODE] = t
+        # ---- and its next step starts: the cohort takes its blocks and decodes again
+        PI[g, P_USED] += need
+        if split > 0:
+            PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, PI[r, P_S_SPLIT]]
+            ctas = kv_heads * PI[r, P_COH_PARTS]
+        else:
+            ctas = kv_heads * m
+        sum_ctx = PI[r, P_COH_V] + m * (PI[r, P_S] + 1)
+        dt = cm.step_breakdown(p, float(m), float(m), float(sum_ctx), ctas, 0.0, 0.0, float(m), scratch)
+        host = scratch[cm.B_SCHEDULER]
+        dt = through_stages(PF, g, cfg, cf, t + host, dt - host, float(m)) - t
+        PF[r, Q_BUSY] = t + dt
+        PF[r, Q_STEP_START] = t
+        PI[r, P_STEPS] += 1
+        oi[O_STEPS] += 1
+        oi[O_QUIET_STEPS] += 1
+        oi[O_SEQS_SCHEDULED] += m
+        oi[O_DECODE_STEPS] += 1
+        oi[O_SEQS_DECODE_STEPS] += m
+        of[OF_KV_DATA_S] += (PI[r, P_STORED] + sum_ctx) * dt
+        of[OF_KV_ALLOC_S] += PI[g, P_USED] * bs * dt / pp
+        if PI[g, P_USED] > PI[g, P_PEAK]:
+            PI[g, P_PEAK] = PI[g, P_USED]
+        if PI[g, P_BLOCKS] - PI[g, P_USED] < oi[O_MIN_FREE]:
+            oi[O_MIN_FREE] = PI[g, P_BLOCKS] - PI[g, P_USED]
+        if others_used + PI[g, P_USED] > oi[O_PEAK_USED]:
+            oi[O_PEAK_USED] = others_used + PI[g, P_USED]
+        mix[:] = 0.0
+        mix[M_TOKENS] = mix[M_DECODES] = m
+        mix[M_SUM_CTX] = sum_ctx
+        mix[M_CTAS] = ctas
+        mix[M_ROWS] = m
+        record(trace, oi, t, dt, mix, r, PI, bs)
     return t

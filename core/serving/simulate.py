@@ -325,7 +325,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
     cfg_i[L.C_SPLIT] = split
     cfg_i[L.C_MAX_STEPS] = cfg.max_steps
-    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward and pp == 1)  # quiet runs are one lane's steps alone
+    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward)
     cfg_i[L.C_PP] = pp
     cfg_i[L.C_PP_NODE] = pipeline.stages_per_node(gpu, pools[0].tp)
     cfg_f = np.zeros(L.NCF)
