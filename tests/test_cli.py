@@ -103,3 +103,16 @@ def test_an_overloaded_simulation_says_what_it_served_against_what_was_offered()
     first = r.stdout.splitlines()[0]
     assert "1 replica of tp=1 (1 GPU)" in first  # it read "1 replica(s)"
     assert "OVERLOADED, the queue grows without bound: " in first and " req/s served" in first
+
+
+def test_pipeline_stages_from_the_command_line():
+    r = run("simulate", "--gpu", "h100", "--model", "llama-3.1-405b", "--tp", "8", "--pp", "2", "--rate", "1",
+            "--requests", "50", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["tp"], out["pp"], out["gpus"], out["replicas"]) == (8, 2, 16, 1)
+    mem = json.loads(run("memory", "--gpu", "h100", "--model", "llama-3.1-405b", "--tp", "8", "--pp", "2",
+                         "--json").stdout)
+    assert mem["pp"] == 2 and mem["weights_gb_per_gpu"] < 60  # half the layers of 810 GB over 8 GPUs
+    bad = run("simulate", "--gpu", "h100", "--model", "llama-3.1-8b", "--pp", "2", "--gpus", "3", "--requests", "5")
+    assert bad.returncode == 2 and "multiple of 2" in bad.stderr and "Traceback" not in bad.stderr

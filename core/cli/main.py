@@ -43,9 +43,10 @@ def cmd_steptime(args) -> None:
 def cmd_memory(args) -> None:
     gpu, model = catalog.get_gpu(args.gpu), catalog.get_model(args.model)
     plan = memory.plan_memory(gpu, model, args.tp, args.block_size, args.mem_util, args.max_batched_tokens,
-                              args.max_seqs, args.dtype)
+                              args.max_seqs, args.dtype, args.pp)
     d = plan.to_dict()
-    lines = [f"{model.label()} on {args.tp} x {gpu.name}, per GPU:",
+    stages = f" x pp={args.pp} ({args.tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
+    lines = [f"{model.label()} on {args.tp} x {gpu.name}{stages}, per GPU:",
              f"  usable memory     {d['usable_gb_per_gpu']:8.2f} GB (budget {args.mem_util:.0%}: {plan.budget_bytes / 1e9:.2f} GB)",
              f"  weights           {d['weights_gb_per_gpu']:8.2f} GB",
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mem-util", type=number, default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
     p.add_argument("--max-batched-tokens", type=positive_int, default=8192, help="token budget of one step")
     p.add_argument("--max-seqs", type=positive_int, default=256, help="sequences per step")
+    p.add_argument("--pp", type=positive_int, default=1, help="pipeline stages (the plan is the fullest stage's GPU)")
     p.set_defaults(func=cmd_memory)
 
     simulate.register(sub)

@@ -18,7 +18,9 @@ def register(sub) -> None:
     p.add_argument("--gpu", default=None, help="GPU id; h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", required=True)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of a replica")
-    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp, one replica)")
+    p.add_argument("--pp", type=positive_int, default=1,
+                   help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp x pp, one replica)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
     p.add_argument("--rate", type=number, default=5.0, help="mean request rate, req/s")
     p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens (default: the distribution's)")
@@ -81,7 +83,7 @@ def config_from_args(args) -> SimConfig:
             trace = Path(args.trace).read_text()
         except OSError as e:
             raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
-    return SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, policy=args.policy,
+    return SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype, policy=args.policy,
                      block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
                      chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
                      trace_csv=trace, router=args.router, disagg=args.disagg, prefill_gpus=args.prefill_gpus,
@@ -95,7 +97,8 @@ def cmd_simulate(args) -> None:
     result = simulate(config_from_args(args))
     s = result.summary
     lines = [
-        f"{s['requests']} requests, {count(s['replicas'], 'replica')} of tp={s['tp']} ({count(s['gpus'], 'GPU')}), "
+        f"{s['requests']} requests, {count(s['replicas'], 'replica')} of tp={s['tp']}"
+        + (f" x pp={s['pp']}" if s["pp"] > 1 else "") + f" ({count(s['gpus'], 'GPU')}), "
         f"policy {s['policy']}: " + ("stable" if s["stable"] else f"OVERLOADED, {overload(s)}"),
         f"  TTFT ms   mean {s['ttft_ms']['mean']:9.1f}  p50 {s['ttft_ms']['p50']:9.1f}  p99 {s['ttft_ms']['p99']:9.1f}",
         f"  TPOT ms   mean {s['tpot_ms']['mean']:9.2f}  p50 {s['tpot_ms']['p50']:9.2f}  p99 {s['tpot_ms']['p99']:9.2f}",
