@@ -190,3 +190,19 @@ def test_planner_searches_at_the_sidebars_own_price():
     assert not at.exception
     cost = next(m for m in at.metric if m.label == "Cost")
     assert cost.value == "$1.50 / h"  # one H100 at the sidebar's price
+
+
+def test_an_overloaded_walkthrough_and_lab_mark_latencies_as_growing_in_full_view():
+    # '52.4 min and growing' was cut off to '52.4 min a...' on a stage card: the figure stays whole
+    # and the words go under it, on the walkthrough's cards and on the Lab's
+    at = app()
+    at.sidebar.slider(key="rate").set_value(44.0)
+    at.sidebar.select_slider(key="output").set_value(256).run()
+    cards = {m.label: m for m in at.metric}
+    assert cards["p99 TTFT"].value.endswith(" s") and cards["p99 TTFT"].delta.startswith("and growing")
+    assert "and growing" not in cards["Throughput"].value + (cards["Throughput"].delta or "")
+    at.switch_page("views/walkthrough.py").run()
+    assert not at.exception
+    stage1 = {m.label: m for m in at.metric}
+    assert "growing" not in stage1["p99 TTFT"].value and stage1["p99 TTFT"].delta.startswith("and growing")
+    assert any("the queue grows without bound: " in e.value and "req/s served" in e.value for e in at.error)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from core.lab import content, gauges, report, stages
 from core.lab.inputs import STAGES
-from ui import cache, charts, export, state
+from ui import cache, charts, export, state, widgets
 
 st.title("Guided walkthrough")
 st.markdown("Reason about it one step at a time: each stage below is simulated on the workload in the sidebar, "
@@ -35,7 +35,10 @@ else:
     s = o.summary
     st.caption(f"Simulated: {report.describe_config(o.config)}.")
     for col, m in zip(st.columns(4), stages.stage_metrics(o, prev)):
-        col.metric(m["label"], m["value"], delta=m["delta"], delta_color=m["color"], delta_arrow=m["arrow"],
+        value, growing = widgets.split_growing(m["value"])
+        if growing:  # the card would cut '52.4 min and growing' off: the words go under the figure
+            m.update(delta="and growing" + (f"; {m['delta']}" if m["delta"] else ""), color="red", arrow="up")
+        col.metric(m["label"], value, delta=m["delta"], delta_color=m["color"], delta_arrow=m["arrow"],
                    delta_description=m["description"], border=True)
     if o.misses:
         st.error("Misses the targets: " + "; ".join(o.misses) + ".", icon=":material/error:")
