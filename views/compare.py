@@ -27,9 +27,7 @@ with b.expander("Set a deployment by hand"):
         n = c2.select_slider("GPUs", [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], max(1, inputs.gpus))
         tp = c3.select_slider("tp", [1, 2, 4, 8, 16], 1)
         dtype = c1.selectbox("Weights", ["bf16", "fp8"])
-        policy = c2.selectbox("Scheduling", C.POLICIES, format_func={"sarathi": "chunked prefill",
-                              "vllm": "continuous batching", "static": "static batching",
-                              "serial": "one at a time"}.get)
+        policy = c2.selectbox("Scheduling", C.POLICIES, format_func=C.POLICY_WORDS.get)
         budget = c3.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192], 2048)
         pre = c1.select_slider("Prefill GPUs (0: no split)", [0, 1, 2, 4, 8, 16], 0)
         if st.form_submit_button("Pin", icon=":material/push_pin:"):
@@ -57,7 +55,7 @@ ok = [e for e in entries if not e["error"]]
 if not ok:
     st.stop()
 for i, e in enumerate(ok):
-    widgets.overload(e["result"].summary, f"{i + 1}. {e['label']}")
+    widgets.overload(e["result"].summary, f"Deployment {i + 1} ({e['label']})")  # '1.' would start a list
 
 st.subheader("Side by side")
 st.caption(f"{inputs.rate:g} req/s, prompts of {inputs.prompt_tokens} and outputs of {inputs.output_tokens} tokens "

@@ -26,6 +26,8 @@ from .inputs import LabInputs, _base, current_config, run
 
 MAX_PINNED = 4
 POLICIES = ("sarathi", "vllm", "static", "serial")
+POLICY_WORDS = {"sarathi": "chunked prefill", "vllm": "continuous batching", "static": "static batching",
+                "serial": "one request at a time"}  # a label a first-time reader understands
 
 
 def _int(d: dict, key: str, default: int, lo: int = 0, hi: int = 4096) -> int:
@@ -66,7 +68,7 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
 def describe(d: dict) -> str:
     gpu = catalog.get_gpu(d["gpu"])
     split = f", {d['prefill_gpus']} for prefill (tp {d['prefill_tp']})" if d.get("prefill_gpus") else ""
-    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{split}, {d['dtype']}, {d['policy']} "
+    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{split}, {d['dtype']}, {POLICY_WORDS[d['policy']]} "
             f"({d['max_batched_tokens']} tokens/step)")
 
 
