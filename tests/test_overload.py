@@ -92,3 +92,13 @@ def test_one_request_at_a_time_settled_without_simulating_still_says_what_is_ser
     from core.lab.stages import serial_overload
     o = serial_overload(OVERLOADED)
     assert o is not None and said(o.misses[0])
+
+
+def test_the_walkthroughs_stage_bars_mark_an_overloaded_stage():
+    # a bar of 52 min p99 TTFT is only this run's length: its colour and legend say the queue grows
+    from core.lab.stages import OVERLOADED as GROWS, evaluate_stages, stage_rows
+    from ui import charts
+    rows = {r["stage"]: r for r in stage_rows(evaluate_stages(OVERLOADED))}
+    assert rows["Stage 1"]["meets"] == GROWS and rows["Stage 3"]["meets"] == GROWS
+    spec = charts.stage_bars(list(rows.values()), "ttft", "p99 TTFT", "s", 1.0, log=True).to_dict()
+    assert GROWS in str(spec)

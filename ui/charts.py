@@ -7,6 +7,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from core.lab.stages import OVERLOADED
 from core.serving.simulate import SimResult
 
 # Channels are always typed objects (alt.X, alt.Tooltip, ...): Altair resolves shorthand strings
@@ -190,8 +191,8 @@ def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: flo
     bars = alt.Chart(df).mark_bar().encode(
         x=x, y=alt.Y(f"{metric}:Q", title=f"{title} ({unit})", scale=scale, axis=alt.Axis(**axis)),
         y2=alt.Y2("base:Q"),
-        color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", "cannot run here"],
-                                                   range=[COLORS["ok"], COLORS["bad"], COLORS["muted"]]),
+        color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", OVERLOADED, "cannot run here"],
+                                                   range=[COLORS["ok"], COLORS["bad"], "#7f1d1d", COLORS["muted"]]),
                         legend=alt.Legend(orient="top", title=None)),
         tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("name:N", title="design"),
                  alt.Tooltip(f"{metric}:Q", format=",.3g", title=f"{title} ({unit})")])
