@@ -206,3 +206,18 @@ def test_an_overloaded_walkthrough_and_lab_mark_latencies_as_growing_in_full_vie
     stage1 = {m.label: m for m in at.metric}
     assert "growing" not in stage1["p99 TTFT"].value and stage1["p99 TTFT"].delta.startswith("and growing")
     assert any("the queue grows without bound: " in e.value and "req/s served" in e.value for e in at.error)
+
+
+def test_each_trade_off_section_opens_with_the_gpus_it_ran_on():
+    # the note sat in the right-hand column, after gains, costs and sources on a phone
+    from core.lab import content
+    at = app()
+    at.switch_page("views/tradeoffs.py").run()
+    assert not at.exception
+    texts = [m.value for m in at.markdown]
+    for t in content.tradeoffs():
+        gains = next(i for i, v in enumerate(texts) if t["gains"] in v)
+        assert "run" in texts[gains - 1] and "GPU" in texts[gains - 1], (t["id"], texts[gains - 1])
+    tp = next(t for t in content.tradeoffs() if t["id"] == "tensor_parallel")
+    note = texts[next(i for i, v in enumerate(texts) if tp["gains"] in v) - 1]
+    assert "The sidebar's 1 GPU cannot compare tensor parallelism, so both sides run on 2 H100 GPUs" in note

@@ -15,6 +15,10 @@ rules = content.rules()
 
 for t in content.tradeoffs():
     st.subheader(t["title"])
+    with st.spinner(f"Simulating {t['title'].lower()} off and on..."):
+        ab = cache.tradeoff(inputs, t["id"])
+    if ab.note:  # which GPUs, and why, as the section's first sentence (a phone stacks the columns below)
+        st.markdown(f":material/memory: {ab.note}")
     left, right = st.columns([2, 3])
     with left:
         st.markdown(f":green-badge[Gains] {t['gains']}")
@@ -25,13 +29,9 @@ for t in content.tradeoffs():
         if links:
             st.caption("Sources: " + "; ".join(links))
     with right:
-        with st.spinner(f"Simulating {t['title'].lower()} off and on..."):
-            ab = cache.tradeoff(inputs, t["id"])
         if ab.error:
             st.info(sentence(ab.error), icon=":material/info:")
             continue
-        if ab.note:  # which GPUs, and why, before anything else
-            st.markdown(f":material/memory: {ab.note}")
         st.markdown(f"**On this workload:** {tradeoffs.verdict(ab)}")
         widgets.overload(ab.off.summary, f"Off ({ab.off_label})")
         if ab.id != "streaming":
