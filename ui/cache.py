@@ -4,23 +4,44 @@ Results are shared, not copied (cache_resource): pages only read them, and copyi
 arrays on every rerun would cost more than drawing them."""
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 
-from core import CORE_VERSION
-from core.lab import gauges, report, sweeps, tradeoffs
+from core import CORE_VERSION, jitcache
+from core.lab import report, sweeps, tradeoffs
 from core.lab.inputs import LabInputs
 from core.lab.stages import evaluate_stages
 from core.planner import executors
-from core.serving.simulate import SimConfig, simulate
-from core.serving.workload import WorkloadSpec
+from core.serving import warmup
+from ui import startup
 
 
-@st.cache_resource(show_spinner="Compiling the simulator (first start only; a minute or so)...")
-def warm_up() -> bool:
-    """Compile the jitted engine and cost model once per process (from disk cache when warm)."""
-    simulate(SimConfig(workload=WorkloadSpec(n_requests=4, rate=10, prompt_mean=16, output_mean=4)))
-    gauges.prefill_ms(SimConfig(), LabInputs(prompt_tokens=16))
-    return True
+def warm_up() -> None:
+    """Load the compiled engine once per server process (compiling it where no compiled copy
+    fits this machine), saying what happens and for how long; a failed compile stops the page with
+    what to do, never a traceback."""
+    if _loaded.is_set():
+        return
+    with st.spinner(startup.first_start_message(jitcache.status()), show_time=True):
+        problem = _load_engine()
+    if problem:
+        st.error(problem, icon=":material/error:")
+        st.stop()
+    _loaded.set()
+
+
+_loaded = threading.Event()
+
+
+@st.cache_resource(show_spinner=False)
+def _load_engine() -> str | None:
+    """One load per process, however many sessions wait on it; the failure's text, or None."""
+    try:
+        warmup.compile_all()
+    except Exception as e:  # noqa: BLE001 (any compile failure becomes advice on the page)
+        return startup.compile_failed_message(e, jitcache.status())
+    return None
 
 
 @st.cache_resource(max_entries=48, show_spinner=False)

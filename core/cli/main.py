@@ -1,4 +1,4 @@
-"""Command line: `python -m core {catalog,steptime,memory,simulate,plan,calibrate} ... [--json]`.
+"""Command line: `python -m core {catalog,steptime,memory,compile,simulate,plan,calibrate} ... [--json]`.
 
 Bad arguments print one line on stderr and exit with status 2; no traceback reaches the user.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import jitcache
 from ..physics import catalog, costmodel, memory
 from . import plan, simulate, yourdata
 from .args import Parser, UsageError, emit, number, positive_int
@@ -55,6 +56,14 @@ def cmd_memory(args) -> None:
     emit(d, args.json, lines)
 
 
+def cmd_compile(args) -> None:
+    m = jitcache.build()
+    lines = [f"compiled the engine in {m['compile_s']:.0f} s ({m['compile_cpu_s']:.0f} s of CPU) for a generic "
+             f"{m['triple']} CPU, Python {m['python']}, numba {m['numba']}; sources digest {m['digest']}",
+             f"wrote {jitcache.SHIPPED.relative_to(jitcache.PACKAGE.parent)}/ (commit it with the sources)"]
+    emit(m, args.json, lines)
+
+
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default=None, help="GPU id (see `catalog`); h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", required=True, help="model id, or dense-<N>b for a parametric model")
@@ -95,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seqs", type=positive_int, default=256, help="sequences per step")
     p.add_argument("--pp", type=positive_int, default=1, help="pipeline stages (the plan is the fullest stage's GPU)")
     p.set_defaults(func=cmd_memory)
+
+    p = sub.add_parser("compile", help="compile the engine into core/compiled/, the cache that ships with the "
+                                       "code (run after changing the engine's sources)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compile)
 
     simulate.register(sub)
     plan.register(sub)

@@ -19,9 +19,8 @@ _pools: dict[int, ProcessPoolExecutor] = {}
 
 def _warm() -> None:
     """A worker's first task: load the compiled engine (from numba's disk cache)."""
-    from ..serving.simulate import SimConfig, simulate
-    from ..serving.workload import WorkloadSpec
-    simulate(SimConfig(workload=WorkloadSpec(n_requests=4, rate=10, prompt_mean=16, output_mean=4)))
+    from ..serving import warmup
+    warmup.compile_all()
 
 
 def local_pool(workers: int) -> ProcessPoolExecutor:
