@@ -201,3 +201,13 @@ def test_the_lab_never_quotes_two_different_ttfts_for_one_deployment_without_say
             assert view["differs"] and "not the recommended shape" in view["differs"], card["id"]
         else:
             assert shown == fmt_ms(view["result"].summary["ttft_ms"]["p99"])
+
+
+def test_the_planners_two_legends_do_not_share_a_row():
+    # side by side under a half-width chart, the shape legend ran off it ('stage 5 ◆ front')
+    rows = [dict(usd_per_hour=4.0 * g, ttft_p99_ms=100.0 / g, deployment=f"{g} H100", stage=3, frontier=g == 1,
+                 meets=True, max_rate_req_s=10.0 * g) for g in (1, 2, 4)]
+    enc = charts.frontier(rows, "ttft_p99_ms", "p99 TTFT", 1000).to_dict()
+    legends = [layer["encoding"][ch]["legend"]["orient"] for layer in enc["layer"] for ch in ("color", "shape")
+               if ch in layer.get("encoding", {}) and layer["encoding"][ch].get("legend")]
+    assert len(legends) == 2 and len(set(legends)) == 2

@@ -320,7 +320,8 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
                         legend=alt.Legend(orient="bottom", title=None, columns=5)),
         shape=alt.Shape("kind:N", scale=alt.Scale(domain=["frontier", "meets the targets", "misses"],
                                                   range=["diamond", "circle", "cross"]),
-                        legend=alt.Legend(orient="bottom", title=None, columns=3)))
+                        # above the chart: beside the stage legend below it, it ran off a half-width chart
+                        legend=alt.Legend(orient="top", title=None, columns=3)))
     line = alt.Chart(df[df["kind"] == "frontier"].sort_values("usd_h")).mark_line(
         color=COLORS["accent"], interpolate="step-after").encode(x=x, y=y)
     rule = alt.Chart(pd.DataFrame({"ms": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
