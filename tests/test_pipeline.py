@@ -95,3 +95,27 @@ def test_a_pipeline_refuses_what_it_cannot_run():
         run(model="llama-3.1-8b", pp=2, gpus=4, disagg=True, prefill_gpus=2, wl=dict(n_requests=5))
     with pytest.raises(ValueError, match="layers"):
         run(model="llama-3.1-8b", pp=64, gpus=64, wl=dict(n_requests=5))
+
+
+def test_the_lab_runs_a_replica_larger_than_a_node_as_tp_within_and_pp_across_and_says_so():
+    from core.lab.inputs import LabInputs, current_config
+    from core.lab.report import describe_config, lab_view
+    inputs = LabInputs(model="llama-3.1-405b", gpu="h100", gpus=16, tensor_parallel=True, rate=2.0,
+                       prompt_tokens=1000, output_tokens=200, requests=200)
+    cfg = current_config(inputs)
+    assert (cfg.tp, cfg.pp) == (8, 2)
+    assert "tp=8 x pp=2 on 16 H100" in describe_config(cfg)
+    view = lab_view(inputs)
+    assert "pipeline parallel across" in view["placement"] and "8-GPU nodes" in view["placement"]
+    one_node = current_config(LabInputs(model="llama-3.1-70b", gpu="h100", gpus=8, tensor_parallel=True, tp=4))
+    assert one_node.pp == 1 and lab_view(LabInputs(model="llama-3.1-8b"))["placement"] is None
+
+
+def test_the_planner_searches_pipelined_replicas():
+    from core.planner.space import Budget, Workload, shapes, to_config
+    w = Workload(model="llama-3.1-405b", spec=WorkloadSpec(n_requests=100, rate=2.0, prompt_mean=1000, output_mean=200))
+    found = {(d.tp, d.pp) for d in shapes(w, Budget(gpu_types=("h100",), max_gpus=16, dtypes=("bf16",)))}
+    assert {(16, 1), (8, 2)} <= found
+    d = next(d for d in shapes(w, Budget(gpu_types=("h100",), max_gpus=16, dtypes=("bf16",))) if d.pp == 2)
+    assert d.gpus == 16 and "tp8×pp2" in d.label() and d.stage == 4
+    assert simulate(to_config(d, w)).summary["pp"] == 2

@@ -91,6 +91,11 @@ def sidebar() -> None:
                          bind="query-params")
         st.selectbox("Tensor-parallel degree", [0, 2, 4, 8, 16], 0, key="tp",
                      format_func=lambda v: "auto (the planner's choice)" if v == 0 else str(v), bind="query-params")
+        st.selectbox("Pipeline stages per replica", [0, 1, 2, 4, 8], 0, key="pp",
+                     format_func=lambda v: "auto (across nodes only)" if v == 0 else str(v), bind="query-params",
+                     help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
+                          "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
+                          "than a node runs tensor parallel within each node and one stage per node.")
         st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
                      bind="query-params",
                      help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
@@ -129,6 +134,7 @@ def inputs() -> LabInputs:
         continuous_batching=bool(ss.get("cb", DEFAULTS.continuous_batching)),
         tensor_parallel=bool(ss.get("tp_on", DEFAULTS.tensor_parallel)),
         chunked_prefill=bool(ss.get("chunked", DEFAULTS.chunked_prefill)), tp=int(ss.get("tp", 0)),
+        pp=int(ss.get("pp", 0)),
         block_size=int(ss.get("block", DEFAULTS.block_size)), max_seqs=int(ss.get("max_seqs", DEFAULTS.max_seqs)),
         max_batched_tokens=int(ss.get("budget", DEFAULTS.max_batched_tokens)),
         length_dist=ss.get("dist", DEFAULTS.length_dist), tpot_ms=float(ss.get("tpot", DEFAULTS.tpot_ms)),
@@ -151,7 +157,7 @@ def valid_inputs() -> LabInputs:
 # widget key -> LabInputs field, for load()
 _FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", "gpus": "gpus", "gpu": "gpu",
            "ttft": "ttft_p99_ms", "cb": "continuous_batching", "tp_on": "tensor_parallel", "chunked": "chunked_prefill",
-           "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp",
+           "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp", "pp": "pp",
            "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
            "dtype": "dtype"}
 

@@ -131,7 +131,7 @@ chosen = picked.selection.rows[0] if picked.selection.rows else None
 
 def open_in_lab(row: dict) -> None:
     d = Deployment(row["gpu"], row["tp"], row["replicas"], row["dtype"], row["policy"], row["chunk"],
-                   row["prefill_tp"], row["prefill_replicas"])
+                   row["prefill_tp"], row["prefill_replicas"], row.get("pp", 1))
     state.load(lab_inputs_for(d))
 
 

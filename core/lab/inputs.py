@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 
-from ..physics import catalog
+from ..physics import catalog, pipeline
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
 from ..serving.simulate import SimConfig, SimResult, fitted_max_model_len, simulate
@@ -48,6 +48,7 @@ class LabInputs:
     # advanced
     chunked_prefill: bool = True
     tp: int = 0  # 0: the smallest degree that fits (at least 2) when sharding is on
+    pp: int = 0  # pipeline stages per replica; 0: one within a node, across nodes when a replica spans them
     block_size: int = 16
     max_seqs: int = 256
     max_batched_tokens: int = 2048
@@ -96,11 +97,11 @@ def workload(inputs: LabInputs) -> WorkloadSpec:
                         seed=inputs.seed)
 
 
-def max_model_len(inputs: LabInputs, tp: int = 1) -> int:
+def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
-                                inputs.block_size)
+                                inputs.block_size, pp)
 
 
 def min_tp(inputs: LabInputs) -> int | None:
@@ -145,11 +146,37 @@ def target_slack(summary: dict, inputs: LabInputs) -> tuple[bool, float]:
     return not summary["stable"], targets.slack(summary["ttft_ms"]["p99"], summary["tpot_ms"]["p99"])
 
 
+def replica_shape(inputs: LabInputs, tp: int) -> tuple[int, int]:
+    """(tp, pp) of a replica of `tp` GPUs' worth of sharding: as deployments across nodes run it,
+    tensor parallel within a node and pipeline stages across nodes when the replica is larger than
+    a node (tp=16 on 8-GPU nodes becomes tp=8 x pp=2); a pipeline the inputs set stays as set."""
+    if inputs.pp:
+        return tp, inputs.pp
+    per_node = catalog.get_gpu(inputs.gpu).gpus_per_node
+    heads = catalog.get_model(inputs.model).heads
+    if tp > per_node and tp % per_node == 0 and heads % per_node == 0:
+        return per_node, tp // per_node
+    return tp, 1
+
+
+def placement_note(cfg: SimConfig) -> str | None:
+    """What the Lab did with a replica that spans nodes, in words (None within one node)."""
+    gpu = catalog.get_gpu(cfg.gpu)
+    if not pipeline.spans_nodes(gpu, cfg.tp, cfg.pp):
+        return None
+    return (f"A replica of {cfg.tp * cfg.pp} GPUs spans {gpu.gpus_per_node}-GPU nodes: "
+            f"{pipeline.placement(gpu, cfg.tp, cfg.pp)}.")
+
+
 def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
-    return SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype, tp=tp,
+    if kw.get("disagg"):
+        pp = 1
+    else:
+        tp, pp = replica_shape(inputs, tp)
+    return SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype, tp=tp, pp=pp,
                      block_size=inputs.block_size, max_seqs=inputs.max_seqs,
                      max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
-                     chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp),
+                     chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),
                      workload=workload(inputs), trace_csv=inputs.trace_csv, router=inputs.router,
                      ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, **kw)
 
@@ -163,7 +190,7 @@ def current_config(inputs: LabInputs) -> SimConfig:
     inputs.validate()
     policy = continuous_policy(inputs) if inputs.continuous_batching else "static"
     tp = auto_tp(inputs) if inputs.tensor_parallel else 1
-    if not inputs.tensor_parallel and (min_tp(inputs) or 99) > 1:
+    if not inputs.tensor_parallel and inputs.pp <= 1 and (min_tp(inputs) or 99) > 1:
         need = min_tp(inputs)
         raise ValueError(f"{catalog.get_model(inputs.model).label()} does not fit one "
                          f"{catalog.get_gpu(inputs.gpu).name}: turn on tensor-parallel sharding "

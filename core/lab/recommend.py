@@ -91,7 +91,7 @@ def nearest(w: Workload, budget: Budget, searched: list[ShapeResult]) -> ShapeRe
         return max(tried, key=lambda r: closeness(r.best))
     for r in searched:
         if r.pruned_by == "roofline" and not r.shape.disagg:
-            d = replace(r.shape, replicas=budget.max_gpus // r.shape.tp)
+            d = replace(r.shape, replicas=budget.max_gpus // r.shape.replica_gpus)
             o = outcome(d, w)
             cand = ShapeResult(r.shape, r.enumerated, best=o)
             if not tried or closeness(o) > closeness(tried[0].best):
@@ -144,4 +144,5 @@ def lab_inputs_for(d: Deployment) -> dict:
     has no toggle: the Lab then shows its GPUs, and its recommendation finds the split itself."""
     return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
                 chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk,
-                tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0)
+                tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0,
+                pp=d.pp if not d.disagg else 0)

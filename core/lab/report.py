@@ -6,7 +6,7 @@ from ..physics import catalog
 from ..serving.simulate import SimConfig
 from ..text import count
 from .gauges import gauges, headline, mark_growing, memory_split
-from .inputs import LabInputs, current
+from .inputs import LabInputs, current, placement_note
 from .recommend import recommend
 from .stages import architecture_path, misses
 from .trust import trust
@@ -21,7 +21,7 @@ def lab_view(inputs: LabInputs) -> dict:
     gpus = rec.deployment.gpus if rec.deployment else inputs.gpus
     view = dict(recommendation=rec, path=architecture_path(rec.light_stage, gpus),
                 config=None, result=None, gauges=None, headline=None, trust=None, memory=None,
-                current_misses=None, current_error=None, differs=None)
+                current_misses=None, current_error=None, differs=None, placement=None)
     try:
         cfg, res = current(inputs)
     except ValueError as e:
@@ -29,7 +29,7 @@ def lab_view(inputs: LabInputs) -> dict:
         return view
     view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
                 trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs),
-                differs=differs(rec, cfg))
+                differs=differs(rec, cfg), placement=placement_note(cfg))
     return view
 
 
@@ -41,7 +41,8 @@ def differs(rec, cfg: SimConfig) -> str | None:
     if d is None:
         return None
     budget = cfg.max_batched_tokens if cfg.policy == "sarathi" else d.chunk  # only chunked prefill is set by it
-    same = (d.gpu == cfg.gpu.split("@")[0] and d.gpus == (cfg.gpus or cfg.tp) and d.tp == cfg.tp
+    same = (d.gpu == cfg.gpu.split("@")[0] and d.gpus == (cfg.gpus or cfg.tp * cfg.pp) and d.tp == cfg.tp
+            and d.pp == cfg.pp
             and d.dtype == cfg.dtype and d.policy == cfg.policy and not d.disagg and not cfg.disagg
             and d.chunk == budget)
     if same:
@@ -56,9 +57,11 @@ def describe_config(cfg: SimConfig) -> str:
     policy = {"serial": "one request at a time", "static": "request-level (static) batching",
               "orca": "continuous batching, reserved KV", "vllm": "continuous batching + paged attention",
               "sarathi": "continuous batching + paged attention + chunked prefill"}[cfg.policy]
-    gpus = cfg.gpus or cfg.tp
+    gpus = cfg.gpus or cfg.tp * cfg.pp
     model = catalog.get_model(cfg.model).label()
     if cfg.disagg:
         return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
                 f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
-    return f"{model}, {policy}; {count(gpus // cfg.tp, 'replica')} x tp={cfg.tp} on {gpus} {cfg.gpu.upper()}"
+    stages = f" x pp={cfg.pp}" if cfg.pp > 1 else ""
+    return (f"{model}, {policy}; {count(gpus // (cfg.tp * cfg.pp), 'replica')} x tp={cfg.tp}{stages} on {gpus} "
+            f"{cfg.gpu.upper()}")

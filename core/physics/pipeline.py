@@ -103,5 +103,6 @@ def placement(gpu: GPU, tp: int, pp: int) -> str:
     if pp <= per_node:
         return f"{pp} stages of tp={tp} in one node: activations pass over the node's GPU links"
     nodes = math.ceil(pp / per_node)
+    crossing = "1 hand-off crosses" if nodes == 2 else f"{nodes - 1} hand-offs cross"
     return (f"{pp} stages of tp={tp} over {nodes} nodes ({per_node} per node): tensor parallel within a node, "
-            f"pipeline parallel across; {nodes - 1} hand-off(s) cross the network")
+            f"pipeline parallel across; {crossing} the network")

@@ -62,7 +62,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     for tp, name in pools:
         try:
             plans[name] = plan_memory(gpu, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
-                                      shape.dtype)
+                                      shape.dtype, 1 if shape.disagg else shape.pp)
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")
 
@@ -92,4 +92,5 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     if shape.disagg:
         return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),
                      prefill_req_s=GENEROUS / (P * prefill_s_per_token))
-    return Bound(serving_req_s=GENEROUS / (P * prefill_s_per_token + O * decode_s_per_token))
+    # pp batches in flight: at most pp passes' worth of tokens at once (core/physics/pipeline.py)
+    return Bound(serving_req_s=GENEROUS * shape.pp / (P * prefill_s_per_token + O * decode_s_per_token))

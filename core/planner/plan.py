@@ -87,7 +87,7 @@ class Plan:
         usd_h = self.cost_per_hour(r)
         tok_h = o.output_tok_s * 3600
         return dict(deployment=d.label(), gpu=d.gpu, gpus=d.gpus, stage=d.stage, dtype=d.dtype, policy=d.policy,
-                    chunk=d.chunk, tp=d.tp, replicas=d.replicas, prefill_tp=d.prefill_tp,
+                    chunk=d.chunk, tp=d.tp, pp=d.pp, replicas=d.replicas, prefill_tp=d.prefill_tp,
                     prefill_replicas=d.prefill_replicas, meets=o.meets,
                     max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped,
                     ttft_p99_ms=o.ttft_p99_ms, tpot_p99_ms=o.tpot_p99_ms, attainment=o.attainment,

@@ -94,10 +94,10 @@ class ShapeResult:
 def sizes(shape: Deployment, budget: Budget) -> int:
     """How many replica counts of this shape fit the GPU budget."""
     if not shape.disagg:
-        return budget.max_gpus // shape.tp
+        return budget.max_gpus // shape.replica_gpus
     n = 0
     for pre in range(1, budget.max_gpus // shape.prefill_tp + 1):
-        n += max(0, (budget.max_gpus - pre * shape.prefill_tp) // shape.tp)
+        n += max(0, (budget.max_gpus - pre * shape.prefill_tp) // shape.replica_gpus)
     return n
 
 
@@ -117,7 +117,7 @@ def search_shape(shape: Deployment, w: Workload, budget: Budget, prompt_q: int, 
     res.simulated = len(tried)
     res.below_bound = res.enumerated - res.simulated - _above(shape, tried, budget)
     if not tried:
-        need = b.min_replicas(w.spec.rate) * shape.tp + (
+        need = b.min_replicas(w.spec.rate) * shape.replica_gpus + (
             b.min_prefill_replicas(w.spec.rate) * shape.prefill_tp if shape.disagg else 0)
         if need <= budget.max_gpus:
             res.pruned_by, res.reason = "cost", "its smallest size that could carry the rate costs more than an answer found"
@@ -139,16 +139,16 @@ def _above(shape: Deployment, tried: list[Outcome], budget: Budget) -> int:
         return 0
     cheapest = min(passing)
     if not shape.disagg:
-        return (budget.max_gpus - cheapest) // shape.tp
+        return (budget.max_gpus - cheapest) // shape.replica_gpus
     return sum(1 for pre in range(1, budget.max_gpus // shape.prefill_tp + 1)
-               for dec in range(1, (budget.max_gpus - pre * shape.prefill_tp) // shape.tp + 1)
-               if pre * shape.prefill_tp + dec * shape.tp > cheapest)
+               for dec in range(1, (budget.max_gpus - pre * shape.prefill_tp) // shape.replica_gpus + 1)
+               if pre * shape.prefill_tp + dec * shape.replica_gpus > cheapest)
 
 
 def _walk_colocated(shape: Deployment, w: Workload, b: Bound, budget: Budget, max_gpus_by_cost: float) -> list:
     """Replica counts from the roofline's lower bound up: galloping (+1, +2, +4, ...) to the first
     that meets, then bisecting back over the gap."""
-    top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9)) // shape.tp
+    top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9)) // shape.replica_gpus
     r, step, last_fail, tried = b.min_replicas(w.spec.rate), 1, None, []
     while r <= top:
         o = outcome(replace(shape, replicas=r), w)

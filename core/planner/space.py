@@ -2,7 +2,8 @@
 simulation configuration each becomes on a workload.
 
 A deployment is a GPU type, a weight dtype, a scheduling policy (with its prefill chunk) and either
-colocated replicas of tp GPUs each, or a prefill pool and a decode pool with their own tp (DistServe
+colocated replicas of tp x pp GPUs each (pp pipeline stages of tp GPUs: tensor parallel within a
+node, pipeline stages across nodes), or a prefill pool and a decode pool with their own tp (DistServe
 sizes the two phases' parallelism separately). Serial and static batching are in the space too, at
 tp=1 and bf16: when they meet the targets on as few GPUs, they are the simpler answer.
 """
@@ -12,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ..physics import catalog
-from ..physics.memory import MEM_UTIL, smallest_fitting_tp
+from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.workload import WorkloadSpec
 
@@ -20,6 +21,7 @@ from ..serving.workload import WorkloadSpec
 # 2,048-token budget by default for online serving; Sarathi-Serve tunes the chunk down (512) for a
 # tight TPOT. Without chunking a prompt runs whole in one step.
 SCHEDULES = (("sarathi", 2048), ("sarathi", 512), ("vllm", 2048))
+PIPELINE_STAGES = (2, 4)  # pp tried for colocated replicas, with tp up to a node's GPUs
 TEACHING_SCHEDULES = (("serial", 2048), ("static", 2048))
 DTYPES = ("bf16", "fp8")
 POLICY_WORDS = {"serial": "one request at a time", "static": "static batching", "vllm": "continuous batching",
@@ -92,6 +94,12 @@ class Deployment:
     chunk: int = 2048
     prefill_tp: int = 0  # a prefill/decode split when prefill_replicas > 0
     prefill_replicas: int = 0
+    pp: int = 1  # pipeline stages of a colocated replica
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one (decode or colocated) replica."""
+        return self.tp * self.pp
 
     @property
     def disagg(self) -> bool:
@@ -99,7 +107,7 @@ class Deployment:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.replicas + self.prefill_tp * self.prefill_replicas
+        return self.tp * self.pp * self.replicas + self.prefill_tp * self.prefill_replicas
 
     @property
     def stage(self) -> int:
@@ -110,7 +118,7 @@ class Deployment:
             return 1
         if self.policy == "static":
             return 2
-        return 4 if self.tp > 1 else 3
+        return 4 if self.tp * self.pp > 1 else 3
 
     def label(self) -> str:
         gpu = self.gpu.upper()
@@ -118,7 +126,7 @@ class Deployment:
         if self.disagg:
             shape = (f"{self.prefill_replicas}×tp{self.prefill_tp} prefill + {self.replicas}×tp{self.tp} decode")
         else:
-            shape = f"{self.replicas}×tp{self.tp}"
+            shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
         return f"{self.gpus} {gpu}: {shape}, {self.dtype}, {sched}"
 
     def to_dict(self) -> dict:
@@ -149,8 +157,8 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     narrow = min(d.tp, d.prefill_tp) if d.disagg else d.tp
     budget = d.chunk
     max_len = fitted_max_model_len(catalog.get_gpu(d.gpu), catalog.get_model(w.model), w.spec, w.trace_csv, narrow,
-                                   d.dtype, budget, w.engine.max_seqs, w.engine.block_size)
-    cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, dtype=d.dtype, policy=d.policy,
+                                   d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp)
+    cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, policy=d.policy,
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
                     max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
@@ -191,11 +199,38 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                     if policy in ("serial", "static") and (tp > 1 or dtype != "bf16"):
                         continue
                     out.append(Deployment(gpu, tp, 1, dtype, policy, chunk))
+            for pp, tp in pipeline_shapes(g, w, dtype):
+                if tp * pp <= budget.max_gpus:
+                    out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp) for policy, chunk in SCHEDULES)
             if budget.disaggregation:
                 for ptp in tps[:2]:
                     for dtp in tps[:2]:
                         if ptp + dtp <= budget.max_gpus:
                             out.append(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1))
+    return out
+
+
+def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str) -> list[tuple[int, int]]:
+    """(pp, tp) of pipelined replicas worth trying: for each pp in PIPELINE_STAGES, the smallest
+    tensor-parallel degree within a node whose stages hold their layers and some KV cache, and the
+    whole node's (the shape deployments across nodes run: tp within a node, pp across)."""
+    model = catalog.get_model(w.model)
+    out = []
+    for pp in PIPELINE_STAGES:
+        if pp > model.layers:
+            continue
+        fits = []
+        tp = 1
+        while tp <= g.gpus_per_node:
+            if model.heads % tp == 0:
+                try:
+                    plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, pp)
+                    fits.append(tp)
+                except ValueError:
+                    pass
+            tp *= 2
+        for tp in sorted({fits[0], fits[-1]}) if fits else ():
+            out.append((pp, tp))
     return out
 
 

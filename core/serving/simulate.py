@@ -121,7 +121,7 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
 
 
 def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
-                         dtype: str, budget_tokens: int, max_seqs: int, block_size: int) -> int:
+                         dtype: str, budget_tokens: int, max_seqs: int, block_size: int, pp: int = 1) -> int:
     """The max model length a deployment is given: a replayed trace's longest request; else long
     enough for the workload's long tail (longer requests are shortened), within the model's context
     and within what one replica's KV cache holds (leaving the admission watermark free)."""
@@ -132,7 +132,7 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     need = int(math.ceil(p + o))
     n = model_len_for(need if fixed else 2 * need, model)
     try:
-        plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype)
+        plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp)
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     room = int(plan.kv_blocks * 0.98) * block_size
