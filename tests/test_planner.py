@@ -96,10 +96,11 @@ def test_a_deployment_the_memory_planner_refuses_is_never_recommended():
     gpu, model = catalog.get_gpu("h100"), catalog.get_model("llama-3.1-70b")
     for r in p.passing:
         d = r.deployment
-        for tp in {d.tp, d.prefill_tp} - {0}:
-            plan_memory(gpu, model, tp, 16, MEM_UTIL, d.chunk, 256, d.dtype)  # raises if refused
+        plan_memory(gpu, model, d.tp, 16, MEM_UTIL, d.chunk, 256, d.dtype, d.pp)  # raises if refused
+        if d.prefill_tp:
+            plan_memory(gpu, model, d.prefill_tp, 16, MEM_UTIL, d.chunk, 256, d.dtype)
     # a bf16 70B (141 GB) on one 80 GB GPU is not even a candidate shape
-    assert all(not (s.tp == 1 and s.dtype == "bf16") for s in shapes(w, Budget(max_gpus=8)))
+    assert all(not (s.tp * s.pp == 1 and s.dtype == "bf16") for s in shapes(w, Budget(max_gpus=8)))
     assert p.counts["simulated"] > 0
 
 
