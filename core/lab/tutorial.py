@@ -17,7 +17,7 @@ from functools import lru_cache, partial
 from types import SimpleNamespace
 
 from .. import DATA
-from ..physics import catalog, costmodel
+from ..physics import catalog, costmodel, pipeline
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving.metrics import growing, overload
@@ -339,7 +339,24 @@ def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         n["internode_sentence"] = (f"{model.name}'s {model.heads} heads do not split evenly over more than one node "
                                    f"of {gpu.gpus_per_node} GPUs, so its tensor parallelism stays inside one.")
     n.update(_kv_transfer(f, pre))
+    n["pipeline_sentence"] = _pipeline_sentence(f, inputs)
     return n
+
+
+def _pipeline_sentence(f: dict, inputs: LabInputs) -> str:
+    """Pipeline stages of a node's GPUs each, across two nodes, for this model: what a GPU holds and
+    what a hand-off between the nodes costs (core/physics/pipeline.py)."""
+    model, gpu = f["model"], f["gpu"]
+    tp = gpu.gpus_per_node
+    if model.heads % tp or model.layers < 2:
+        return ""
+    weights = weight_bytes_per_gpu(model, tp, inputs.dtype, 2)
+    one = pipeline.handoff_s(gpu, model, tp, 1, True) * 1e6
+    chunk = pipeline.handoff_s(gpu, model, tp, inputs.max_batched_tokens, True) * 1e3
+    return (f"For {model.name} on two nodes of {tp} {gpu.name} GPUs, tp={tp} x pp=2 puts "
+            f"{gb(weights)} of weights on each GPU; a decoding token's activations "
+            f"({pipeline.bytes_per_token(model) / 1024:.0f} KiB) cross the network in {one:.0f} µs and a "
+            f"{inputs.max_batched_tokens:,}-token step's in {chunk:.2f} ms, once per step instead of twice per layer.")
 
 
 def _tp_link(gpu, tp: int) -> str:
@@ -386,9 +403,12 @@ POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (sta
 
 def deployment(cfg, gpu) -> str:
     """The simulated deployment in words: its GPUs, replicas and scheduling policy."""
-    gpus = cfg.gpus or cfg.tp
-    replicas = gpus // cfg.tp
-    if gpus == 1:
+    gpus = cfg.gpus or cfg.tp * cfg.pp
+    replicas = gpus // (cfg.tp * cfg.pp)
+    if cfg.pp > 1:
+        shape = (f"{gpus} {gpu.name} GPUs as " + ("one replica" if replicas == 1 else f"{replicas} replicas")
+                 + f" of tp={cfg.tp} x pp={cfg.pp} ({cfg.pp} pipeline stages)")
+    elif gpus == 1:
         shape = f"one {gpu.name}"
     elif cfg.tp == 1:
         shape = f"{gpus} {gpu.name} GPUs, each its own replica"
