@@ -41,6 +41,23 @@ FITTED = [
 ]
 
 
+# The per-layer GPU time of small kernels (t_layer_us) is fitted on the reference model; a serving
+# engine runs fewer, fused kernels per layer. The time per kernel inside a CUDA graph (launch,
+# ramp-up, tail) is the same, so vLLM's per-layer time is t_layer_us per reference kernel times
+# vLLM's kernels (calibration/CAUSES.md section 6). Counted per decoder layer:
+# reference (step_times.py Model.decode): rms_norm, qkv GEMM, K and V cache writes, SDPA, o GEMM,
+#   residual add, rms_norm, gate-up GEMM, silu, mul, down GEMM, residual add = 13
+# vLLM V1 Llama (torch.compile, full CUDA graph for decode): fused add+rms_norm, qkv GEMM, rotary,
+#   reshape_and_cache_flash, flash attention and its split-KV combine, o GEMM, fused add+rms_norm,
+#   gate-up GEMM, silu_and_mul, down GEMM = 11 (tensor-parallel all-reduces are timed apart)
+KERNELS_REFERENCE_LAYER = 13
+KERNELS_VLLM_LAYER = 11
+
+
+def engine_layer_us(eff: Efficiency) -> float:
+    return eff.t_layer_us / KERNELS_REFERENCE_LAYER * KERNELS_VLLM_LAYER
+
+
 # H200 step times measured but never fitted, with their source: the fit is checked on them
 HELD_OUT = [
     dict(model="llama-3.1-8b", phase="mixed", batch=32, ctx=1024, chunk=128, ms=8.8, cuda_graph=False,
@@ -113,6 +130,7 @@ def main(argv: list[str]) -> int:
     runs, rooflines = load_runs(paths)
     base = fitted()
     eff = base if check else fit(base, runs)
+    eff = dataclasses.replace(eff, t_layer_engine_us=engine_layer_us(eff))
 
     errors = np.exp(log_errors([getattr(eff, n) for n, _, _ in FITTED], eff, runs)) - 1
     # leave-one-out: refit without each point and predict it (how the fit does on unseen points)
@@ -133,6 +151,8 @@ def main(argv: list[str]) -> int:
         print(f"leave-one-out: median |error| {np.median(np.abs(loo)):.1%}, max {np.max(np.abs(loo)):.1%}")
     for (name, _, _) in FITTED:
         print(f"  {name} = {getattr(eff, name):.4g}")
+    print(f"  t_layer_engine_us = {eff.t_layer_engine_us:.4g} (derived: {KERNELS_VLLM_LAYER} of "
+          f"{KERNELS_REFERENCE_LAYER} kernels per layer)")
     if check:
         return 0
 
@@ -195,6 +215,9 @@ def write_report(runs, errors, loo, eff, rooflines, med, worst, held=()) -> None
     }
     for name, _, _ in FITTED:
         lines.append(f"| `{name}` | {getattr(eff, name):.4g} | {meaning[name]} |")
+    lines.append(f"| `t_layer_engine_us` | {eff.t_layer_engine_us:.4g} | derived, not fitted: vLLM's compiled layer "
+                 f"runs {KERNELS_VLLM_LAYER} kernels where the reference layer runs {KERNELS_REFERENCE_LAYER}, at "
+                 f"{eff.t_layer_us / KERNELS_REFERENCE_LAYER:.2f} µs each (`t_layer_us` / {KERNELS_REFERENCE_LAYER}) |")
     lines += [
         "",
         "Measured ceilings in the same run, for comparison: " + "; ".join(

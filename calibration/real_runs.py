@@ -193,7 +193,7 @@ def fit(points, base=None, seq=True, quiet=False):
         e = [np.log1p(err) for _, m, _, _, err, _ in rows if m in ("E2E mean ms", "decode ms/token")]
         return float(np.median(np.abs(e))) + 0.5 * abs(float(np.median(e))) if e else 0.0, rows
 
-    steps = (1000.0, 1500.0, 2000.0, 2500.0, 3000.0)
+    steps = (500.0, 750.0, 1000.0, 1250.0, 1500.0, 2000.0, 2500.0, 3000.0)
     seqs = (0.0, 10.0, 20.0, 40.0) if seq else (base.engine_seq_us,)
     best = None
     for st in steps:
