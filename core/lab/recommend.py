@@ -52,7 +52,7 @@ def lab_budget(inputs: LabInputs, **changes) -> Budget:
 def _describe(r: ShapeResult, w: Workload) -> str:
     o = r.best
     grows = "" if o.stable else GROWING  # an overloaded run's percentiles grow with its length
-    return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}{grows}, p99 TPOT {o.tpot_p99_ms:.1f} ms{grows})"
+    return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}{grows}, p99 TPOT {o.tpot_p99_ms:.1f} ms)"
 
 
 def recommend(inputs: LabInputs) -> Recommendation:
