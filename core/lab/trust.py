@@ -119,6 +119,12 @@ def _tpot(ms: float) -> str:
     return f"{ms:.1f} ms"
 
 
+def _short_gpu(name: str) -> str:
+    """'NVIDIA H200 SXM 141GB' -> 'H200': a card's note has room for the chip's name only."""
+    words = name.replace("NVIDIA ", "").split()
+    return words[0] if words else name
+
+
 def _source(src: dict) -> str:
     if src.get("url"):
         return src["url"]
@@ -176,5 +182,5 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
              + (". The host constants were fitted to this run" if r["set"] == "held in"
                 else ". This run was held out of the host constants' fit") + " (calibration/VALIDATION.md).")
     cards.append(dict(label="Nearest validated run", value=value,
-                      note=f"{r['model_name']}, {r['gpu_name']}, load {r['load']:.0%}", help=help_))
+                      note=f"{r['model_name']} on {_short_gpu(r['gpu_name'])}, load {r['load']:.0%}", help=help_))
     return cards
