@@ -32,7 +32,7 @@ def test_pinned_deployments_side_by_side_with_what_limits_each():
     c1, c2 = (float(table.loc["Cost per hour", c].strip("$")) for c in cols)
     assert c2 == 2 * c1
     assert "Limiting gauge" in table.index
-    assert len(at.get("vega_lite_chart")) == 1  # TTFT and TPOT in one chart
+    assert len(at.get("vega_lite_chart")) == 2  # TTFT and TPOT side by side, each as wide as its column (a phone stacks them)
     at.button(key="unpin-0").click().run()
     assert len(columns(at)) == 1
 

@@ -211,3 +211,12 @@ def test_the_planners_two_legends_do_not_share_a_row():
     legends = [layer["encoding"][ch]["legend"]["orient"] for layer in enc["layer"] for ch in ("color", "shape")
                if ch in layer.get("encoding", {}) and layer["encoding"][ch].get("legend")]
     assert len(legends) == 2 and len(set(legends)) == 2
+
+
+def test_compares_distributions_fit_a_phone():
+    # two facets of a fixed 330 px ran off a 390-px screen: each metric is its own chart, as wide as its column
+    from ui import compare
+    rows = [dict(deployment="1. x", metric=m, ms=float(v), share=v / 10) for m in ("TTFT", "TPOT") for v in range(1, 10)]
+    for metric in ("TTFT", "TPOT"):
+        spec = compare.distributions_chart(rows, metric).to_dict()
+        assert "width" not in spec and "facet" not in spec and spec["title"] == metric

@@ -45,15 +45,15 @@ def pin_button(deployment: dict | None, key: str, label: str = "Pin for Compare"
         st.toast(pin(deployment))
 
 
-def distributions_chart(rows: list[dict]):
-    """TTFT and TPOT of every deployment as cumulative distributions, side by side in one chart."""
+def distributions_chart(rows: list[dict], metric: str):
+    """One metric's (TTFT or TPOT) distribution for every deployment, as cumulative shares, as wide as
+    its column (two fixed 330-px facets ran off a phone's screen)."""
     import altair as alt
     import pandas as pd
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([r for r in rows if r["metric"] == metric])
     return alt.Chart(df).mark_line().encode(
-        x=alt.X("ms:Q", title="ms", scale=alt.Scale(type="log")),
+        x=alt.X("ms:Q", title=f"{metric} (ms, log scale)", scale=alt.Scale(type="log")),
         y=alt.Y("share:Q", title="share of requests", axis=alt.Axis(format="%")),
-        color=alt.Color("deployment:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
-        tooltip=["deployment", "metric", alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("share:Q", format=".0%")],
-    ).properties(width=330, height=260).facet(column=alt.Column("metric:N", title=None, sort=["TTFT", "TPOT"])
-                                              ).resolve_scale(x="independent")
+        color=alt.Color("deployment:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=320)),
+        tooltip=["deployment", alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("share:Q", format=".0%")],
+    ).properties(height=260, title=metric)

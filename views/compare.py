@@ -64,7 +64,9 @@ st.caption(f"{inputs.rate:g} req/s, prompts of {inputs.prompt_tokens} and output
 rows = C.table(entries, inputs)
 st.dataframe(rows, hide_index=True, width="stretch")
 st.subheader("TTFT and TPOT distributions")
-st.altair_chart(compare.distributions_chart(C.distributions(entries)))
+dist = C.distributions(entries)
+for col, metric in zip(st.columns(2), ("TTFT", "TPOT")):
+    col.altair_chart(compare.distributions_chart(dist, metric), width="stretch")
 st.subheader("What limits each")
 cols = st.columns(len(ok))
 for col, (i, e) in zip(cols, enumerate(ok)):
