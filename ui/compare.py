@@ -50,10 +50,13 @@ def distributions_chart(rows: list[dict], metric: str):
     its column (two fixed 330-px facets ran off a phone's screen)."""
     import altair as alt
     import pandas as pd
+
+    from ui import charts
     df = pd.DataFrame([r for r in rows if r["metric"] == metric])
-    return alt.Chart(df).mark_line().encode(
+    chart = alt.Chart(df).mark_line().encode(
         x=alt.X("ms:Q", title=f"{metric} (ms, log scale)", scale=alt.Scale(type="log")),
         y=alt.Y("share:Q", title="share of requests", axis=alt.Axis(format="%")),
         color=alt.Color("deployment:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=320)),
         tooltip=["deployment", alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("share:Q", format=".0%")],
-    ).properties(height=260, title=metric)
+    )
+    return charts.framed(chart, 220, metric)  # fit to the column's width only: its height stays the plot's
