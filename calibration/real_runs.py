@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -61,25 +62,22 @@ def group_keys(p: dict) -> dict:
 
 # inference-perf's shared_prefix generator cycles through groups x prompts-per-group fixed prompts
 # (kubernetes-sigs/inference-perf inference_perf/datagen/shared_prefix_datagen.py: data_index %
-# len(prompts)), so with vLLM's prefix caching a repeated prompt finds all its full blocks cached
-DISTINCT_PROMPTS = {"general": 45, "general-lite": 45, "codegen": 44, "roleplay": 50, "reasoning": 23,
-                    "reasoning-lite": 23}
-BLOCK = 16
+# len(prompts)); each run's dataset line says how many: "9 system prompts x 5 users"
+PROMPT_GROUPS = re.compile(r"(\d+) system prompts x (\d+) users")
 
 
-def cached_prompt_tokens(p: dict, n: int, prompt: int, block: int = BLOCK) -> np.ndarray | None:
-    """Prompt tokens vLLM's prefix cache holds when each request of a BLIS run arrives: the first
-    request of each distinct prompt finds its group's system prompt (full blocks), every later
-    one its whole prompt but the last partial block (vLLM recomputes at least the last token)."""
-    if not p.get("scheduler", {}).get("prefix_caching"):
-        return None
-    distinct = DISTINCT_PROMPTS.get(p.get("workload_profile", ""), 0)
-    if not distinct:
-        return None
+def shared_prompts(p: dict, wl):
+    """A BLIS run's requests as the prefix cache sees them: request j repeats distinct prompt
+    j mod (groups x users), whose first shared_prefix_tokens are its group's system prompt. The
+    engine's prefix cache (vLLM's, core/engine/kvcache.py) finds what is cached when each arrives."""
+    found = PROMPT_GROUPS.search(p["workload"].get("dataset", ""))
+    if not p.get("scheduler", {}).get("prefix_caching") or not found:
+        return wl, False
+    groups, users = int(found[1]), int(found[2])
+    prompt = np.arange(wl.n) % (groups * users)
     shared = int(p["workload"].get("shared_prefix_tokens") or 0)
-    cached = np.full(n, (prompt - 1) // block * block, np.int64)
-    cached[:distinct] = min(shared, prompt - 1) // block * block
-    return cached
+    return dataclasses.replace(wl, prefix_id=prompt // users, prefix_tokens=np.minimum(shared, wl.prompt_tokens),
+                               conversation_id=prompt), True
 
 
 def config_for(p: dict, scale: float = 1.0) -> tuple[SimConfig, str, object] | None:
@@ -109,11 +107,10 @@ def config_for(p: dict, scale: float = 1.0) -> tuple[SimConfig, str, object] | N
         budget = int(s["max_num_batched_tokens"])
         max_len = int(s.get("max_model_len") or 4096)
         # vLLM 0.15: V1 engine, async scheduling on by default, OpenAI API server in front
+        wl, caching = shared_prompts(p, generate(dataclasses.replace(spec, max_total_tokens=max_len)))
         cfg = SimConfig(policy="sarathi", max_seqs=int(s["max_num_seqs"]), max_batched_tokens=budget, chunk=budget,
-                        max_model_len=max_len, workload=spec, async_scheduling=True, **base)
-        wl = generate(dataclasses.replace(spec, max_total_tokens=max_len))
-        cached = cached_prompt_tokens(p, wl.n, int(round(float(w["input_tokens_mean"]))))
-        return cfg, "blis", dataclasses.replace(wl, cached_tokens=cached)
+                        max_model_len=max_len, workload=spec, async_scheduling=True, prefix_caching=caching, **base)
+        return cfg, "blis", wl
     if p["id"].startswith("vllm-ci-latency"):
         spec = WorkloadSpec(n_requests=int(w["batch_size"]), rate=1e6, arrival="fixed",
                             prompt_mean=float(w["input_tokens_mean"]), output_mean=float(w["output_tokens_mean"]),

@@ -5,9 +5,13 @@ Two ways to hold a sequence's KV cache:
             (vLLM's PagedAttention); a request holds ceil(tokens / block_size) blocks;
   reserved  one contiguous region for the longest the sequence may become (max model length),
             taken when the request is admitted (Orca, FasterTransformer).
-Replica columns live in the engine's replica table; this module only does the arithmetic.
+Replica columns live in the engine's replica table; this module only does the arithmetic, and,
+with prefix caching, keeps the cached blocks and the free queue (below).
 """
 from ..jit import engine_jit
+from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_HASH, N_KEY, N_NEXT, N_PREV, N_REF,
+                     P_BLOCKS, P_PC_EVICTED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
+                     R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_REF, R_SHARED)
 
 
 @engine_jit
@@ -32,3 +36,306 @@ def can_admit(free_blocks, need, watermark):
 @engine_jit
 def watermark_blocks(total_blocks, fraction):
     return int(total_blocks * fraction)
+
+
+# ---------------------------------------------------------------- prefix caching
+#
+# vLLM v1's automatic prefix caching (vllm/v1/core/kv_cache_manager.py, block_pool.py,
+# kv_cache_utils.py), on block counts. A full block is known by a hash of its tokens and of every
+# token before it (a chain hash); a prompt whose leading full blocks are in the cache takes them
+# (their reference count goes up) and skips their prefill. The pool's blocks that no request
+# holds sit in one free queue (FreeKVCacheBlockQueue): a request's blocks join its tail when it
+# finishes or is preempted, last block first, so that its prefix stays longest; a cached block
+# taken by a hit leaves the queue; a new block is taken from the head, and if the block there
+# holds a cached prefix that prefix is evicted (least recently used first). Free blocks in the
+# queue count as free: the cache uses memory no request needs, and gives it back on demand.
+#
+# Tokens are not simulated, so a block's hash is its position and the stream its tokens come from:
+# the first R_SHARED tokens of a request are its system prompt's (group R_GROUP), the rest its
+# conversation's (R_CONV): a later turn's prompt holds the earlier turns, so every request of a
+# conversation is a prefix of one token stream. Only blocks some other request can reuse are
+# hashed; the rest are counted, as runs of plain free blocks in the queue (one node each run).
+#
+# The engine takes blocks by count (the decode cohort takes them in bulk), so evictions are
+# applied lazily: before the cache is read or added to, as many blocks as were taken since are
+# popped from the queue's head (`sync`). Nothing is added to the queue in between, so the blocks
+# popped are the ones vLLM would have handed out.
+
+HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 (Fibonacci hashing), as a signed 64-bit integer
+KEY_BLOCK_BITS = 24  # a key is (stream << 24) | block index: up to 16M blocks of one stream
+
+
+@engine_jit
+def block_key(RI, q, i, bs):
+    """The hash of request q's block i, or -1 when no other request can hold the same block."""
+    g = RI[q, R_GROUP]
+    if g >= 0 and (i + 1) * bs <= RI[q, R_SHARED]:
+        return ((g << 1) << KEY_BLOCK_BITS) | i
+    c = RI[q, R_CONV]
+    if c >= 0:
+        return (((c << 1) | 1) << KEY_BLOCK_BITS) | i
+    return -1
+
+
+@engine_jit
+def _slot(key, bits):
+    return ((key * HASH_MUL) >> (64 - bits)) & ((1 << bits) - 1)
+
+
+@engine_jit
+def find(KC, r, key, bits):
+    """The node holding `key`, or -1 (open addressing, linear probing; the table stores node + 1)."""
+    mask = (1 << bits) - 1
+    i = _slot(key, bits)
+    while True:
+        v = KC[r, N_HASH, i]
+        if v == 0:
+            return -1
+        if KC[r, N_KEY, v - 1] == key:
+            return v - 1
+        i = (i + 1) & mask
+
+
+@engine_jit
+def _insert(KC, r, key, node, bits):
+    mask = (1 << bits) - 1
+    i = _slot(key, bits)
+    while KC[r, N_HASH, i] != 0:
+        i = (i + 1) & mask
+    KC[r, N_HASH, i] = node + 1
+
+
+@engine_jit
+def _delete(KC, r, key, bits):
+    """Remove `key`, shifting later entries of its probe run back (no tombstones)."""
+    mask = (1 << bits) - 1
+    i = _slot(key, bits)
+    while KC[r, N_KEY, KC[r, N_HASH, i] - 1] != key:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        v = KC[r, N_HASH, j]
+        if v == 0:
+            break
+        k = _slot(KC[r, N_KEY, v - 1], bits)
+        # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
+        if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
+            KC[r, N_HASH, i] = v
+            i = j
+    KC[r, N_HASH, i] = 0
+
+
+@engine_jit
+def _spare(KC, PI, r):
+    node = PI[r, P_PC_SPARE]
+    PI[r, P_PC_SPARE] = KC[r, N_NEXT, node]
+    return node
+
+
+@engine_jit
+def _unspare(KC, PI, r, node):
+    KC[r, N_NEXT, node] = PI[r, P_PC_SPARE]
+    PI[r, P_PC_SPARE] = node
+
+
+@engine_jit
+def _append(KC, PI, r, node):
+    t = PI[r, P_PC_QTAIL]
+    KC[r, N_PREV, node] = t
+    KC[r, N_NEXT, node] = -1
+    if t < 0:
+        PI[r, P_PC_QHEAD] = node
+    else:
+        KC[r, N_NEXT, t] = node
+    PI[r, P_PC_QTAIL] = node
+
+
+@engine_jit
+def _append_plain(KC, PI, r, count):
+    """`count` freed blocks that hold no cached prefix join the queue's tail (one run)."""
+    if count <= 0:
+        return
+    PI[r, P_PC_ANON] += count
+    t = PI[r, P_PC_QTAIL]
+    if t >= 0 and KC[r, N_KEY, t] < 0:
+        KC[r, N_COUNT, t] += count
+        return
+    node = _spare(KC, PI, r)
+    KC[r, N_KEY, node] = -1
+    KC[r, N_COUNT, node] = count
+    _append(KC, PI, r, node)
+
+
+@engine_jit
+def _cut(KC, PI, r, node):
+    p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
+    if p < 0:
+        PI[r, P_PC_QHEAD] = n
+    else:
+        KC[r, N_NEXT, p] = n
+    if n < 0:
+        PI[r, P_PC_QTAIL] = p
+    else:
+        KC[r, N_PREV, n] = p
+
+
+@engine_jit
+def _unlink(KC, PI, r, node):
+    """Take a node out of the queue; two runs of plain blocks that meet become one (so plain runs
+    never outnumber the cached blocks between them, and the node table never overflows)."""
+    p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
+    _cut(KC, PI, r, node)
+    if p >= 0 and n >= 0 and KC[r, N_KEY, p] < 0 and KC[r, N_KEY, n] < 0:
+        KC[r, N_COUNT, p] += KC[r, N_COUNT, n]
+        _cut(KC, PI, r, n)
+        _unspare(KC, PI, r, n)
+
+
+@engine_jit
+def sync(KC, PI, r, bits):
+    """Pop the blocks taken since the last look from the queue's head; a cached block popped is
+    evicted. Afterwards the queue holds exactly the pool's free blocks."""
+    over = PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] - (PI[r, P_BLOCKS] - PI[r, P_USED])
+    while over > 0:
+        h = PI[r, P_PC_QHEAD]
+        if KC[r, N_KEY, h] < 0:
+            k = min(KC[r, N_COUNT, h], over)
+            KC[r, N_COUNT, h] -= k
+            PI[r, P_PC_ANON] -= k
+            over -= k
+            if KC[r, N_COUNT, h] > 0:
+                continue
+        else:
+            _delete(KC, r, KC[r, N_KEY, h], bits)
+            PI[r, P_PC_CACHED] -= 1
+            PI[r, P_PC_ENTRIES] -= 1
+            PI[r, P_PC_EVICTED] += 1
+            over -= 1
+        _unlink(KC, PI, r, h)
+        _unspare(KC, PI, r, h)
+
+
+@engine_jit
+def lookup(RI, KC, PI, r, q, tokens, cfg):
+    """Request q's leading full blocks found in the cache (at most tokens - 1 tokens' worth: the
+    last token is always computed, to sample from), and how many of them no request holds (taking
+    those uses free blocks). Call after `sync`."""
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    limit = (tokens - 1) // bs
+    hits, idle = 0, 0
+    while hits < limit:
+        key = block_key(RI, q, hits, bs)
+        if key < 0:
+            break
+        node = find(KC, r, key, bits)
+        if node < 0:
+            break
+        if KC[r, N_REF, node] == 0:
+            idle += 1
+        hits += 1
+    return hits, idle
+
+
+@engine_jit
+def take_hits(RI, KC, PI, r, q, hits, cfg):
+    """q holds its first `hits` blocks from the cache: they leave the free queue if no one held them."""
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    for i in range(hits):
+        node = find(KC, r, block_key(RI, q, i, bs), bits)
+        if KC[r, N_REF, node] == 0:
+            _unlink(KC, PI, r, node)
+            PI[r, P_PC_CACHED] -= 1
+            PI[r, P_USED] += 1
+        KC[r, N_REF, node] += 1
+    RI[q, R_REF] = hits
+    RI[q, R_BLOCKS] = hits
+    RI[q, R_COMPUTED] = hits * bs
+
+
+@engine_jit
+def register(RI, KC, PI, r, q, upto, cfg):
+    """q's blocks are allocated up to token `upto`: its full blocks that others may reuse become
+    cache entries at once (vLLM caches blocks when it allocates them, so a request scheduled in
+    the same step can hit them). A block some other request registered first stays q's own."""
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    i, end = RI[q, R_REF], upto // bs
+    if i >= end or block_key(RI, q, i, bs) < 0:
+        return
+    sync(KC, PI, r, bits)
+    while i < end and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES]:
+        key = block_key(RI, q, i, bs)
+        if key < 0 or find(KC, r, key, bits) >= 0:
+            break
+        node = _spare(KC, PI, r)
+        KC[r, N_KEY, node] = key
+        KC[r, N_REF, node] = 1
+        KC[r, N_COUNT, node] = 0
+        _insert(KC, r, key, node, bits)
+        PI[r, P_PC_ENTRIES] += 1
+        i += 1
+    RI[q, R_REF] = i
+
+
+@engine_jit
+def release_cached(RI, KC, PI, r, q, cfg):
+    """q lets go of its blocks (finished or preempted), last block first. Its full blocks that
+    others may reuse stay cached at the queue's tail; the rest join it as plain free blocks; the
+    blocks it shared with other requests stay with them. Returns the blocks freed."""
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    sync(KC, PI, r, bits)
+    nb, nref = RI[q, R_BLOCKS], RI[q, R_REF]
+    own_end = min(RI[q, R_COMPUTED] // bs, nb)  # full blocks: only these may be cached
+    if RI[q, R_CONV] < 0:
+        g_end = RI[q, R_SHARED] // bs if RI[q, R_GROUP] >= 0 else 0
+        own_end = min(own_end, g_end)
+    if own_end < nref:
+        own_end = nref
+    _append_plain(KC, PI, r, nb - own_end)
+    freed = nb - own_end
+    for i in range(own_end - 1, nref - 1, -1):
+        key = block_key(RI, q, i, bs)
+        if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] and find(KC, r, key, bits) < 0:
+            node = _spare(KC, PI, r)
+            KC[r, N_KEY, node] = key
+            KC[r, N_REF, node] = 0
+            KC[r, N_COUNT, node] = 0
+            _insert(KC, r, key, node, bits)
+            PI[r, P_PC_ENTRIES] += 1
+            PI[r, P_PC_CACHED] += 1
+            _append(KC, PI, r, node)
+        else:
+            _append_plain(KC, PI, r, 1)
+        freed += 1
+    for i in range(nref - 1, -1, -1):
+        node = find(KC, r, block_key(RI, q, i, bs), bits)
+        KC[r, N_REF, node] -= 1
+        if KC[r, N_REF, node] == 0:
+            PI[r, P_PC_CACHED] += 1
+            _append(KC, PI, r, node)
+            freed += 1
+    RI[q, R_REF] = 0
+    return freed
+
+
+def books(PI, KC, r: int) -> dict:
+    """The block pool of replica r, counted from its tables (plain Python, for tests and reports):
+    blocks held by requests, plain free blocks and cached blocks no request holds, with the
+    queue walked node by node and the hash table read slot by slot, not taken from the counters."""
+    if KC.shape[2] == 1:
+        raise ValueError("prefix caching was off in this run (or nothing in its workload could be reused)")
+    sync(KC, PI, r, int(KC.shape[2]).bit_length() - 1)
+    plain = cached = nodes = 0
+    node = PI[r, P_PC_QHEAD]
+    while node >= 0:
+        if KC[r, N_KEY, node] < 0:
+            plain += int(KC[r, N_COUNT, node])
+        else:
+            cached += 1
+            assert KC[r, N_REF, node] == 0, "a block in the free queue is held by a request"
+        nodes += 1
+        node = KC[r, N_NEXT, node]
+    entries = int((KC[r, N_HASH] > 0).sum())
+    return dict(pool=int(PI[r, P_BLOCKS]), used=int(PI[r, P_USED]), free=plain, cached=cached, entries=entries,
+                counted=dict(free=int(PI[r, P_PC_ANON]), cached=int(PI[r, P_PC_CACHED]),
+                             entries=int(PI[r, P_PC_ENTRIES])))

@@ -11,7 +11,12 @@ ROUTERS = ("rr", "lor", "kv")
 
 # ---- requests: int table RI
 (R_PROMPT, R_OUTPUT, R_STATE, R_REPLICA, R_COMPUTED, R_GENERATED, R_BLOCKS, R_NEXT, R_PREEMPTS, R_HOME,
- R_STREAM, R_RPREV, R_RNEXT, R_V, R_W, R_HPOS, R_FRESH, NRI) = range(18)
+ R_STREAM, R_RPREV, R_RNEXT, R_V, R_W, R_HPOS, R_FRESH, R_GROUP, R_CONV, R_SHARED, R_REF, R_CACHED, NRI) = range(23)
+# Prefix caching (kvcache.py): R_GROUP, the system prompt the request starts with (-1: none, or one
+# no other request shares), R_SHARED its length in tokens; R_CONV, the conversation whose token
+# stream the request's tokens are a prefix of (-1: none that another request continues); R_REF, the
+# leading blocks it holds as entries of the prefix cache; R_CACHED, prompt tokens found cached at
+# its first admission.
 # R_COMPUTED: tokens whose KV is cached; R_GENERATED: tokens sampled so far. A decoding request
 # keeps them implicitly: computed = R_V + (its replica's decode-step counter), generated = R_W + it.
 
@@ -28,7 +33,12 @@ S_PENDING, S_WAITING, S_PREFILL, S_DECODE, S_XFER_WAIT, S_XFER, S_HELD, S_DONE =
 (P_HEAD, P_TAIL, P_NWAIT, P_NRUN, P_BLOCKS, P_USED, P_POOL, P_STATE, P_NSCHED, P_STORED, P_QTOKENS,
  P_XHEAD, P_XTAIL, P_FHEAD, P_FTAIL, P_NXFER, P_PEAK, P_STEPS, P_PREEMPTS, P_NHELD, P_RHEAD, P_RTAIL,
  P_NPRE, P_S, P_COH_N, P_COH_V, P_COH_PARTS, P_NFRESH, P_HEAPN, P_NSAMPLED, P_COH_STEPPED, P_LHEAD, P_LTAIL,
- P_S_BLOCK, P_S_SPLIT, P_ITL_BIN, NPI) = range(37)
+ P_S_BLOCK, P_S_SPLIT, P_ITL_BIN, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE,
+ P_PC_QUERY, P_PC_HIT, P_PC_EVICTED, NPI) = range(46)
+# P_PC_*: the prefix cache's free queue (kvcache.py): blocks in it that hold no cached prefix, cached
+# blocks no request holds, hashed entries in all, the queue's first and last node, the first spare node;
+# prompt tokens looked up at admissions and found cached (vLLM's PrefixCacheStats queries and hits),
+# cached blocks evicted to make room
 # P_S_BLOCK, P_S_SPLIT: the decode-step counter P_S modulo the block size and the split-KV
 # partition, kept as counters because an integer division per step would cost more than the step;
 # P_ITL_BIN: the histogram bin of the cohort's last inter-token gap (the next is usually the same)
@@ -49,12 +59,19 @@ L_PRE, L_SCH_REQ, L_SCH_N, L_FRESH, L_HEAP, NL = range(6)
 # L_PRE: running requests outside the cohort; L_SCH_*: this step's explicit entries;
 # L_FRESH: cohort members yet to decode with it; L_HEAP: cohort min-heap on finishing step
 
+# ---- the prefix cache's tables: KC[r, row, i] (kvcache.py); N_* rows describe node i (a cached
+# block, or a run of blocks that hold no cached prefix), row N_HASH is the hash table
+N_KEY, N_REF, N_PREV, N_NEXT, N_COUNT, N_HASH, NKC = range(7)
+
 # ---- per-replica cohort buckets: BKT[r, kind, phase]
 B_BLOCK, B_SPLIT, NB = range(3)
 
 # ---- integer configuration
 (C_POLICY, C_BLOCK, C_MAX_SEQS, C_BUDGET, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL,
- C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, C_MAX_STEPS, C_FAST_FORWARD, NCI) = range(16)
+ C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, C_MAX_STEPS, C_FAST_FORWARD, C_PREFIX, C_PC_BITS,
+ C_PC_ENTRIES, NCI) = range(19)
+# C_PREFIX: prefix caching on (and some prefix reused); C_PC_BITS: log2 of the hash table's size;
+# C_PC_ENTRIES: the most hashed blocks a replica keeps
 # ---- float configuration
 (G_XFER_BW, G_XFER_LAT, G_KV_BYTES_TOKEN, G_SCALE_INTERVAL, G_SCALE_TARGET, G_SCALE_DOWN_FRAC, G_STARTUP_S,
  NCF) = range(8)

@@ -37,7 +37,7 @@ from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
 from . import cohort
 from .fastforward import decode_run, quiet
-from .kvcache import blocks_for, can_admit, paged_growth
+from .kvcache import blocks_for, can_admit, lookup, paged_growth, register, release_cached, sync, take_hits
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -104,14 +104,24 @@ def pre_remove(SLOTS, PI, r, q):
 
 
 @engine_jit
-def release(RI, PI, r, q):
-    PI[shared_row(PI, r), P_USED] -= RI[q, R_BLOCKS]
+def caching(PI, r, cfg):
+    """Prefix caching on this replica (a decode-pool replica receives KV, it never looks it up)."""
+    return cfg[C_PREFIX] == 1 and PI[r, P_POOL] != POOL_DECODE
+
+
+@engine_jit
+def release(RI, PI, KC, r, q, cfg):
+    g = shared_row(PI, r)  # the KV block pool (and its prefix cache)
+    if caching(PI, r, cfg):  # blocks shared with other requests stay theirs; cached ones stay in the queue
+        PI[g, P_USED] -= release_cached(RI, KC, PI, g, q, cfg)
+    else:
+        PI[g, P_USED] -= RI[q, R_BLOCKS]
     PI[r, P_STORED] -= RI[q, R_COMPUTED]
     RI[q, R_BLOCKS] = 0
 
 
 @engine_jit
-def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, r, cfg):
+def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg):
     """Recompute preemption of the newest running request: free its blocks, queue it first."""
     v = PI[r, P_RTAIL]
     if RI[v, R_STATE] == S_DECODE:
@@ -122,7 +132,7 @@ def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, r, cfg):
             if SLOTS[r, L_SCH_REQ, k] == v:
                 SLOTS[r, L_SCH_N, k] = 0
     run_remove(RI, PI, r, v)
-    release(RI, PI, r, v)
+    release(RI, PI, KC, r, v, cfg)
     RI[v, R_COMPUTED] = 0
     RI[v, R_PREEMPTS] += 1
     PI[r, P_PREEMPTS] += 1
@@ -154,7 +164,7 @@ def add_explicit(RI, PI, SLOTS, r, q, n, p, mix):
 # ---------------------------------------------------------------- one step of one replica
 
 @step_jit
-def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p, mix):
+def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix):
     """The running requests' share of the step: the cohort decodes (one token each), and prompt
     chunks in progress continue in admission order. When KV blocks run out, the newest running
     requests are preempted until the rest fit. Returns (budget left, preempted any)."""
@@ -194,7 +204,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
             for k in range(PI[r, P_NSCHED]):
                 if SLOTS[r, L_SCH_REQ, k] == v and SLOTS[r, L_SCH_N, k] > 0:
                     need -= paged_growth(RI[v, R_COMPUTED] + SLOTS[r, L_SCH_N, k], RI[v, R_BLOCKS], bs)
-        preempt_newest(RI, RF, PI, PF, SLOTS, BKT, r, cfg)
+        preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg)
         preempted = True
     # take the blocks and build the step's token mix
     cohort.add_step(PI, BKT, r, cfg, p[cm.KV_HEADS], paged, mix)
@@ -206,13 +216,15 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p,
             grow = paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
             RI[q, R_BLOCKS] += grow
             PI[g, P_USED] += grow
+            if caching(PI, r, cfg):
+                register(RI, KC, PI, g, q, RI[q, R_COMPUTED] + n, cfg)
         add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
     return budget, preempted
 
 
 @step_jit
-def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
+def admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, paged, chunked, t, p, mix):
     """Admit waiting requests in arrival order while budget, slots and blocks allow; requests whose
     KV cache has landed from a prefill replica come first."""
     bs = cfg[C_BLOCK]
@@ -226,9 +238,15 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
         PI[r, P_USED] += need
         _admit(RI, PI, SLOTS, r, q, 1, p, mix)
         budget -= 1  # a decode, not a new prompt: not counted as admitted
+    cache = paged and caching(PI, r, cfg)
     while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < cfg[C_MAX_SEQS] and budget > 0:
         q = PI[g, P_HEAD]
-        n = known_tokens(RI, q) - RI[q, R_COMPUTED]
+        hits, idle = 0, 0  # leading blocks found in the prefix cache, and those no request holds
+        if cache and RI[q, R_BLOCKS] == 0:
+            sync(KC, PI, g, cfg[C_PC_BITS])
+            hits, idle = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg)
+        c0 = RI[q, R_COMPUTED] + hits * bs
+        n = known_tokens(RI, q) - c0
         if chunked:
             if n > cfg[C_CHUNK]:
                 n = cfg[C_CHUNK]
@@ -237,9 +255,9 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
         elif n > budget:
             break
         free = PI[g, P_BLOCKS] - PI[g, P_USED]
-        if paged:
-            need = paged_growth(RI[q, R_COMPUTED] + n, RI[q, R_BLOCKS], bs)
-            if not can_admit(free, need, cfg[C_WATERMARK]):
+        if paged:  # cached blocks no request holds are free blocks: taking them counts
+            need = paged_growth(c0 + n, RI[q, R_BLOCKS] + hits, bs)
+            if not can_admit(free, need + idle, cfg[C_WATERMARK]):
                 break
         else:  # contiguous reservation for the maximum model length
             need = blocks_for(cfg[C_MAX_LEN], bs) - RI[q, R_BLOCKS]
@@ -248,11 +266,18 @@ def admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix):
         pop_front(RI, PI, g, P_HEAD, P_TAIL)
         PI[g, P_NWAIT] -= 1
         PI[g, P_QTOKENS] -= known_tokens(RI, q) - RI[q, R_COMPUTED]
+        if hits > 0:
+            take_hits(RI, KC, PI, g, q, hits, cfg)
+            PI[r, P_STORED] += RI[q, R_COMPUTED]
         RI[q, R_BLOCKS] += need
         PI[g, P_USED] += need
+        if cache:
+            PI[g, P_PC_QUERY] += known_tokens(RI, q)
+            PI[g, P_PC_HIT] += hits * bs
+            register(RI, KC, PI, g, q, c0 + n, cfg)
         if RF[q, F_SCHED] < 0:
             RF[q, F_SCHED] = t
-            PI[r, P_STORED] += RI[q, R_COMPUTED]  # prompt tokens the prefix cache held at arrival
+            RI[q, R_CACHED] = hits * bs
         _admit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
         admitted += 1
@@ -275,7 +300,7 @@ def _admit(RI, PI, SLOTS, r, q, n, p, mix):
 
 
 @step_jit
-def schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix):
+def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix):
     """Choose what replica r computes in its next step; returns the tokens it will process."""
     policy = cfg[C_POLICY]
     paged = policy >= VLLM
@@ -285,17 +310,17 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix):
     mix[:] = 0.0
     budget = cfg[C_BUDGET]
     if policy == STATIC and PI[r, P_NRUN] == 0:  # the replica is idle: form a new batch
-        admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, False, False, t, p, mix)
+        admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, False, False, t, p, mix)
     elif policy == STATIC:
-        serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, False, False, p, mix)
+        serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, False, False, p, mix)
     elif policy == VLLM:  # prefill-first: a step admits new prompts, or else serves the running
-        budget, admitted = admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, True, False, t, p, mix)
+        budget, admitted = admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, True, False, t, p, mix)
         if admitted == 0:
-            serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, True, False, p, mix)
+            serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, True, False, p, mix)
     else:
-        budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, r, cfg, budget, paged, chunked, p, mix)
+        budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix)
         if not preempted:
-            admit_waiting(RI, RF, PI, SLOTS, r, cfg, budget, paged, chunked, t, p, mix)
+            admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, paged, chunked, t, p, mix)
     return mix[M_TOKENS]
 
 
@@ -309,7 +334,7 @@ def step_duration(p, mix, scratch):
 # ---------------------------------------------------------------- step completion
 
 @engine_jit
-def finish(RI, RF, PI, r, q, t, static):
+def finish(RI, RF, PI, KC, r, q, t, static, cfg):
     RF[q, F_FINISH] = t
     if static:  # keeps its slot and reservation until the batch ends
         RI[q, R_STATE] = S_HELD
@@ -317,11 +342,11 @@ def finish(RI, RF, PI, r, q, t, static):
     else:
         RI[q, R_STATE] = S_DONE
         run_remove(RI, PI, r, q)
-        release(RI, PI, r, q)
+        release(RI, PI, KC, r, q, cfg)
 
 
 @step_jit
-def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of, static,
+def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of, static,
                     paged):
     """The cohort's tokens of a finished step: gaps, streamed samples, and the members done."""
     m = PI[r, P_COH_N]
@@ -357,20 +382,20 @@ def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, 
         if q < 0 or finish_step(RI, q) > S:
             break
         cohort.leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged)
-        finish(RI, RF, PI, r, q, t, static)
+        finish(RI, RF, PI, KC, r, q, t, static, cfg)
         finished += 1
     return finished
 
 
 @step_jit
-def complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of, rr_decode):
+def complete_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids, of, rr_decode):
     """Apply replica r's finished step at time t; returns the number of requests that finished."""
     policy = cfg[C_POLICY]
     static = policy == STATIC
     paged = policy >= VLLM
     finished = 0
     if PI[r, P_COH_STEPPED] == 1:
-        finished += complete_cohort(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t,
+        finished += complete_cohort(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, itl_hist, itl_edges, stream_t,
                                     stream_ids, of, static, paged)
         PI[r, P_COH_STEPPED] = 0
     leaving = 0
@@ -396,7 +421,7 @@ def complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, st
             stream_t[s, g - 1] = t
         leaving += 1
         if g == RI[q, R_OUTPUT]:
-            finish(RI, RF, PI, r, q, t, static)
+            finish(RI, RF, PI, KC, r, q, t, static, cfg)
             finished += 1
         elif PI[r, P_POOL] == POOL_PREFILL:  # first token out: the KV cache moves to a decode replica
             RI[q, R_STATE] = S_XFER_WAIT
@@ -424,7 +449,7 @@ def complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, st
             nxt = RI[q, R_RNEXT]
             RI[q, R_STATE] = S_DONE
             run_remove(RI, PI, r, q)
-            release(RI, PI, r, q)
+            release(RI, PI, KC, r, q, cfg)
             q = nxt
         PI[r, P_NHELD] = 0
     return finished
@@ -454,13 +479,13 @@ def start_transfers(RI, RF, PI, PF, r, cfg, cf, t):
 
 
 @engine_jit
-def finish_transfers(RI, RF, PI, r, cfg, t):
+def finish_transfers(RI, RF, PI, KC, r, cfg, t):
     """Transfers into replica r that have landed: the source frees its copy, the request waits
     here for a decode slot with its KV already in place (admitted before any prompt, since the
     blocks it holds are what the replica needs back)."""
     while PI[r, P_FHEAD] >= 0 and RF[PI[r, P_FHEAD], F_XFER_DONE] <= t:
         q = pop_front(RI, PI, r, P_FHEAD, P_FTAIL)
-        release(RI, PI, RI[q, R_HOME], q)
+        release(RI, PI, KC, RI[q, R_HOME], q, cfg)
         RI[q, R_BLOCKS] = blocks_for(RI[q, R_COMPUTED] + 1, cfg[C_BLOCK])
         PI[r, P_STORED] += RI[q, R_COMPUTED]
         PI[r, P_NXFER] -= 1
@@ -536,18 +561,18 @@ def next_event(RF, PI, PF, nxt, next_tick, skip, skip_end):
 
 
 @step_jit
-def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, cf, t, mix, scratch, trace, oi, of):
+def start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scratch, trace, oi, of):
     """Schedule replica r's next step at time t and account for it; returns its duration, or -1
     when there is nothing it can run."""
     p = params[r]
     preempts = PI[r, P_PREEMPTS]
-    tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix)
+    tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix)
     if tokens == 0 and PI[r, P_PREEMPTS] > preempts:
         # every running request was preempted and the step admitted none (a step that preempts
         # admits nobody): the next step follows at once and admits into the blocks freed, as
         # vLLM's engine loop steps again while requests remain; else the replica would sit idle
         # with no event left to wake it
-        tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, p, mix)
+        tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix)
     if tokens == 0:
         return -1.0
     dt = step_duration(p, mix, scratch)
@@ -580,7 +605,7 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, cf, t, mix, scratch, 
 
 
 @engine_jit
-def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
+def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
         work_i, work_f):
     """Simulate until every request has finished. Requests must be sorted by arrival.
     itl_edges: the histogram's bin edges (ITL_BINS + 1, in s); work_i (2 ints) and work_f
@@ -617,7 +642,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
                 continue
             PF[r, Q_BUSY] = inf
             PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
-            done += complete_step(RI, RF, PI, PF, SLOTS, BKT, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids,
+            done += complete_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids,
                                   of, rr_decode)
 
         # ---- replicas and transfers
@@ -625,7 +650,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
             if PI[r, P_STATE] == STARTING and PF[r, Q_READY_AT] <= t:
                 PI[r, P_STATE] = ON
             if PI[r, P_FHEAD] >= 0:
-                finish_transfers(RI, RF, PI, r, cfg, t)
+                finish_transfers(RI, RF, PI, KC, r, cfg, t)
 
         # ---- arrivals, routed at the gateway
         while nxt < n and RF[nxt, F_ARRIVAL] <= t:
@@ -650,7 +675,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, params, cfg, cf, trace, stream_t, stream_ids
                 continue
             if PI[shared_row(PI, r), P_NWAIT] == 0 and PI[r, P_NRUN] == 0:
                 continue
-            start_step(RI, RF, PI, PF, SLOTS, BKT, params, r, cfg, cf, t, mix, scratch, trace, oi, of)
+            start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scratch, trace, oi, of)
         # the cluster's KV blocks in use peak when steps start (blocks are taken then)
         total_used = 0
         soonest = 0  # the replica whose step ends next

@@ -25,12 +25,13 @@ def step_ms(cfg, tp: int, **mix) -> float:
                               **mix)["step_ms"]
 
 
-def capacity(cfg, pools: list, prompt: float, output: float, budget: int) -> Capacity:
+def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached: float = 0.0) -> Capacity:
     """Every decode replica at the largest batch its sequence slots, KV blocks and token budget
     allow at the workload's mean lengths, in the steady state where a new request starts as each
     one finishes. A mixing engine (vLLM V1, Sarathi-Serve) folds the new requests' prompt tokens
     into the decode steps (batch x prompt / output tokens a step); a static or serial engine
-    prefills each request in a step of its own; a prefill pool takes prefill off the decode side."""
+    prefills each request in a step of its own; a prefill pool takes prefill off the decode side.
+    `cached`: prompt tokens per request the prefix cache held (read from the cache, not computed)."""
     model = catalog.get_model(cfg.model)
     pool = pools[-1]
     pp = getattr(pool, "pp", 1)
@@ -52,12 +53,12 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int) -> Cap
         req_s = batch / output / (per_step / 1e3)
     elif cfg.policy in MIXING:
         batch = max(1, min(batch, int(budget * output / (prompt + output))))
-        new_tokens = int(min(batch * prompt / output, budget - batch, model.max_context))
+        new_tokens = int(min(batch * max(prompt - cached, 1.0) / output, budget - batch, model.max_context))
         per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx, prefill_tokens=max(new_tokens, 0))
         req_s = batch / output / (per_step / 1e3)
     else:
         decode = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
-        prefill = step_ms(cfg, pool.tp, prefill_tokens=int(min(prompt, model.max_context)))
+        prefill = step_ms(cfg, pool.tp, prefill_tokens=int(min(max(prompt - cached, 1.0), model.max_context)))
         req_s = 1.0 / ((prefill + output * decode / batch) / 1e3)
     prompt_tok_s = 0.0
     if cfg.disagg:

@@ -161,6 +161,11 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         kv_blocks_total=int(PI[:, E.P_BLOCKS].sum()), kv_blocks_per_replica=[int(p.plan.kv_blocks) for p in pools],
         peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), min_free_kv_blocks=int(oi[E.O_MIN_FREE]),
         preemptions=int(oi[E.O_PREEMPTS]),
+        # prefix caching (vLLM's PrefixCacheStats): prompt tokens found cached over those looked up at
+        # admissions, the prefill they saved, and cached blocks evicted to make room
+        prefix_hit_rate=float(PI[:, E.P_PC_HIT].sum() / max(PI[:, E.P_PC_QUERY].sum(), 1)),
+        prefill_tokens_saved=int(PI[:, E.P_PC_HIT].sum()),
+        prefix_cache_evictions=int(PI[:, E.P_PC_EVICTED].sum()),
         mean_batch=float(oi[E.O_SEQS_DECODE_STEPS] / max(oi[E.O_DECODE_STEPS], 1)), steps=int(oi[E.O_STEPS]),
         quiet_steps=int(oi[E.O_QUIET_STEPS]),  # of those, decode steps run back to back (fastforward.py)
         stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,

@@ -44,6 +44,9 @@ class SimConfig:
     max_model_len: int | None = None  # None: fitted to the workload (see default_max_model_len)
     mem_util: float = MEM_UTIL
     watermark: float = 0.01  # fraction of blocks admission keeps free (vLLM's default)
+    # automatic prefix caching (vLLM V1's default: --enable-prefix-caching): full KV blocks a later
+    # prompt repeats are reused, not recomputed; paged KV only (policies vllm and sarathi)
+    prefix_caching: bool = True
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     trace_csv: str | None = None  # replaces the generated workload when given
     router: str = "rr"
@@ -100,6 +103,12 @@ class SimResult:
     itl_hist: np.ndarray
     pools: list
     wall_s: float
+    kv_tables: dict | None = None  # the engine's replica table and prefix-cache tables (PI, KC) at the end
+
+    def kv_books(self, replica: int = 0) -> dict:
+        """Replica's KV block pool at the end of the run, counted from the tables (kvcache.books)."""
+        from ..engine.kvcache import books
+        return books(self.kv_tables["PI"], self.kv_tables["KC"], replica)
 
     def to_json(self) -> dict:
         return self.summary
@@ -117,7 +126,7 @@ def model_len_for(longest: float, model: catalog.Model) -> int:
 def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
     """Long enough for the workload's requests, including a long tail of four times the mean."""
     p, o = spec.means()
-    return model_len_for(p + o if spec.length_dist == "fixed" else 4 * (p + o), model)
+    return model_len_for(spec.longest_fixed() if spec.length_dist == "fixed" else 4 * (p + o), model)
 
 
 def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
@@ -129,7 +138,7 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
         return trace_max_model_len(load_trace(trace_csv), model)
     p, o = spec.means()
     fixed = spec.length_dist == "fixed"
-    need = int(math.ceil(p + o))
+    need = spec.longest_fixed() if fixed else int(math.ceil(p + o))
     n = model_len_for(need if fixed else 2 * need, model)
     try:
         plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp)
@@ -280,9 +289,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RI = np.zeros((n, L.NRI), np.int64)
     RI[:, L.R_PROMPT] = wl.prompt_tokens
     RI[:, L.R_OUTPUT] = wl.output_tokens
-    if wl.cached_tokens is not None:  # prompt tokens the prefix cache holds when the request arrives
-        RI[:, L.R_COMPUTED] = np.minimum(wl.cached_tokens, wl.prompt_tokens - 1)
-    for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS):
+    for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS, L.R_GROUP, L.R_CONV):
         RI[:, col] = -1
     n_stream = min(n, cfg.stream_samples)
     stream_ids = np.unique(np.linspace(0, n - 1, n_stream).round().astype(np.int64)) if n_stream else np.zeros(0, np.int64)
@@ -340,6 +347,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_f[L.G_PP_S_BYTE], cfg_f[L.G_PP_LAT] = pipeline.handoff_link(gpu, pools[0].tp, False, eff)
     cfg_f[L.G_PP_S_BYTE_NET], cfg_f[L.G_PP_LAT_NET] = pipeline.handoff_link(gpu, pools[0].tp, True, eff)
 
+    KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
     BKT = np.zeros((R, L.NB, max(cfg.block_size, split)), np.int64)
     trace = np.zeros((cfg.trace_cap, L.NT))
@@ -349,10 +357,66 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     oi = np.zeros(L.NOI, np.int64)
     of = np.zeros(L.NOF)
     work_i, work_f = np.zeros(2, np.int64), np.zeros(L.NM + 10)
-    args = (RI, RF, PI, PF, SLOTS, BKT, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
+    args = (RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
             of, work_i, work_f)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
                 itl_hist=itl_hist, oi=oi, of=of)
+
+
+def _reused(ids: np.ndarray | None) -> np.ndarray | None:
+    """Dense ids of the streams at least two requests share; -1 for the rest (nothing reuses them)."""
+    if ids is None:
+        return None
+    out = np.full(len(ids), -1, np.int64)
+    some = ids >= 0
+    if not some.any():
+        return out
+    _, dense, counts = np.unique(ids[some], return_inverse=True, return_counts=True)
+    out[some] = np.where(counts[dense] >= 2, dense, -1)
+    return out
+
+
+def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
+    """Mark what prefix caching can reuse and build each replica's cache tables (kvcache.py): room
+    for every distinct block the workload can reuse, or the pool's blocks if fewer."""
+    R = PI.shape[0]
+    group, conv = _reused(wl.prefix_id), _reused(wl.conversation_id)
+    paged = cfg.policy in ("vllm", "sarathi")
+    if not (cfg.prefix_caching and paged) or ((group is None or (group < 0).all()) and
+                                              (conv is None or (conv < 0).all())):
+        return np.zeros((R, L.NKC, 1), np.int64)
+    bs = cfg.block_size
+    distinct = 0
+    if group is not None:
+        RI[:, L.R_GROUP] = group
+        RI[:, L.R_SHARED] = np.where(group >= 0, wl.prefix_tokens, 0)
+        if (group >= 0).any():
+            longest = np.zeros(group.max() + 1, np.int64)
+            np.maximum.at(longest, group[group >= 0], wl.prefix_tokens[group >= 0] // bs)
+            distinct += int(longest.sum())
+    if conv is not None:
+        RI[:, L.R_CONV] = conv
+        if (conv >= 0).any():
+            longest = np.zeros(conv.max() + 1, np.int64)
+            some = conv >= 0
+            np.maximum.at(longest, conv[some], (wl.prompt_tokens + wl.output_tokens)[some] // bs)
+            distinct += int(longest.sum())
+    entries = max(1, min(distinct, int(PI[:, L.P_BLOCKS].max())))
+    bits = max(3, int(math.ceil(math.log2(2 * entries + 4))))
+    width = 1 << bits  # nodes: the entries and the runs of plain blocks between them (<= 2 entries + 1)
+    KC = np.zeros((R, L.NKC, width), np.int64)
+    KC[:, L.N_KEY, 0] = -1  # node 0: one run of every block, never used
+    KC[:, L.N_COUNT, 0] = PI[:, L.P_BLOCKS]
+    KC[:, L.N_PREV, 0] = KC[:, L.N_NEXT, 0] = -1
+    KC[:, L.N_NEXT, 1:] = np.arange(2, width + 1)  # the spare nodes
+    KC[:, L.N_NEXT, width - 1] = -1
+    PI[:, L.P_PC_QHEAD] = PI[:, L.P_PC_QTAIL] = 0
+    PI[:, L.P_PC_ANON] = PI[:, L.P_BLOCKS]
+    PI[:, L.P_PC_SPARE] = 1
+    cfg_i[L.C_PREFIX] = 1
+    cfg_i[L.C_PC_BITS] = bits
+    cfg_i[L.C_PC_ENTRIES] = entries
+    return KC
 
 
 def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool], eff=None) -> tuple[float, float]:
@@ -399,7 +463,7 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
     requests = dict(arrival_s=RF[:, L.F_ARRIVAL], scheduled_s=RF[:, L.F_SCHED], first_token_s=RF[:, L.F_FIRST],
                     finish_s=RF[:, L.F_FINISH], prompt_tokens=RI[:, L.R_PROMPT], output_tokens=RI[:, L.R_OUTPUT],
                     generated_tokens=RI[:, L.R_GENERATED], preemptions=RI[:, L.R_PREEMPTS],
-                    replica=RI[:, L.R_REPLICA], xfer_ready_s=RF[:, L.F_XFER_READY],
+                    replica=RI[:, L.R_REPLICA], cached_tokens=RI[:, L.R_CACHED], xfer_ready_s=RF[:, L.F_XFER_READY],
                     xfer_start_s=RF[:, L.F_XFER_START], xfer_done_s=RF[:, L.F_XFER_DONE])
     pp = pools[0].pp
     if pp > 1:  # the engine's rows are lanes: name the replica
@@ -413,6 +477,8 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
         _client_side(cfg, requests, trace, a["stream_t"], a["stream_ids"], eff or costmodel.efficiency_for(gpu))
     stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], L.F_ARRIVAL],
                   token_s=a["stream_t"])
-    cap = capacity(cfg, pools, float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean()), _budget(cfg, max_len))
+    cap = capacity(cfg, pools, float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean()), _budget(cfg, max_len),
+                   cached=float(PI[:, L.P_PC_HIT].sum()) / wl.n)
     summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall, cap)
-    return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall)
+    return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall,
+                     dict(PI=PI, KC=a["args"][6]))

@@ -4,13 +4,18 @@ Arrivals follow a rate that may change over time (a piecewise-constant schedule)
 process (Poisson, gamma-distributed gaps with a chosen coefficient of variation, or fixed
 spacing) is drawn in "operational time" and mapped through the inverse of the cumulative rate,
 so every arrival process obeys every schedule.
+
+Shared prefixes and conversations (what prefix caching reuses): a prompt may start with one of
+`prefix_groups` system prompts of `prefix_tokens` tokens, and a conversation of `turns` turns sends
+each turn's prompt with the earlier turns in it (system prompt, then each user message and answer),
+as chat clients do. The prompt-length input is then the user's own message of each turn.
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -45,12 +50,32 @@ class WorkloadSpec:
     rate_schedule: tuple[tuple[float, float], ...] = ()  # ((t0, r0), (t1, r1), ...), t0 == 0
     max_total_tokens: int = 4096  # prompt + output of one request (the engine's max model length)
     seed: int = 0
+    prefix_groups: int = 0  # distinct system prompts (0: prompts share no prefix)
+    prefix_tokens: int = 0  # tokens of each system prompt, ahead of the user's message
+    turns: int = 1  # turns per conversation: turn k's prompt holds turns 1..k-1 and their answers
+    # seconds from one turn of a conversation to the next (open loop: a slow answer does not delay
+    # the next turn); the Lab's assumption, not a measured figure
+    turn_gap_s: float = 30.0
 
-    def means(self) -> tuple[float, float]:
+    def message_means(self) -> tuple[float, float]:
+        """Mean tokens of a user's own message and of an answer."""
         preset = PRESETS.get(self.length_dist, {})
         p = self.prompt_mean if self.prompt_mean is not None else preset.get("prompt_mean", 512.0)
         o = self.output_mean if self.output_mean is not None else preset.get("output_mean", 128.0)
         return float(p), float(o)
+
+    def means(self) -> tuple[float, float]:
+        """Mean prompt tokens (system prompt and earlier turns included) and output tokens."""
+        p, o = self.message_means()
+        T = max(1, self.turns)
+        shared = self.prefix_tokens if self.prefix_groups > 0 else 0
+        return float(shared + p * (T + 1) / 2 + o * (T - 1) / 2), o
+
+    def longest_fixed(self) -> int:
+        """Fixed lengths: the tokens of a conversation's last turn, prompt and answer."""
+        p, o = self.message_means()
+        T = max(1, self.turns)
+        return int((self.prefix_tokens if self.prefix_groups > 0 else 0) + T * (round(p) + round(o)))
 
 
 @dataclass(frozen=True)
@@ -59,9 +84,12 @@ class Workload:
     prompt_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     clipped: int = 0  # requests shortened to fit max_total_tokens
-    # prompt tokens already in the prefix cache at arrival (a replayed benchmark whose prompts
-    # repeat); None: none
-    cached_tokens: np.ndarray | None = None
+    # what prefix caching can reuse (None: nothing): the system prompt a request starts with (-1:
+    # none) and its length in tokens; the conversation whose token stream the request's tokens
+    # are a prefix of (-1: none)
+    prefix_id: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+    conversation_id: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -83,16 +111,25 @@ def validate(spec: WorkloadSpec) -> None:
         raise ValueError(f"coefficient of variation {spec.cv} is outside 0.05..20 (1 is Poisson-like, >1 bursty)")
     if spec.length_dist not in LENGTH_DISTS:
         raise ValueError(f"unknown length distribution '{spec.length_dist}': choose {', '.join(LENGTH_DISTS)}")
+    for name, v, lo in (("number of system prompts", spec.prefix_groups, 0), ("system prompt length", spec.prefix_tokens, 0),
+                        ("turns per conversation", spec.turns, 1)):
+        if not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be a whole number >= {lo}, not {v}")
+    if spec.prefix_groups > 0 and spec.prefix_tokens < 1:
+        raise ValueError("shared system prompts need a length of at least 1 token (or set their number to 0)")
+    if spec.turns > 1 and not (spec.turn_gap_s >= 0 and math.isfinite(spec.turn_gap_s)):
+        raise ValueError(f"the time between turns must be >= 0 s, not {spec.turn_gap_s}")
     p, o = spec.means()
-    if not p >= 1:
-        raise ValueError(f"average prompt length must be at least 1 token, not {p}")
+    if not spec.message_means()[0] >= 1:
+        raise ValueError(f"average prompt length must be at least 1 token, not {spec.message_means()[0]}")
     if not o >= 1:
         raise ValueError(f"average output length must be at least 1 token, not {o}")
     if spec.max_total_tokens < 2:
         raise ValueError("max model length must be at least 2 tokens")
-    if spec.length_dist == "fixed" and round(p) + round(o) > spec.max_total_tokens:
-        raise ValueError(f"a request of {round(p)} prompt + {round(o)} output tokens exceeds the maximum model "
-                         f"length of {spec.max_total_tokens}: shorten it or raise the max model length")
+    if spec.length_dist == "fixed" and spec.longest_fixed() > spec.max_total_tokens:
+        raise ValueError(f"a request of {spec.longest_fixed() - round(o)} prompt + {round(o)} output tokens "
+                         f"exceeds the maximum model length of {spec.max_total_tokens}: shorten it (or the system "
+                         f"prompt, or the turns) or raise the max model length")
     if spec.length_dist != "fixed" and p + o > spec.max_total_tokens:
         raise ValueError(f"average prompt + output ({p:.0f} + {o:.0f} tokens) exceeds the maximum model length of "
                          f"{spec.max_total_tokens}: shorten them or raise the max model length")
@@ -148,9 +185,37 @@ def generate(spec: WorkloadSpec) -> Workload:
     validate(spec)
     rng = np.random.default_rng(spec.seed)
     n = spec.n_requests
-    arrivals = _arrivals(spec, rng, n)
-    prompt, output, clipped = _lengths(spec, rng, n)
-    return Workload(arrivals, prompt, output, clipped)
+    if spec.prefix_groups == 0 and spec.turns == 1:
+        arrivals = _arrivals(spec, rng, n)
+        prompt, output, clipped = _lengths(spec, rng, n)
+        return Workload(arrivals, prompt, output, clipped)
+    return _conversations(spec, rng, n)
+
+
+def _conversations(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> Workload:
+    """Conversations start at rate / turns (so that requests arrive at `rate`); turn k comes
+    k * turn_gap_s after the first. Each picks one of the system prompts at random."""
+    T = spec.turns
+    n_conv = -(-n // T)
+    starts = _arrivals(replace(spec, rate=spec.rate / T,
+                               rate_schedule=tuple((t, r / T) for t, r in spec.rate_schedule)), rng, n_conv)
+    own, output, _ = _lengths(replace(spec, max_total_tokens=1 << 62), rng, n_conv * T)
+    own, output = own.reshape(n_conv, T), output.reshape(n_conv, T)
+    shared = spec.prefix_tokens if spec.prefix_groups > 0 else 0
+    history = np.cumsum(own + output, axis=1) - output  # a turn's prompt: the earlier turns, then its message
+    prompt = shared + history
+    group = rng.integers(0, spec.prefix_groups, n_conv) if spec.prefix_groups > 0 else np.full(n_conv, -1)
+    arrival = starts[:, None] + spec.turn_gap_s * np.arange(T)[None, :]
+    conv = np.repeat(np.arange(n_conv), T).reshape(n_conv, T)
+    take = slice(0, n)
+    arrival, prompt, output, conv = (a.reshape(-1)[take] for a in (arrival, prompt, output, conv))
+    prompt, output, clipped = _clip(prompt.astype(np.int64), output.astype(np.int64), spec.max_total_tokens)
+    order = np.argsort(arrival, kind="stable")
+    group_of = group[conv]
+    return Workload(arrival[order], prompt[order], output[order], clipped,
+                    prefix_id=group_of[order].astype(np.int64),
+                    prefix_tokens=np.where(group_of >= 0, min(shared, spec.max_total_tokens), 0)[order].astype(np.int64),
+                    conversation_id=(conv[order] if T > 1 else np.full(n, -1)).astype(np.int64))
 
 
 def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -190,7 +255,7 @@ def _through_schedule(operational: np.ndarray, schedule) -> np.ndarray:
 
 
 def _lengths(spec: WorkloadSpec, rng: np.random.Generator, n: int):
-    p_mean, o_mean = spec.means()
+    p_mean, o_mean = spec.message_means()
     dist = spec.length_dist
     if dist == "fixed":
         prompt = np.full(n, round(p_mean), dtype=np.int64)
@@ -225,25 +290,37 @@ def _clip(prompt, output, max_total):
 # ---------------------------------------------------------------- traces
 
 TRACE_HEADER = ("arrival_s", "prompt_tokens", "output_tokens")
+# optional columns, in any order after those: what prefix caching can reuse
+TRACE_OPTIONAL = ("conversation_id", "prefix_id", "prefix_tokens")
 
 
 def load_trace(text: str, max_total_tokens: int | None = None) -> Workload:
-    """Read a CSV trace with columns arrival_s,prompt_tokens,output_tokens (header required).
-    Rows may come in any order; they are sorted by arrival. Errors name the offending line."""
+    """Read a CSV trace with columns arrival_s,prompt_tokens,output_tokens (header required), and
+    optionally conversation_id (the rows of one conversation are its turns: each prompt holds the
+    turns before it), prefix_id and prefix_tokens (the system prompt a prompt starts with, and its
+    length); an empty id is none. Rows may come in any order; they are sorted by arrival. Errors
+    name the offending line."""
     reader = csv.reader(io.StringIO(text))
     rows = [(i + 1, r) for i, r in enumerate(reader) if r and any(c.strip() for c in r)]
+    need = ",".join(TRACE_HEADER)
     if not rows:
-        raise ValueError("the trace is empty: it needs a header 'arrival_s,prompt_tokens,output_tokens' and rows")
+        raise ValueError(f"the trace is empty: it needs a header '{need}' and rows")
     line, header = rows[0]
-    if tuple(c.strip().lower() for c in header) != TRACE_HEADER:
-        raise ValueError(f"trace line {line}: the header must be 'arrival_s,prompt_tokens,output_tokens', "
-                         f"not '{','.join(header)}'")
+    names = tuple(c.strip().lower() for c in header)
+    extra = names[3:]
+    if names[:3] != TRACE_HEADER or any(c not in TRACE_OPTIONAL for c in extra) or len(set(extra)) < len(extra):
+        raise ValueError(f"trace line {line}: the header must be '{need}', optionally followed by "
+                         f"{', '.join(TRACE_OPTIONAL)}; not '{','.join(header)}'")
+    if ("prefix_id" in extra) != ("prefix_tokens" in extra):
+        raise ValueError(f"trace line {line}: prefix_id and prefix_tokens come together (which system prompt, "
+                         f"and how many tokens it has)")
     if len(rows) == 1:
         raise ValueError("the trace has a header but no requests")
-    arr, pr, out = [], [], []
+    width = len(names)
+    arr, pr, out, opt = [], [], [], {c: [] for c in extra}
     for line, r in rows[1:]:
-        if len(r) != 3:
-            raise ValueError(f"trace line {line}: expected 3 values (arrival_s,prompt_tokens,output_tokens), got {len(r)}")
+        if len(r) != width:
+            raise ValueError(f"trace line {line}: expected {width} values ({','.join(names)}), got {len(r)}")
         try:
             a, p, o = float(r[0]), int(r[1]), int(r[2])
         except ValueError:
@@ -254,8 +331,32 @@ def load_trace(text: str, max_total_tokens: int | None = None) -> Workload:
             raise ValueError(f"trace line {line}: prompt and output must each be at least 1 token")
         if max_total_tokens and p + o > max_total_tokens:
             raise ValueError(f"trace line {line}: {p} + {o} tokens exceed the maximum model length of {max_total_tokens}")
+        for c, v in zip(extra, r[3:]):
+            opt[c].append(_trace_int(v.strip(), c, line, p))
         arr.append(a)
         pr.append(p)
         out.append(o)
     order = np.argsort(np.array(arr), kind="stable")
-    return Workload(np.array(arr)[order], np.array(pr, dtype=np.int64)[order], np.array(out, dtype=np.int64)[order])
+    cols = {c: np.array(v, dtype=np.int64)[order] for c, v in opt.items()}
+    wl = Workload(np.array(arr)[order], np.array(pr, dtype=np.int64)[order], np.array(out, dtype=np.int64)[order])
+    if not cols:
+        return wl
+    if "prefix_id" in cols:  # a row without a system prompt has no length for one
+        cols["prefix_tokens"] = np.where(cols["prefix_id"] >= 0, cols["prefix_tokens"], 0)
+    return replace(wl, prefix_id=cols.get("prefix_id"), prefix_tokens=cols.get("prefix_tokens"),
+                   conversation_id=cols.get("conversation_id"))
+
+
+def _trace_int(v: str, column: str, line: int, prompt: int) -> int:
+    """An id (empty: none, -1) or a system prompt's length (within the prompt)."""
+    if v == "":
+        return -1 if column != "prefix_tokens" else 0
+    try:
+        x = int(v)
+    except ValueError:
+        raise ValueError(f"trace line {line}: {column} '{v}' is not a whole number") from None
+    if column == "prefix_tokens" and not 0 <= x <= prompt:
+        raise ValueError(f"trace line {line}: prefix_tokens {x} must be within 0..{prompt} (the prompt's length)")
+    if column != "prefix_tokens" and x < 0:
+        raise ValueError(f"trace line {line}: {column} {x} must be a whole number >= 0 (or empty for none)")
+    return x
