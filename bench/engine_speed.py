@@ -30,7 +30,8 @@ from core.serving.simulate import SimConfig, simulate
 from core.serving.workload import WorkloadSpec
 import_s = time.perf_counter() - t0
 def config(n):
-    spec = WorkloadSpec(n_requests=n, rate={rate}, prompt_mean=512, output_mean=128, length_dist="lognormal", seed=1)
+    spec = WorkloadSpec(n_requests=n, rate={rate}, prompt_mean={prompt}, output_mean=128, length_dist="lognormal", seed=1,
+                        {shared})
     return SimConfig(gpu="h100", model="llama-3.1-8b", gpus={gpus}, router="rr", workload=spec)
 t1 = time.perf_counter()
 simulate(config(10))  # the first call in a process loads the compiled engine
@@ -46,6 +47,7 @@ s = r.summary
 tokens = int(r.requests["output_tokens"].sum())
 engine_s, total_s = sorted(engine)[len(engine) // 2], sorted(total)[len(total) // 2]
 print(json.dumps(dict(requests={n}, rate={rate}, gpus={gpus}, replicas=s["replicas"], engine_s=engine_s,
+                      prefix_hit_rate=s["prefix_hit_rate"], prefix_cache_evictions=s["prefix_cache_evictions"],
                       engine_runs_s=engine, simulate_s=total_s, first_call_s=import_s + first_s, steps=s["steps"],
                       quiet_steps=s["quiet_steps"], mean_batch=s["mean_batch"], stable=s["stable"],
                       output_tokens=tokens, sim_tokens_per_wall_s=tokens / engine_s,
@@ -53,8 +55,15 @@ print(json.dumps(dict(requests={n}, rate={rate}, gpus={gpus}, replicas=s["replic
 """
 
 
-def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None, repeat: int = 3) -> dict:
-    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat)
+# prefix caching at work: the same 512-token prompts, half of them one of 10 shared 256-token system
+# prompts; or conversations of 4 turns 30 s apart (each prompt holds the earlier turns)
+SHARED = {"off": (512, ""), "shared": (256, "prefix_groups=10, prefix_tokens=256"),
+          "turns": (128, "turns=4, turn_gap_s=30.0")}
+
+
+def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None, repeat: int = 3, prefix: str = "off") -> dict:
+    prompt, shared = SHARED[prefix]
+    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat, prompt=prompt, shared=shared)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env or os.environ.copy(),
                          timeout=3600)
     if out.returncode:
@@ -92,6 +101,17 @@ def main(argv: list[str]) -> None:
             results["single_replica"].append(r)
             print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s): {summary(r)}, batch {r['mean_batch']:.1f}",
                   flush=True)
+
+    # the same with prefix caching finding shared system prompts, and earlier turns
+    results["prefix_caching"] = []
+    for n in sizes[:1] + sizes[-1:]:
+        for prefix in ("shared", "turns"):
+            for label, rate in (("light", 5.0), ("heavy", 40.0)):
+                r = run_case(n, rate, prefix=prefix)
+                r.update(load=label, prefix=prefix)
+                results["prefix_caching"].append(r)
+                print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), {prefix}: {summary(r)}, hit rate "
+                      f"{r['prefix_hit_rate']:.0%}", flush=True)
 
     # a cluster: 64 single-GPU replicas behind the gateway
     n = 100_000 if quick else 1_000_000
