@@ -46,7 +46,7 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
         # pp batches in flight share the running sequences; each takes a full pass through the
         # stages plus the hand-offs, while the other batches fill the other stages
         lane = max(1, min(batch, pp * int(budget * output / (prompt + output))) // pp)
-        new_tokens = int(min(lane * prompt / output, budget - lane, model.max_context))
+        new_tokens = int(min(lane * max(prompt - cached, 1.0) / output, budget - lane, model.max_context))
         per_step = (step_ms(cfg, pool.tp, decode_batch=lane, context=ctx, prefill_tokens=max(new_tokens, 0))
                     + 1e3 * pipeline.handoffs_s(catalog.get_gpu(cfg.gpu), model, pool.tp, pp, lane + new_tokens))
         batch = lane * pp
