@@ -130,3 +130,18 @@ def test_a_stable_queue_ending_on_a_swing_is_not_called_overloaded(kw):
     assert served < 0.93 * offered  # the end-point count alone would say overloaded
     assert res.summary["stable"]
     assert current(LabInputs(requests=20000, **kw))[1].summary["stable"]
+
+
+def test_the_rate_sweep_marks_the_rates_whose_queue_grows():
+    # the knee chart's last point (13 s p99 TTFT at 42 req/s) is no steady value: it is red, and said
+    from core.lab import sweeps
+    from ui import charts
+    inputs = LabInputs()
+    rows = sweeps.SWEEPS["rate"](inputs)
+    over = [r["rate"] for r in rows if not r["stable"]]
+    assert over and min(over) > max(r["rate"] for r in rows if r["stable"])  # overload starts at the top
+    assert f"from {min(over):.3g} req/s the queue grows without bound" in sweeps.rate_caption(rows, inputs)
+    spec = charts.line(rows, "rate", "ttft_p99_ms", "rate", "p99 TTFT", "knee", log_y=True, mark_overload=True).to_dict()
+    red = [layer for layer in spec["layer"] if layer.get("mark", {}).get("color") == charts.COLORS["bad"]
+           and layer["mark"].get("type") == "point"]
+    assert len(red) == 1 and len(spec["datasets"][red[0]["data"]["name"]]) == len(over)

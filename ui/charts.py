@@ -221,10 +221,11 @@ def stage_path(rows: list[dict]) -> alt.Chart:
 def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: str, log_x: bool = False,
          log_y: bool = False, rule_y: float | None = None, rule_x: float | None = None, color: str | None = None,
          percent_y: bool = False, x_ticks: list[float] | None = None, rule_y_label: str | None = None,
-         integer_y: bool = False) -> alt.Chart:
+         integer_y: bool = False, mark_overload: bool = False) -> alt.Chart:
     """A swept figure against its input. A log axis ticks at 1-2-5 steps (or at `x_ticks`); a
     limit (rule_y, in words `rule_y_label`) far above the data is named above the chart instead of
-    squashing the data."""
+    squashing the data. With mark_overload, the points whose queue grows without bound (rows with
+    stable False) are red: their figure grows with the run's length."""
     df = pd.DataFrame(rows)
     top = float(df[y].max()) if len(df) else 0.0
     far = rule_y is not None and not log_y and top * FAR_LIMIT < rule_y
@@ -245,6 +246,11 @@ def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: st
         x=alt.X(f"{x}:Q", title=x_title, scale=x_scale, axis=alt.Axis(**x_axis)), y=enc_y,
         tooltip=[alt.Tooltip(f"{x}:Q", title=x_title, format=",.3g"), alt.Tooltip(f"{y}:Q", title=y_title, format=",.3g")])
     layers = [base]
+    if mark_overload and "stable" in df and not df["stable"].all():
+        layers.append(alt.Chart(df[~df["stable"].astype(bool)]).mark_point(filled=True, size=70, color=COLORS["bad"])
+                      .encode(x=alt.X(f"{x}:Q"), y=alt.Y(f"{y}:Q"),
+                              tooltip=[alt.Tooltip(f"{x}:Q", title=x_title, format=",.3g"),
+                                       alt.Tooltip(f"{y}:Q", title=f"{y_title}, growing with the run", format=",.3g")]))
     if rule_y is not None:
         label = rule_y_label or (f"limit {rule_y:.0%}" if percent_y else f"limit {rule_y:,.4g}")
         if far:

@@ -47,7 +47,7 @@ def ttft():
     rows = cache.sweep(inputs, "rate")
     st.altair_chart(charts.line(rows, "rate", "ttft_p99_ms", "request rate (req/s)", "p99 TTFT (ms, log scale)",
                                 "p99 TTFT against request rate: the knee", log_y=True, rule_y=inputs.ttft_p99_ms,
-                                rule_x=inputs.rate), width="stretch")
+                                rule_x=inputs.rate, mark_overload=True), width="stretch")
     st.caption(sweeps.rate_caption(rows, inputs))
     export.table(rows, "sweep of the request rate", "sweep-rate", "Rate sweep (CSV)")
 

@@ -121,7 +121,18 @@ def rate_caption(rows: list[dict], inputs: LabInputs) -> str:
     knee = knee_rate(rows, inputs.ttft_p99_ms)
     return ((f"Within the target up to about {knee:.3g} req/s on this deployment" if knee else
              "No swept rate meets the target on this deployment") +
-            f"; dashed: the {fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s.")
+            f"; dashed: the {fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s."
+            + overloaded_caption(rows))
+
+
+def overloaded_caption(rows: list[dict]) -> str:
+    """A swept rate at which the queue grows without bound has no steady p99 TTFT: its point measures
+    how many requests were simulated. Say where that starts (red points on the chart)."""
+    over = [r["rate"] for r in rows if not r["stable"]]
+    if not over:
+        return ""
+    return (f" Red: from {min(over):.3g} req/s the queue grows without bound, so those p99 TTFTs grow with the "
+            f"number of requests simulated.")
 
 
 def output_caption(rows: list[dict]) -> str:
