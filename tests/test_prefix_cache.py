@@ -42,6 +42,9 @@ def test_every_request_after_the_first_hits_the_shared_prefix_up_to_its_partial_
     assert res.summary["prefill_tokens_saved"] == 59 * 992
     assert res.summary["prefix_hit_rate"] == pytest.approx(59 * 992 / (60 * 1200))
     assert res.kv_books()["used"] == 0
+    # a block every request holds is stored once: the cache never holds more tokens than its slots
+    assert 0 < res.summary["kv_utilization"] <= 1
+    assert (res.trace["kv_slots_empty"] >= 0).all()
 
 
 def test_a_prompt_wholly_cached_still_computes_its_last_token():
@@ -151,3 +154,20 @@ def test_quiet_steps_run_back_to_back_give_the_same_results_with_prefix_caching(
     assert fast.summary["quiet_steps"] > 0 and fast.summary["prefix_cache_evictions"] > 0
     for col in ("first_token_s", "finish_s", "cached_tokens"):
         assert np.array_equal(fast.requests[col], slow.requests[col])
+
+
+def test_command_line_sets_shared_prompts_and_turns_and_can_turn_caching_off():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    base = [sys.executable, "-m", "core", "simulate", "--model", "llama-3.1-8b", "--gpu", "h100", "--requests", "200",
+            "--prompt", "100", "--output", "20", "--system-prompts", "2", "--system-prompt-tokens", "640", "--turns", "2",
+            "--turn-gap", "5", "--policy", "sarathi"]
+    root = Path(__file__).resolve().parent.parent
+    on = subprocess.run(base, cwd=root, capture_output=True, text=True, timeout=300)
+    assert on.returncode == 0, on.stderr
+    assert "of prompt tokens found cached" in on.stdout and "prefill tokens saved" in on.stdout
+    off = json.loads(subprocess.run(base + ["--no-prefix-caching", "--json"], cwd=root, capture_output=True, text=True,
+                                    timeout=300).stdout)
+    assert off["prefill_tokens_saved"] == 0 and off["prefix_hit_rate"] == 0

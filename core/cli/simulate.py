@@ -42,7 +42,17 @@ def register(sub) -> None:
     p.add_argument("--ttft-slo-ms", type=number, default=1000.0)
     p.add_argument("--tpot-slo-ms", type=number, default=100.0)
     p.add_argument("--seed", type=positive_int, default=0)
-    p.add_argument("--trace", default=None, help="CSV file: arrival_s,prompt_tokens,output_tokens")
+    p.add_argument("--trace", default=None, help="CSV file: arrival_s,prompt_tokens,output_tokens, optionally "
+                   "conversation_id, prefix_id, prefix_tokens (what prefix caching can reuse)")
+    p.add_argument("--system-prompts", type=positive_int, default=0,
+                   help="distinct system prompts the prompts start with (0: none shared)")
+    p.add_argument("--system-prompt-tokens", type=positive_int, default=0,
+                   help="tokens of each system prompt, ahead of the user's message (--prompt)")
+    p.add_argument("--turns", type=positive_int, default=1,
+                   help="turns per conversation: each turn's prompt holds the earlier turns and their answers")
+    p.add_argument("--turn-gap", type=number, default=30.0, help="seconds from one turn to the next")
+    p.add_argument("--no-prefix-caching", action="store_true",
+                   help="recompute every prompt (vLLM's --no-enable-prefix-caching)")
     p.add_argument("--router", default="rr", choices=layout.ROUTERS)
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
     p.add_argument("--prefill-gpus", type=positive_int, default=0)
@@ -76,7 +86,9 @@ def config_from_args(args) -> SimConfig:
         schedule = diurnal_schedule(args.rate, args.diurnal)
     spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, arrival=args.arrival, cv=args.cv,
                         prompt_mean=args.prompt, output_mean=args.output, length_dist=args.length_dist,
-                        spread=args.spread, rate_schedule=schedule, seed=args.seed)
+                        spread=args.spread, rate_schedule=schedule, seed=args.seed,
+                        prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
+                        turn_gap_s=args.turn_gap)
     trace = None
     if args.trace:
         try:
@@ -90,7 +102,8 @@ def config_from_args(args) -> SimConfig:
                      prefill_tp=args.prefill_tp, decode_tp=args.decode_tp, autoscale=args.autoscale,
                      min_replicas=args.min_replicas, scale_metric=args.scale_metric, scale_target=args.scale_target,
                      scale_interval_s=args.scale_interval, startup_fixed_s=args.startup_s, load_gbps=args.load_gbps,
-                     ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention)
+                     ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention,
+                     prefix_caching=not args.no_prefix_caching)
 
 
 def cmd_simulate(args) -> None:
@@ -109,6 +122,8 @@ def cmd_simulate(args) -> None:
         f"{s['tpot_slo_ms']:g} ms)",
         f"  KV: {s['kv_blocks_total']} blocks, peak {s['peak_kv_blocks_used']} used, utilisation "
         f"{s['kv_utilization']:.1%}, {s['preemptions']} preemptions; mean batch {s['mean_batch']:.1f}",
+        f"  prefix cache: {s['prefix_hit_rate']:.1%} of prompt tokens found cached, {s['prefill_tokens_saved']:,} "
+        f"prefill tokens saved, {s['prefix_cache_evictions']:,} cached blocks evicted",
         f"  cost: {s['gpu_hours']:.3f} GPU-hours, ${s['cost_per_1m_tokens_usd']:.3f} per 1M output tokens "
         f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",
         f"  simulated in {s['sim_wall_s'] * 1e3:.0f} ms",

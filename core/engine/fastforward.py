@@ -24,7 +24,7 @@ from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, 
                      OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
                      O_DECODE_STEPS, O_SEQS_DECODE_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
-                     P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_NWAIT, P_PEAK, P_S, P_STATE, P_STEPS, P_STORED,
+                     P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_NWAIT, P_PC_SHARED, P_PEAK, P_S, P_STATE, P_STEPS, P_STORED,
                      P_S_BLOCK, P_S_SPLIT, P_USED, P_XHEAD, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STEP_START, STATIC,
                      VLLM)
 from .queues import finish_step, heap_top
@@ -53,7 +53,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
     kv_heads = p[cm.KV_HEADS]
     m = PI[r, P_COH_N]
     coh_v = PI[r, P_COH_V]
-    stored = PI[r, P_STORED]
+    stored = PI[r, P_STORED] - PI[r, P_PC_SHARED]  # tokens of blocks several requests share, once
     blocks = PI[r, P_BLOCKS]
     # completions that finish no member: the cohort's counter may reach last - 1
     last = finish_step(RI, heap_top(SLOTS, PI, r))

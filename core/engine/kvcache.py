@@ -10,7 +10,7 @@ with prefix caching, keeps the cached blocks and the free queue (below).
 """
 from ..jit import engine_jit
 from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_HASH, N_KEY, N_NEXT, N_PREV, N_REF,
-                     P_BLOCKS, P_PC_EVICTED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
+                     P_BLOCKS, P_PC_EVICTED, P_PC_SHARED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
                      R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_REF, R_SHARED)
 
 
@@ -247,6 +247,8 @@ def take_hits(RI, KC, PI, r, q, hits, cfg):
             _unlink(KC, PI, r, node)
             PI[r, P_PC_CACHED] -= 1
             PI[r, P_USED] += 1
+        else:
+            PI[r, P_PC_SHARED] += bs
         KC[r, N_REF, node] += 1
     RI[q, R_REF] = hits
     RI[q, R_BLOCKS] = hits
@@ -314,6 +316,8 @@ def release_cached(RI, KC, PI, r, q, cfg):
             PI[r, P_PC_CACHED] += 1
             _append(KC, PI, r, node)
             freed += 1
+        else:
+            PI[r, P_PC_SHARED] -= bs
     RI[q, R_REF] = 0
     return freed
 

@@ -34,11 +34,12 @@ S_PENDING, S_WAITING, S_PREFILL, S_DECODE, S_XFER_WAIT, S_XFER, S_HELD, S_DONE =
  P_XHEAD, P_XTAIL, P_FHEAD, P_FTAIL, P_NXFER, P_PEAK, P_STEPS, P_PREEMPTS, P_NHELD, P_RHEAD, P_RTAIL,
  P_NPRE, P_S, P_COH_N, P_COH_V, P_COH_PARTS, P_NFRESH, P_HEAPN, P_NSAMPLED, P_COH_STEPPED, P_LHEAD, P_LTAIL,
  P_S_BLOCK, P_S_SPLIT, P_ITL_BIN, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE,
- P_PC_QUERY, P_PC_HIT, P_PC_EVICTED, NPI) = range(46)
+ P_PC_QUERY, P_PC_HIT, P_PC_EVICTED, P_PC_SHARED, NPI) = range(47)
 # P_PC_*: the prefix cache's free queue (kvcache.py): blocks in it that hold no cached prefix, cached
 # blocks no request holds, hashed entries in all, the queue's first and last node, the first spare node;
 # prompt tokens looked up at admissions and found cached (vLLM's PrefixCacheStats queries and hits),
-# cached blocks evicted to make room
+# cached blocks evicted to make room; tokens of blocks more than one request holds, counted once per
+# extra holder (every request counts its own cached tokens, the pool holds them once)
 # P_S_BLOCK, P_S_SPLIT: the decode-step counter P_S modulo the block size and the split-KV
 # partition, kept as counters because an integer division per step would cost more than the step;
 # P_ITL_BIN: the histogram bin of the cohort's last inter-token gap (the next is usually the same)

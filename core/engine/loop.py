@@ -591,7 +591,8 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scrat
         oi[O_DECODE_STEPS] += 1
         oi[O_SEQS_DECODE_STEPS] += int(mix[M_DECODES] + mix[M_CHUNKS])
     explicit = mix[M_TOKENS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
-    stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r)
+    # tokens of blocks several requests share are stored once (counted over the lanes' steps)
+    stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r) - PI[g, P_PC_SHARED] / cfg[C_PP]
     bs = cfg[C_BLOCK]
     of[OF_KV_DATA_S] += stored_after * dt
     of[OF_KV_ALLOC_S] += PI[g, P_USED] * bs * dt / cfg[C_PP]  # the pool's blocks, once over the lanes' steps

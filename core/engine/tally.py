@@ -6,7 +6,7 @@ import math
 from ..jit import engine_jit, step_jit
 from .layout import (ITL_BINS, ITL_LO, ITL_PER_DECADE, M_DECODES, M_TOKENS, NT, O_TRACE_N, O_TRACE_SKIP,
                      O_TRACE_STRIDE, OF_AREA_DECODE, OF_AREA_FRONT, OF_AREA_XFER, OFF, P_COH_N, P_COH_V, P_NHELD,
-                     P_NRUN, P_NWAIT, P_NXFER, P_POOL, P_S, P_STATE, P_STORED, P_USED, POOL_DECODE, T_ACTIVE,
+                     P_NRUN, P_NWAIT, P_NXFER, P_PC_SHARED, P_POOL, P_S, P_STATE, P_STORED, P_USED, POOL_DECODE, T_ACTIVE,
                      T_DECODE, T_EMPTY_SLOTS, T_PREFILL, T_REPLICA, T_RUNNING, T_STEP, T_TIME, T_USED, T_WAITING,
                      T_XFER)
 
@@ -34,7 +34,8 @@ def itl_bin_near(gap, b, edges):
 
 @engine_jit
 def stored_tokens(PI, r):
-    return PI[r, P_STORED] + PI[r, P_COH_V] + PI[r, P_COH_N] * PI[r, P_S]
+    # tokens of a block several requests share (prefix caching) are stored once
+    return PI[r, P_STORED] + PI[r, P_COH_V] + PI[r, P_COH_N] * PI[r, P_S] - PI[r, P_PC_SHARED]
 
 
 @step_jit
