@@ -35,28 +35,40 @@ def lab_view(inputs: LabInputs) -> dict:
 
 def differs(rec, cfg: SimConfig) -> str | None:
     """When the toggles describe another deployment than the recommended one, the figures below the
-    recommendation are not the ones it quotes: say so, so that two p99 TTFTs a line apart do not
-    read as a contradiction. None when they are the same deployment (then they are the same run)."""
+    recommendation are not the ones it quotes: say so, and in what they differ, so that two p99
+    TTFTs a line apart do not read as a contradiction. None when they are the same deployment (then
+    they are the same run)."""
     d = rec.deployment
     if d is None:
         return None
-    budget = cfg.max_batched_tokens if cfg.policy == "sarathi" else d.chunk  # only chunked prefill is set by it
-    same = (d.gpu == cfg.gpu.split("@")[0] and d.gpus == (cfg.gpus or cfg.tp * cfg.pp) and d.tp == cfg.tp
-            and d.pp == cfg.pp
-            and d.dtype == cfg.dtype and d.policy == cfg.policy and not d.disagg and not cfg.disagg
-            and d.chunk == budget)
-    if same:
+    gpus = cfg.gpus or cfg.tp
+    out = []  # what differs: the toggles' value here, the recommendation's there
+    if d.disagg != bool(cfg.disagg):
+        out.append("a prefill/decode split: none here (no toggle sets one), one there" if d.disagg else
+                   "a prefill/decode split: one here, none there")
+    if (d.gpus, d.tp) != (gpus, cfg.tp) and not d.disagg:
+        out.append(f"GPUs: {gpus} at tp={cfg.tp} here, {d.gpus} at tp={d.tp} there")
+    if d.dtype != cfg.dtype:
+        out.append(f"weights: {cfg.dtype} here, {d.dtype} there")
+    if d.policy != cfg.policy:
+        out.append(f"scheduling: {POLICY_WORDS[cfg.policy]} here, {POLICY_WORDS[d.policy]} there")
+    elif d.policy == "sarathi" and d.chunk != cfg.max_batched_tokens:
+        out.append(f"token budget per step, in Advanced: {cfg.max_batched_tokens:,} here, {d.chunk:,} there")
+    if not out:
         return None
     which = "recommended shape" if rec.met else "nearest deployment"
-    return (f"Below: the architecture the toggles describe, not the {which} above ({d.label()}), so its figures "
-            f"differ from the ones quoted there. The Guided walkthrough simulates each stage on its own.")
+    return (f"Below: the architecture the toggles describe, not the {which} above, so its figures differ from "
+            f"the ones quoted there ({'; '.join(out)}). The Guided walkthrough simulates each stage on its own.")
+
+
+POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (static) batching",
+                "orca": "continuous batching, reserved KV", "vllm": "continuous batching + paged attention",
+                "sarathi": "continuous batching + paged attention + chunked prefill"}
 
 
 def describe_config(cfg: SimConfig) -> str:
     """A short description of a simulated deployment, for captions."""
-    policy = {"serial": "one request at a time", "static": "request-level (static) batching",
-              "orca": "continuous batching, reserved KV", "vllm": "continuous batching + paged attention",
-              "sarathi": "continuous batching + paged attention + chunked prefill"}[cfg.policy]
+    policy = POLICY_WORDS[cfg.policy]
     gpus = cfg.gpus or cfg.tp * cfg.pp
     model = catalog.get_model(cfg.model).label()
     if cfg.disagg:
