@@ -217,6 +217,9 @@ def test_the_tensor_parallel_trade_off_says_first_which_gpus_it_used():
     big = tradeoffs.ab(LabInputs(model="llama-3.1-70b", gpus=4, tensor_parallel=True), "tensor_parallel")
     assert big.error is None  # a model that needs sharding compares the degrees that fit
     assert (big.off.config.tp, big.on.config.tp) == (2, 4) and big.note.startswith("The model needs tp >= 2")
+    # and it says so: neither side is 'every GPU serves its own replica'
+    assert "2 GPUs" in big.off_label and "4 GPUs" in big.on_label
+    assert tradeoffs.verdict(big).startswith("Sharding over 4 GPUs instead of 2:")
 
 
 @pytest.mark.parametrize("inputs", [LabInputs(), LabInputs(gpus=2), LabInputs(model="llama-3.1-70b", gpus=4)],

@@ -32,7 +32,11 @@ def ab(inputs: LabInputs, tradeoff_id: str) -> ABResult:
         if tradeoff_id == "streaming":  # one run, two views of it
             res = run(on)
             return ABResult(tradeoff_id, t["off"], t["on"], res, res, note)
-        return ABResult(tradeoff_id, t["off"], t["on"], run(off), run(on), note)
+        off_label, on_label = t["off"], t["on"]
+        if tradeoff_id == "tensor_parallel" and off.tp > 1:  # no unsharded side: two degrees that fit
+            off_label = f"Each replica splits every layer across {off.tp} GPUs, the fewest that hold the model"
+            on_label = f"Each replica splits every layer across {on.tp} GPUs"
+        return ABResult(tradeoff_id, off_label, on_label, run(off), run(on), note)
     except ValueError as e:
         return ABResult(tradeoff_id, t["off"], t["on"], None, None, "", str(e))
 
@@ -127,7 +131,8 @@ def verdict(r: ABResult) -> str:
         return (f"Admitting requests every step: p99 TTFT {change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}; "
                 f"goodput {change(b['goodput_req_s'], a['goodput_req_s'], req_s)}.")
     if tid == "tensor_parallel":
-        return (f"Sharding: p50 TPOT {change(b['tpot_ms']['p50'], a['tpot_ms']['p50'], ms1, *FASTER)}; p99 TTFT "
+        what = "Sharding" if r.off.config.tp == 1 else f"Sharding over {r.on.config.tp} GPUs instead of {r.off.config.tp}"
+        return (f"{what}: p50 TPOT {change(b['tpot_ms']['p50'], a['tpot_ms']['p50'], ms1, *FASTER)}; p99 TTFT "
                 f"{change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}; cost per 1M output tokens "
                 f"{change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}.")
     if tid == "disaggregation":
