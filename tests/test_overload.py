@@ -145,3 +145,13 @@ def test_the_rate_sweep_marks_the_rates_whose_queue_grows():
     red = [layer for layer in spec["layer"] if layer.get("mark", {}).get("color") == charts.COLORS["bad"]
            and layer["mark"].get("type") == "point"]
     assert len(red) == 1 and len(spec["datasets"][red[0]["data"]["name"]]) == len(over)
+
+
+def test_when_no_stage_meets_the_targets_the_nearest_that_runs_says_why():
+    # it read 'Recommended: stage 5 ... (disaggregation needs a prefill and a decode replica ...)': the
+    # stage that cannot run, not the overloaded one that comes nearest
+    from core.lab.stages import evaluate_stages, simplest_stage
+    rec = simplest_stage(evaluate_stages(OVERLOADED), OVERLOADED)
+    assert not rec.met
+    assert rec.reason.startswith("No stage meets the targets on 1 GPU: stage 3, continuous batching")
+    assert said(rec.reason) and "stages 4 and 5 cannot run on 1 GPU" in rec.reason and "(s)" not in rec.reason

@@ -24,7 +24,7 @@ k = st.session_state.setdefault("walk_stage", 1)
 back, mid, nxt = st.columns([1, 4, 1])
 back.button("Back", icon=":material/arrow_back:", disabled=k == 1, width="stretch", on_click=_step, args=(-1,))
 nxt.button("Next", icon=":material/arrow_forward:", disabled=k == 5, width="stretch", on_click=_step, args=(1,))
-mid.progress(k / 5, text=f"Stage {k} of 5: {STAGES[k]}" + (" (the stage this workload needs)" if k == rec.stage else ""))
+mid.progress(k / 5, text=f"Stage {k} of 5: {STAGES[k]}" + (" (the stage this workload needs)" if rec.met and k == rec.stage else ""))
 
 o, prev, note = outcomes[k - 1], outcomes[k - 2] if k > 1 else None, notes[k]
 st.header(f"Stage {k}: {o.name}")
@@ -60,7 +60,7 @@ a, b = st.columns(2)
 a.altair_chart(charts.stage_bars(rows, "ttft", "p99 TTFT", "s, log scale", inputs.ttft_p99_ms / 1e3, log=True),
                width="stretch")
 b.altair_chart(charts.stage_bars(rows, "tok", "Throughput", "output tok/s"), width="stretch")
-st.caption(f"Recommended: stage {rec.stage}, {rec.name}. {rec.reason}")
+st.caption(f"Recommended: stage {rec.stage}, {rec.name}. {rec.reason}" if rec.met else rec.reason)
 
 st.subheader("Download")
 export.table([{"stage": r["stage"], "name": r["name"], "ttft_p99_s": r["ttft"], "throughput_tok_s": r["tok"],

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from ..serving.metrics import growing, overload
 from ..serving.simulate import SimConfig, SimResult, steptime
-from ..text import change_size, fmt_ms, in_sentence, sentence
+from ..text import change_size, count, fmt_ms, in_sentence, sentence
 from .content import components
 from .inputs import STAGES, LabInputs, auto_tp, disagg_splits, run, stage_config, target_slack
 
@@ -121,10 +121,20 @@ def simplest_stage(outcomes: list[StageOutcome], inputs: LabInputs) -> StageChoi
                 reason = (f"{prev.name} falls short ({why_not}); {in_sentence(o.name)} meets the targets "
                           f"(p99 TTFT {fmt_ms(o.summary['ttft_ms']['p99'])}, p99 TPOT {o.summary['tpot_ms']['p99']:.1f} ms).")
             return StageChoice(o.stage, o.name, sentence(reason), True)
-    last = outcomes[-1]
-    why = last.error or "; ".join(last.misses)
-    return StageChoice(5, STAGES[5], f"No stage meets the targets on {inputs.gpus} GPU(s) ({why}): add GPUs, "
-                                        f"relax the targets or lower the load.", False)
+    # the most capable stage that ran here is the nearest: what it misses is what to fix
+    ran = [o for o in outcomes if o.result is not None or o.misses]
+    if not ran:
+        return StageChoice(5, STAGES[5], f"No stage can run on {count(inputs.gpus, 'GPU')}: "
+                                            f"{next((o.error for o in outcomes if o.stage == 4 and o.error), outcomes[-1].error)}. "
+                                            f"Add GPUs or choose a smaller model.", False)  # sharding's error says how many
+    near = ran[-1]
+    why = near.error or "; ".join(near.misses)
+    cannot = [o.stage for o in outcomes if o.error and o.stage > near.stage]
+    more = (f"; {'stage' if len(cannot) == 1 else 'stages'} {' and '.join(map(str, cannot))} cannot run on "
+            f"{count(inputs.gpus, 'GPU')}" if cannot and near is not outcomes[-1] else "")
+    return StageChoice(5, STAGES[5], f"No stage meets the targets on {count(inputs.gpus, 'GPU')}: stage {near.stage}, "
+                                        f"{in_sentence(near.name)}, comes nearest ({why}){more}. Add GPUs, relax the "
+                                        f"targets or lower the load.", False)
 
 
 def architecture_path(stage: int, gpus: int) -> list[dict]:

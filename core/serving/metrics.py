@@ -98,7 +98,7 @@ def overload(summary: dict) -> str | None:
     """What an overloaded run means, in words (None when the queue is stable)."""
     if summary["stable"]:
         return None
-    return served_words(summary) + ", so the waits (TTFT and end-to-end time) grow with the number of requests simulated"
+    return served_words(summary) + ", so the time to first token and the end-to-end time grow with the number of requests simulated"
 
 
 GROWING = " and growing"
