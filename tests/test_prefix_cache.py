@@ -171,3 +171,33 @@ def test_command_line_sets_shared_prompts_and_turns_and_can_turn_caching_off():
     off = json.loads(subprocess.run(base + ["--no-prefix-caching", "--json"], cwd=root, capture_output=True, text=True,
                                     timeout=300).stdout)
     assert off["prefill_tokens_saved"] == 0 and off["prefix_hit_rate"] == 0
+
+
+def test_the_planner_credits_the_prefill_a_prefix_cache_saves_and_simulates_with_it():
+    from core.planner.bounds import bound, prompt_quantile
+    from core.planner.space import Deployment, Engine, Workload, to_config
+    spec = WorkloadSpec(n_requests=500, rate=20, prompt_mean=128, output_mean=64, prefix_groups=4, prefix_tokens=3072)
+    shape = Deployment(gpu="h100", tp=1, policy="sarathi", chunk=2048)
+    on, off = Workload("llama-3.1-8b", spec), Workload("llama-3.1-8b", spec, engine=Engine(prefix_caching=False))
+    # a request must prefill its own 128-token message at least, not the 3,072 its system prompt adds
+    assert prompt_quantile(on, 0.99) < 1000 < prompt_quantile(off, 0.99)
+    assert bound(shape, on, prompt_quantile(on, 0.99)).serving_req_s > 3 * bound(shape, off, 3200).serving_req_s
+    assert to_config(shape, on).prefix_caching and not to_config(shape, off).prefix_caching
+
+
+def test_the_lab_shows_hit_rate_and_prefill_saved_with_units_for_shared_system_prompts():
+    from pathlib import Path
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard.py"), default_timeout=300)
+    at.run()
+    assert not any(m.label == "Prefix cache hit rate" for m in at.metric)  # nothing shared, nothing to show
+    at.sidebar.select_slider(key="sys_prompts").set_value(5).run()
+    cards = {m.label: m for m in at.metric}
+    assert not at.exception
+    rate = cards["Prefix cache hit rate"]
+    assert rate.value.endswith("%") and float(rate.value[:-1]) > 50 and rate.delta == "of prompt tokens"
+    saved = cards["Prefill tokens saved"]
+    assert saved.value.endswith(" tokens") and int(saved.value.split()[0].replace(",", "")) > 0
+    at.sidebar.toggle(key="prefix_cache").set_value(False).run()
+    cards = {m.label: m for m in at.metric}
+    assert cards["Prefix cache hit rate"].value == "0.0%" and cards["Prefill tokens saved"].value == "0 tokens"

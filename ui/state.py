@@ -47,7 +47,9 @@ def sidebar() -> None:
               help="New generation requests arriving per second. Each runs autoregressively until its output "
                    "is complete.")
     sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt", bind="query-params",
-                     help="Input length processed in the prefill phase; sets the starting size of each KV cache.")
+                     help="Input length processed in the prefill phase; sets the starting size of each KV cache. "
+                          "With shared system prompts or conversations (Advanced), the user's own message of each "
+                          "turn.")
     sb.select_slider("Avg output tokens", TOKENS[1:], DEFAULTS.output_tokens, key="output", bind="query-params",
                      help="Tokens generated one at a time in the decode phase; the KV cache grows for each.")
     sb.selectbox("Model size", MODEL_CHOICES, MODEL_CHOICES.index(DEFAULTS.model), format_func=_model_label,
@@ -96,6 +98,28 @@ def sidebar() -> None:
                      help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
                           "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
                           "than a node runs tensor parallel within each node and one stage per node.")
+        st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache", bind="query-params",
+                  disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
+                  help="Reuse the KV blocks of a prompt's prefix that an earlier request computed (a shared "
+                       "system prompt, a conversation's earlier turns) instead of prefilling them again; cached "
+                       "blocks no request holds are evicted least recently used when memory is needed. vLLM V1 "
+                       "turns it on by default. Needs paged KV (continuous batching).")
+        st.select_slider("Shared system prompts", [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
+                         DEFAULTS.system_prompts, key="sys_prompts", bind="query-params",
+                         help="Distinct system prompts the requests start with, each request one of them at random "
+                              "(0: no prompt shares a prefix). The prompt length above is then the user's own "
+                              "message, after the system prompt.")
+        st.select_slider("System prompt tokens", TOKENS[1:], DEFAULTS.system_prompt_tokens, key="sys_tokens",
+                         bind="query-params", disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
+                         help="Length of each shared system prompt.")
+        st.select_slider("Turns per conversation", [1, 2, 3, 4, 6, 8, 12, 16], DEFAULTS.turns, key="turns",
+                         bind="query-params",
+                         help="A chat sends each turn's prompt with every earlier turn and answer in it, so a later "
+                              "turn's prompt starts with what the cache may still hold. 1: single requests.")
+        st.select_slider("Seconds between turns", [1, 2, 5, 10, 20, 30, 60, 120, 300, 600], int(DEFAULTS.turn_gap_s),
+                         key="turn_gap", bind="query-params", disabled=st.session_state.get("turns", 1) <= 1,
+                         help="From one turn of a conversation to the next (the Lab's assumption: a person reading "
+                              "and typing; the next turn does not wait for a slow answer).")
         st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
                      bind="query-params",
                      help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
@@ -109,7 +133,8 @@ def sidebar() -> None:
                      format_func={"lor": "least outstanding requests", "rr": "round robin",
                                   "kv": "least KV load"}.get)
         st.selectbox("Weights", ["bf16", "fp8"], 0, key="dtype", bind="query-params")
-        upload = st.file_uploader("Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens)", type=["csv"],
+        upload = st.file_uploader("Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens; optionally "
+                                  "conversation_id, prefix_id, prefix_tokens)", type=["csv"],
                                   key=f"trace_upload_{st.session_state.get(UPLOAD_GENERATION, 0)}")
         st.session_state[TRACE_KEY] = (upload.getvalue().decode("utf-8", errors="replace")
                                        if upload is not None else None)
@@ -140,6 +165,10 @@ def inputs() -> LabInputs:
         length_dist=ss.get("dist", DEFAULTS.length_dist), tpot_ms=float(ss.get("tpot", DEFAULTS.tpot_ms)),
         requests=int(ss.get("requests", DEFAULTS.requests)), seed=int(ss.get("seed", DEFAULTS.seed)),
         router=ss.get("router", DEFAULTS.router), dtype=ss.get("dtype", DEFAULTS.dtype),
+        prefix_caching=bool(ss.get("prefix_cache", DEFAULTS.prefix_caching)),
+        system_prompts=int(ss.get("sys_prompts", DEFAULTS.system_prompts)),
+        system_prompt_tokens=int(ss.get("sys_tokens", DEFAULTS.system_prompt_tokens)),
+        turns=int(ss.get("turns", DEFAULTS.turns)), turn_gap_s=float(ss.get("turn_gap", DEFAULTS.turn_gap_s)),
         trace_csv=ss.get(TRACE_KEY))
 
 
@@ -159,7 +188,8 @@ _FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens",
            "ttft": "ttft_p99_ms", "cb": "continuous_batching", "tp_on": "tensor_parallel", "chunked": "chunked_prefill",
            "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp", "pp": "pp",
            "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
-           "dtype": "dtype"}
+           "dtype": "dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
+           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s"}
 
 
 def load(values: dict) -> None:
@@ -170,7 +200,7 @@ def load(values: dict) -> None:
     whole = {**DEFAULTS.to_dict(), **values}
     for key, field in _FIELDS.items():
         v = whole[field]
-        if key in ("ttft", "tpot"):
+        if key in ("ttft", "tpot", "turn_gap"):
             v = int(v)
         ss[key] = v
     m = whole["model"]

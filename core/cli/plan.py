@@ -48,6 +48,12 @@ def register(sub) -> None:
     p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a list price (repeatable)")
     p.add_argument("--max-seqs", type=positive_int, default=256)
+    p.add_argument("--system-prompts", type=positive_int, default=0,
+                   help="distinct system prompts the prompts start with (0: none shared)")
+    p.add_argument("--system-prompt-tokens", type=positive_int, default=0, help="tokens of each system prompt")
+    p.add_argument("--turns", type=positive_int, default=1, help="turns per conversation (each holds the earlier ones)")
+    p.add_argument("--turn-gap", type=number, default=30.0, help="seconds from one turn to the next")
+    p.add_argument("--no-prefix-caching", action="store_true", help="recompute every prompt")
     p.add_argument("--executor", default="local", choices=EXECUTORS,
                    help="local: a process pool on this machine; inline: this process; ray: a Ray cluster")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray; default: start one)")
@@ -60,9 +66,11 @@ def register(sub) -> None:
 
 def cmd_plan(args) -> None:
     spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, prompt_mean=args.prompt, output_mean=args.output,
-                        length_dist=args.length_dist, spread=args.spread, seed=args.seed)
+                        length_dist=args.length_dist, spread=args.spread, seed=args.seed,
+                        prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
+                        turn_gap_s=args.turn_gap)
     w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment),
-                 Engine(max_seqs=args.max_seqs))
+                 Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
                     dtypes=_ids(args.dtypes), disaggregation=not args.no_disagg)
 

@@ -178,6 +178,23 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
                   f"{s['mean_batch']:.1f} sequences. {d['running_batch']}"),
         dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
              help=f"At ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})."),
+    ] + (prefix_cards(s, result.config) if inputs.shares_prefixes() else [])
+
+
+def prefix_cards(s: dict, cfg: SimConfig) -> list[dict]:
+    """What prefix caching found, on a workload whose prompts share prefixes."""
+    d = DEFINITIONS
+    off = ""
+    if not cfg.prefix_caching:
+        off = " Prefix caching is off (Advanced): every prompt is prefilled whole."
+    elif cfg.policy not in ("vllm", "sarathi"):
+        off = " Prefix caching needs paged KV blocks: turn on continuous batching + paged attention."
+    return [
+        dict(label="Prefix cache hit rate", value=f"{s['prefix_hit_rate']:.1%}", note="of prompt tokens",
+             help=d["prefix_hit_rate"] + off + f" Cached blocks evicted to make room: {s['prefix_cache_evictions']:,}."),
+        dict(label="Prefill tokens saved", value=f"{s['prefill_tokens_saved']:,} tokens",
+             note=f"{s['prefill_tokens_saved'] / max(s['requests'], 1):,.0f} tokens per request",
+             help=d["prefill_saved"]),
     ]
 
 

@@ -59,7 +59,21 @@ class LabInputs:
     seed: int = 0
     router: str = "lor"
     dtype: str = "bf16"
+    # what prefix caching can reuse: shared system prompts (how many, and their tokens) ahead of the
+    # prompt's own tokens, and conversations whose later turns hold the earlier ones
+    system_prompts: int = 0
+    system_prompt_tokens: int = 1024
+    turns: int = 1
+    turn_gap_s: float = 30.0
+    prefix_caching: bool = True  # vLLM V1's default
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
+
+    def shares_prefixes(self) -> bool:
+        """Whether any prompt repeats another's prefix (a trace: whether it names what is shared)."""
+        if self.trace_csv is not None:
+            wl = load_trace(self.trace_csv)
+            return wl.prefix_id is not None or wl.conversation_id is not None
+        return self.system_prompts > 0 or self.turns > 1
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
@@ -89,12 +103,19 @@ class LabInputs:
         if self.prompt_tokens + self.output_tokens > context:
             raise ValueError(f"{self.prompt_tokens} prompt + {self.output_tokens} output tokens exceed "
                              f"{catalog.get_model(self.model).name}'s context of {context} tokens: shorten them")
+        longest = workload(self).longest_fixed()
+        if longest > context:
+            raise ValueError(f"a conversation's last turn holds {longest:,} tokens (system prompt, every turn and "
+                             f"answer), beyond {catalog.get_model(self.model).name}'s context of {context:,}: "
+                             f"fewer turns, a shorter system prompt or shorter messages")
 
 
 def workload(inputs: LabInputs) -> WorkloadSpec:
     return WorkloadSpec(n_requests=inputs.requests, rate=inputs.rate, prompt_mean=inputs.prompt_tokens,
                         output_mean=inputs.output_tokens, length_dist=inputs.length_dist, spread=inputs.spread,
-                        seed=inputs.seed)
+                        seed=inputs.seed, prefix_groups=inputs.system_prompts,
+                        prefix_tokens=inputs.system_prompt_tokens if inputs.system_prompts else 0,
+                        turns=inputs.turns, turn_gap_s=inputs.turn_gap_s)
 
 
 def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
@@ -178,7 +199,8 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
                      chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),
                      workload=workload(inputs), trace_csv=inputs.trace_csv, router=inputs.router,
-                     ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, **kw)
+                     ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms,
+                     prefix_caching=inputs.prefix_caching, **kw)
 
 
 def continuous_policy(inputs: LabInputs) -> str:

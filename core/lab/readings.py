@@ -20,6 +20,11 @@ DEFINITIONS = {
                     "gives every replica at the largest batch its sequence slots, KV cache and token budget allow, "
                     "at the workload's mean lengths, new prompts' tokens included. Under continuous batching a "
                     "loaded GPU is never idle, so the share of time it is busy says nothing about the room left."),
+    "prefix_hit_rate": ("Prompt tokens found in the prefix cache when requests were admitted, as a share of the "
+                        "prompt tokens looked up (vLLM's prefix cache hit rate): full KV blocks of a shared "
+                        "system prompt or an earlier turn that no eviction has reclaimed."),
+    "prefill_saved": ("Prompt tokens whose prefill the prefix cache skipped: their KV blocks were taken from the cache "
+                      "instead of computed again."),
 }
 
 
@@ -47,6 +52,8 @@ READ = {
     "utilisation": lambda s: f"{s['utilisation']:.0%} of {s['capacity_tok_s']:,.0f} tok/s",
     "kv_utilization": lambda s: f"{s['kv_utilization']:.0%}",
     "preemptions": lambda s: f"{s['preemptions']:,}",
+    "prefix_hit_rate": lambda s: f"{s['prefix_hit_rate']:.0%} of prompt tokens",
+    "prefill_saved": lambda s: f"{s['prefill_tokens_saved']:,} tokens",
     "gpu_hours": lambda s: f"{s['gpu_hours']:.3f} h",
     "queue": _queue,
     "gpus_replicas": lambda s: f"{s['gpus']} / {s['replicas']}",

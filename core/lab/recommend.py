@@ -41,7 +41,8 @@ def planner_workload(inputs: LabInputs, requests: int | None = None, attainment:
     of requests per simulation, or another share of requests that must meet both targets)."""
     spec = workload(inputs) if requests is None else replace(workload(inputs), n_requests=requests)
     return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment),
-                    Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router), inputs.trace_csv)
+                    Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router,
+                           prefix_caching=inputs.prefix_caching), inputs.trace_csv)
 
 
 def lab_budget(inputs: LabInputs, **changes) -> Budget:

@@ -461,7 +461,36 @@ def _sim_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         sim_throughput=tok_s(s["throughput_tok_s"]), sim_cost_per_1m=usd(s["cost_per_1m_tokens_usd"]),
         sim_ttft_verdict=("within" if s["ttft_ms"]["p99"] <= inputs.ttft_p99_ms else "over"),
         sim_stable=("keeps up with the arrivals" if s["stable"] else f"does not keep up: {overload(s)}"),
+        prefix_sentence=_prefix_sentence(f, inputs, s),
     )
+
+
+def _prefix_sentence(f: dict, inputs: LabInputs, s: dict) -> str:
+    """What prefix caching did in the simulation, or would do, with its prefill times."""
+    cfg, bs = f["cfg"], inputs.block_size
+    if not inputs.shares_prefixes():
+        shared = 1024
+        cached = shared // bs * bs
+        whole = steptime(cfg, prefill_tokens=shared + f["P"])["step_ms"]
+        rest = steptime(cfg, prefill_tokens=shared + f["P"] - cached, prefill_cached=cached)["step_ms"]
+        return (f"The sidebar's workload shares no prefix, so the cache finds nothing (Advanced: shared system "
+                f"prompts, turns per conversation). Were every prompt to start with one system prompt of "
+                f"{toks(shared)}, its {toks(cached // bs, 'full blocks')} would be found, and a prompt of "
+                f"{toks(shared + f['P'])} would prefill in {ms(rest)} instead of {ms(whole)}.")
+    if not cfg.prefix_caching or cfg.policy not in ("vllm", "sarathi"):
+        why = ("prefix caching is off (Advanced)" if not cfg.prefix_caching else
+               "prefix caching needs paged KV blocks (continuous batching)")
+        return f"In the simulation of {deployment(cfg, f['gpu'])}, {why}: every prompt is prefilled whole."
+    per_request = s["prefill_tokens_saved"] / max(s["requests"], 1)
+    prompt = float(f["result"].workload.prompt_tokens.mean())
+    cached = min(per_request, prompt - 1)
+    whole = steptime(cfg, prefill_tokens=int(prompt))["step_ms"]
+    rest = steptime(cfg, prefill_tokens=max(1, int(prompt - cached)), prefill_cached=int(cached))["step_ms"]
+    return (f"In the simulation of {deployment(cfg, f['gpu'])}, {s['prefix_hit_rate']:.1%} of the prompt tokens "
+            f"were found cached: {toks(s['prefill_tokens_saved'], 'prefill tokens')} saved, "
+            f"{toks(per_request)} a request, and {toks(s['prefix_cache_evictions'], 'cached blocks')} evicted to "
+            f"make room. A prompt of the average {toks(prompt)} prefills in {ms(rest)} with that much of it "
+            f"cached, against {ms(whole)} whole.")
 
 
 def placeholders() -> list[str]:

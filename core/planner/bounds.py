@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL, plan_memory
 from ..serving.simulate import model_len_for
-from ..serving.workload import generate, load_trace
+from ..serving.workload import generate, load_trace, uncached_prompt_tokens
 from .space import Deployment, Workload
 
 GENEROUS = 1.15  # capacity credited beyond the roofline estimate, so that no feasible deployment is cut
@@ -40,15 +41,37 @@ def _step_s(gpu, model, tp, dtype, **mix) -> float:
                               **mix)["step_ms"] / 1e3
 
 
-def prompt_quantile(w: Workload, q: float) -> int:
-    """The prompt length that a share 1 - q of the requests reach or exceed."""
+def _requests(w: Workload):
+    if w.trace_csv is not None:
+        return load_trace(w.trace_csv)
+    p, o = w.spec.means()
+    longest = w.spec.longest_fixed() if w.spec.length_dist == "fixed" else 2 * (p + o)
+    return generate(replace(w.spec, max_total_tokens=model_len_for(longest, catalog.get_model(w.model))))
+
+
+def shares(w: Workload) -> bool:
+    """Whether some prompts repeat a prefix another request computes (what prefix caching reuses)."""
     if w.trace_csv is not None:
         wl = load_trace(w.trace_csv)
-    else:
-        p, o = w.spec.means()
-        longest = p + o if w.spec.length_dist == "fixed" else 2 * (p + o)
-        wl = generate(replace(w.spec, max_total_tokens=model_len_for(longest, catalog.get_model(w.model))))
-    return max(1, int(np.quantile(wl.prompt_tokens, q, method="lower")))
+        return wl.prefix_id is not None or wl.conversation_id is not None
+    return w.spec.prefix_groups > 0 or w.spec.turns > 1
+
+
+@lru_cache(maxsize=16)
+def mean_prefill(w: Workload) -> float:
+    return float(prefill_tokens(w).mean())
+
+
+def prefill_tokens(w: Workload) -> np.ndarray:
+    """The prompt tokens each request must prefill at least: with prefix caching, none of what a
+    system prompt or an earlier turn could supply (generous: as if the cache held all of it)."""
+    wl = _requests(w)
+    return uncached_prompt_tokens(wl) if w.engine.prefix_caching else wl.prompt_tokens
+
+
+def prompt_quantile(w: Workload, q: float) -> int:
+    """The prefill length (prefill_tokens) that a share 1 - q of the requests reach or exceed."""
+    return max(1, int(np.quantile(prefill_tokens(w), q, method="lower")))
 
 
 def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
@@ -56,6 +79,8 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     prompt length at the attainment quantile (prompt_quantile)."""
     gpu, model = catalog.get_gpu(shape.gpu), catalog.get_model(w.model)
     P, O = w.spec.means()
+    # a prefix cache supplies some prompt tokens: the prefill bound counts only what it cannot
+    P_new = mean_prefill(w) if w.engine.prefix_caching and shares(w) else P
     budget = max(shape.chunk, w.engine.max_seqs)
     pools = [(shape.prefill_tp, "prefill"), (shape.tp, "decode")] if shape.disagg else [(shape.tp, "serving")]
     plans = {}
@@ -83,7 +108,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # Capacity: each request costs its prefill tokens at a full chunk's rate and its output tokens
     # at the largest batch the slots and KV blocks hold.
     serial = shape.policy == "serial"
-    chunk = min(budget, max(int(P), 1))
+    chunk = min(budget, max(int(P_new), 1))
     prefill_s_per_token = _step_s(gpu, model, pre_tp, shape.dtype, prefill_tokens=chunk) / chunk
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
@@ -91,6 +116,6 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, decode_batch=batch, context=max(1, int(P))) / batch
     if shape.disagg:
         return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),
-                     prefill_req_s=GENEROUS / (P * prefill_s_per_token))
+                     prefill_req_s=GENEROUS / (P_new * prefill_s_per_token))
     # pp batches in flight: at most pp passes' worth of tokens at once (core/physics/pipeline.py)
-    return Bound(serving_req_s=GENEROUS * shape.pp / (P * prefill_s_per_token + O * decode_s_per_token))
+    return Bound(serving_req_s=GENEROUS * shape.pp / (P_new * prefill_s_per_token + O * decode_s_per_token))

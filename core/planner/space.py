@@ -82,6 +82,7 @@ class Engine:
     max_seqs: int = 256
     block_size: int = 16
     router: str = "lor"  # least outstanding requests
+    prefix_caching: bool = True  # vLLM V1's default
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,8 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
                     max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
-                    ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms)
+                    ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
+                    prefix_caching=w.engine.prefix_caching)
     if d.disagg:
         cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
                       decode_tp=d.tp)

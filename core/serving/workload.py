@@ -360,3 +360,24 @@ def _trace_int(v: str, column: str, line: int, prompt: int) -> int:
     if column != "prefix_tokens" and x < 0:
         raise ValueError(f"trace line {line}: {column} {x} must be a whole number >= 0 (or empty for none)")
     return x
+
+
+def uncached_prompt_tokens(wl: Workload) -> np.ndarray:
+    """Each prompt's tokens that no prefix cache could supply: the prompt less its system prompt and,
+    for a later turn, less the earlier turn it continues (that turn's prompt and answer). A lower
+    bound on the prefill a request needs, however much the cache holds."""
+    known = np.zeros(wl.n, np.int64)
+    if wl.prefix_id is not None:
+        known = np.where(wl.prefix_id >= 0, wl.prefix_tokens, 0)
+    if wl.conversation_id is not None:
+        order = np.lexsort((wl.arrival_s, wl.conversation_id))
+        conv = wl.conversation_id[order]
+        before = (wl.prompt_tokens + wl.output_tokens)[order]
+        later = np.zeros(wl.n, bool)
+        later[1:] = (conv[1:] == conv[:-1]) & (conv[1:] >= 0)
+        prev = np.zeros(wl.n, np.int64)
+        prev[1:] = before[:-1]
+        earlier = np.zeros(wl.n, np.int64)
+        earlier[order] = np.where(later, prev, 0)
+        known = np.maximum(known, earlier)
+    return np.maximum(wl.prompt_tokens - known, 1)
