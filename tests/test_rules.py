@@ -234,3 +234,19 @@ def test_every_trade_off_first_says_which_gpus_it_ran_on_and_why_when_not_the_si
         if used != inputs.gpus:  # the sidebar cannot express this comparison: say so, first
             assert f"not the sidebar's {inputs.gpus}" in first or "cannot" in first, (t["id"], r.note)
         assert "(s)" not in r.note, r.note
+
+
+def test_the_validation_assumption_quotes_the_reports_overall_table_and_counts_diverging_runs(tmp_path):
+    # the report grew tables that split the runs (held in, held out, left out): the text quoted the
+    # held-out table's 8 E2E runs as if they were all 18, and a run's row gained a column, so no run
+    # over 100% could be counted
+    from core.lab.assumptions import validation_summary
+    report = tmp_path / "VALIDATION.md"
+    report.write_text("(5 comparisons, 1 s)\n\n**All runs**\n\n| metric | runs | median abs error | max abs error |\n"
+                      "|---|---|---|---|\n| E2E mean ms | 18 | 4.6% | 16.6% |\n\n**Held out**\n\n"
+                      "| metric | runs | median abs error | max abs error |\n|---|---|---|---|\n"
+                      "| E2E mean ms | 8 | 6.4% | 16.6% |\n\n| run | metric | measured | simulated | error | set |\n"
+                      "|---|---|---|---|---|---|\n| r1 | E2E mean ms | 10.00 | 25.00 | +150.0% | held out |\n"
+                      "| r2 | E2E mean ms | 10.00 | 11.00 | +10.0% | held in |\n")
+    v = validation_summary(report)
+    assert v["metrics"]["E2E mean ms"] == (18, 4.6, 16.6) and v["diverging_runs"] == 1
