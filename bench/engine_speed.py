@@ -32,7 +32,7 @@ import_s = time.perf_counter() - t0
 def config(n):
     spec = WorkloadSpec(n_requests=n, rate={rate}, prompt_mean={prompt}, output_mean=128, length_dist="lognormal", seed=1,
                         {shared})
-    return SimConfig(gpu="h100", model="llama-3.1-8b", gpus={gpus}, router="rr", workload=spec)
+    return SimConfig(gpu="h100", model="llama-3.1-8b", gpus={gpus}, pp={pp}, router="rr", workload=spec)
 t1 = time.perf_counter()
 simulate(config(10))  # the first call in a process loads the compiled engine
 first_s = time.perf_counter() - t1
@@ -61,9 +61,10 @@ SHARED = {"off": (512, ""), "shared": (256, "prefix_groups=10, prefix_tokens=256
           "turns": (128, "turns=4, turn_gap_s=30.0")}
 
 
-def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None, repeat: int = 3, prefix: str = "off") -> dict:
+def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None, repeat: int = 3, prefix: str = "off",
+             pp: int = 1) -> dict:
     prompt, shared = SHARED[prefix]
-    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat, prompt=prompt, shared=shared)
+    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat, prompt=prompt, shared=shared, pp=pp)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env or os.environ.copy(),
                          timeout=3600)
     if out.returncode:
@@ -112,6 +113,16 @@ def main(argv: list[str]) -> None:
                 results["prefix_caching"].append(r)
                 print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), {prefix}: {summary(r)}, hit rate "
                       f"{r['prefix_hit_rate']:.0%}", flush=True)
+
+    # pipeline parallelism: the same traffic on one replica of two stages (two batches in flight)
+    results["pipeline_pp2"] = []
+    for n in sizes:
+        for label, rate in (("light", 5.0), ("heavy", 40.0)):
+            r = run_case(n, rate, gpus=2, pp=2)
+            r["load"] = label
+            results["pipeline_pp2"].append(r)
+            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), pp=2: {summary(r)}, batch {r['mean_batch']:.1f}",
+                  flush=True)
 
     # a cluster: 64 single-GPU replicas behind the gateway
     n = 100_000 if quick else 1_000_000

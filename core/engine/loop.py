@@ -698,9 +698,10 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
                                    itl_hist, itl_edges, trace, oi, of, mix, scratch)
             else:  # a pipeline's lanes: their quiet steps in the order they end
                 g = shared_row(PI, r)
-                if pipeline.lanes_quiet(PI, PF, SLOTS, g, cfg):
+                until = pipeline.quiet_until(PI, PF, SLOTS, g, cfg)
+                if until > PF[r, Q_BUSY]:
                     t = pipeline.decode_run(RI, PI, PF, SLOTS, BKT, params[g], g, cfg, cf, t,
-                                            next_event(RF, PI, PF, nxt, next_tick, g, g + cfg[C_PP]),
+                                            min(until, next_event(RF, PI, PF, nxt, next_tick, g, g + cfg[C_PP])),
                                             total_used - PI[g, P_USED], itl_hist, itl_edges, trace, oi, of, mix,
                                             scratch)
 

@@ -82,30 +82,34 @@ def through_stages(PF, g, cfg, cf, start, stage_s, tokens):
 # ---------------------------------------------------------------- quiet decode steps of a pipeline
 
 @engine_jit
-def lanes_quiet(PI, PF, SLOTS, g, cfg):
-    """Whether every lane of replica row g is either idle with nothing to run or stepping its
-    decode cohort alone (fastforward.quiet's conditions), with nothing waiting for the replica."""
+def quiet_until(PI, PF, SLOTS, g, cfg):
+    """Until when the lanes of replica row g that step their decode cohort alone
+    (fastforward.quiet's conditions) can run on their own: the end of the first step of a lane
+    that does more (inf when none does); -1 when none is quiet, something waits for the replica,
+    or an idle lane has requests."""
     if PI[g, P_NWAIT] != 0 or PI[g, P_STATE] != ON:
-        return False
-    busy = 0
+        return -1.0
+    quiet_lanes = 0
+    until = np.inf
     for r in range(g, g + cfg[C_PP]):
         if PF[r, Q_BUSY] == np.inf:
             if PI[r, P_NRUN] != 0:
-                return False
-            continue
-        if not quiet(PI, SLOTS, r, cfg):
-            return False
-        busy += 1
-    return busy > 0
+                return -1.0
+        elif quiet(PI, SLOTS, r, cfg):
+            quiet_lanes += 1
+        elif PF[r, Q_BUSY] < until:
+            until = PF[r, Q_BUSY]
+    return until if quiet_lanes > 0 else -1.0
 
 
 @engine_jit
 def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, itl_hist, itl_edges, trace, oi, of,
                mix, scratch):
-    """The quiet steps of replica row g's lanes (lanes_quiet holds), in the order they end, each
-    followed by the lane's next step, up to the next event elsewhere (t_other): what the loop would
-    do event by event (each lane's step end is an event), the same operations on the same numbers,
-    without its passes over every replica. Stops before a step whose end finishes a member or whose
+    """The quiet steps of replica row g's lanes, in the order they end, each followed by the lane's
+    next step, up to the next event elsewhere (t_other: another replica's, or the end of a step of
+    a lane of g that is not quiet, quiet_until): what the loop would do event by event (each lane's
+    step end is an event), the same operations on the same numbers, without its passes over every
+    replica. Stops before a step whose end finishes a member or whose
     next step finds too few free blocks. Returns the time of the last step completed (t if none)."""
     bs = cfg[C_BLOCK]
     split = cfg[C_SPLIT]
