@@ -104,6 +104,8 @@ def test_the_walkthroughs_stage_bars_mark_an_overloaded_stage():
     assert rows["Stage 1"]["meets"] == GROWS and rows["Stage 3"]["meets"] == GROWS
     spec = charts.stage_bars(list(rows.values()), "ttft", "p99 TTFT", "s", 1.0, log=True).to_dict()
     assert GROWS in str(spec)
+    legend = spec["layer"][0]["encoding"]["color"]["legend"]
+    assert legend.get("columns") == 2  # its four entries in one row ran off a phone's screen
 
 
 

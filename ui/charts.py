@@ -193,7 +193,7 @@ def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: flo
         y2=alt.Y2("base:Q"),
         color=alt.Color("meets:N", scale=alt.Scale(domain=["meets", "misses", OVERLOADED, "cannot run here"],
                                                    range=[COLORS["ok"], COLORS["bad"], "#7f1d1d", COLORS["muted"]]),
-                        legend=alt.Legend(orient="top", title=None)),
+                        legend=alt.Legend(orient="top", title=None, columns=2)),  # four entries: one row ran off a phone
         tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("name:N", title="design"),
                  alt.Tooltip(f"{metric}:Q", format=",.3g", title=f"{title} ({unit})")])
     missing = alt.Chart(df).mark_text(dy=-8, color=COLORS["muted"]).encode(
