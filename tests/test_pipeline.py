@@ -119,3 +119,15 @@ def test_the_planner_searches_pipelined_replicas():
     d = next(d for d in shapes(w, Budget(gpu_types=("h100",), max_gpus=16, dtypes=("bf16",))) if d.pp == 2)
     assert d.gpus == 16 and "tp8×pp2" in d.label() and d.stage == 4
     assert simulate(to_config(d, w)).summary["pp"] == 2
+
+
+def test_a_pinned_pipelined_deployment_keeps_its_stages_in_compare():
+    from core.lab import compare
+    from core.lab.inputs import LabInputs
+    inputs = LabInputs(model="llama-3.1-405b", gpu="h100", gpus=16, tensor_parallel=True, rate=1.0, requests=100)
+    d = compare.from_lab(inputs)
+    assert (d["tp"], d["pp"]) == (8, 2) and "tp 8 x pp 2" in d["label"]
+    cfg = compare.config(d, inputs)
+    assert (cfg.tp, cfg.pp, cfg.gpus) == (8, 2, 16)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        compare.normalise(dict(d, gpus=24), inputs)

@@ -45,12 +45,16 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     gpu = catalog.get_gpu(str(d.get("gpu") or inputs.gpu)).id
     model = catalog.get_model(str(d.get("model") or inputs.model)).id
     tp = _int(d, "tp", 1, 1, 64)
+    pp = _int(d, "pp", 1, 1, 64)  # pipeline stages of a colocated replica
     pre_tp = _int(d, "prefill_tp", tp, 0, 64) or tp  # 0 (a Planner row without a split): no prefill pool
     pre_gpus = _int(d, "prefill_gpus", pre_tp * _int(d, "prefill_replicas", 0, 0, 4096), 0)
     gpus = _int(d, "gpus", max(tp, inputs.gpus // tp * tp), 1)
     if gpus < tp or (gpus - pre_gpus) % tp:
         raise ValueError(f"{gpus} GPUs do not make whole replicas of tp={tp}: choose a GPU count that is a multiple "
                          f"of tp")
+    if pp > 1 and (pre_gpus or gpus % (tp * pp)):
+        raise ValueError(f"{gpus} GPUs do not make whole replicas of tp={tp} x pp={pp} without a prefill pool: choose "
+                         f"a GPU count that is a multiple of {tp * pp}")
     budget = _int(d, "max_batched_tokens", _int(d, "chunk", inputs.max_batched_tokens, 1, 1 << 20), 1, 1 << 20)
     policy = d.get("policy") or "sarathi"
     if policy not in POLICIES:
@@ -58,7 +62,7 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     dtype = d.get("dtype") or "bf16"
     if dtype not in catalog.DTYPE_BYTES:
         raise ValueError(f"deployment weight dtype '{dtype}' is not one of {', '.join(catalog.DTYPE_BYTES)}")
-    out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, dtype=dtype, policy=policy, max_batched_tokens=budget,
+    out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, pp=pp, dtype=dtype, policy=policy, max_batched_tokens=budget,
                max_seqs=_int(d, "max_seqs", inputs.max_seqs, 1, 4096), prefill_gpus=pre_gpus,
                prefill_tp=pre_tp if pre_gpus else None)
     out["label"] = str(d.get("label") or d.get("deployment") or describe(out))[:120]
@@ -68,14 +72,15 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
 def describe(d: dict) -> str:
     gpu = catalog.get_gpu(d["gpu"])
     split = f", {d['prefill_gpus']} for prefill (tp {d['prefill_tp']})" if d.get("prefill_gpus") else ""
-    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{split}, {d['dtype']}, {POLICY_WORDS[d['policy']]} "
+    stages = f" x pp {d['pp']}" if d.get("pp", 1) > 1 else ""
+    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{stages}{split}, {d['dtype']}, {POLICY_WORDS[d['policy']]} "
             f"({d['max_batched_tokens']} tokens/step)")
 
 
 def from_lab(inputs: LabInputs) -> dict:
     """The deployment the Lab's sidebar describes."""
     cfg = current_config(inputs)
-    d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, dtype=cfg.dtype, policy=cfg.policy,
+    d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, pp=cfg.pp, dtype=cfg.dtype, policy=cfg.policy,
              max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs)
     return normalise(d, inputs)
 
@@ -84,7 +89,7 @@ def config(d: dict, inputs: LabInputs) -> SimConfig:
     """Deployment `d` serving the Lab's workload, with the Lab's targets."""
     d = normalise(d, inputs)
     lab = replace(inputs, gpu=d["gpu"], model=d["model"], gpus=d["gpus"], dtype=d["dtype"],
-                  max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"])
+                  max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"], pp=d["pp"])
     tp = min(d["tp"], d["prefill_tp"]) if d["prefill_gpus"] else d["tp"]
     cfg = _base(lab, tp=tp, policy=d["policy"])
     if d["prefill_gpus"]:

@@ -103,7 +103,8 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     w = plan.weights_bytes / usable
     out.append(Gauge(
         "weights", "Per-GPU weight footprint", plan.weights_bytes / 1e9, usable / 1e9, "GB", w, _status(w, 0.5, 0.8),
-        f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}, {w:.0%} of the "
+        f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}"
+        + (f" x pp={pool.pp} (its stage's layers)" if pool.pp > 1 else "") + f", {w:.0%} of the "
         f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; what is left "
         f"(after the workspace) is KV cache.",
         knob(cfg, weights=True),
@@ -174,7 +175,9 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
              note=f"{s['slo_attainment']:.0%} within both targets",
              help=f"{d['goodput']} Of all {s['requests']:,} requests, {s['slo_attainment']:.1%} meet both targets."),
         dict(label="GPUs / replicas", value=f"{s['gpus']} / {s['replicas']}",
-             help=f"Each replica shards the model over {s['tp']} GPU(s) (tp={s['tp']}). Running batch: "
+             help=(f"Each replica shards the model over {s['tp'] * s['pp']} GPUs: {s['pp']} pipeline stages of "
+                   f"tp={s['tp']}. " if s.get("pp", 1) > 1 else
+                   f"Each replica shards the model over {s['tp']} GPU(s) (tp={s['tp']}). ") + "Running batch: "
                   f"{s['mean_batch']:.1f} sequences. {d['running_batch']}"),
         dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
              help=f"At ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})."),
