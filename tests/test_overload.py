@@ -157,3 +157,24 @@ def test_when_no_stage_meets_the_targets_the_nearest_that_runs_says_why():
     assert not rec.met
     assert rec.reason.startswith("No stage meets the targets on 1 GPU: stage 3, continuous batching")
     assert said(rec.reason) and "stages 4 and 5 cannot run on 1 GPU" in rec.reason and "(s)" not in rec.reason
+
+
+def test_a_trade_off_never_gives_a_ratio_against_a_growing_ttft():
+    # '11.1 s, down from 55.0 s (5× faster)' compared two figures that only measure the run's length
+    from core.lab import tradeoffs
+    both = tradeoffs.verdict(tradeoffs.ab(OVERLOADED, "continuous_batching"))
+    assert "both growing with the run" in both and "req/s served" in both and "faster" not in both.split(";")[0]
+    one = tradeoffs.verdict(tradeoffs.ab(LabInputs(rate=30, output_tokens=256), "continuous_batching"))
+    assert "and growing (its queue no longer grows)" in one and "×" not in one.split(";")[0]
+    scaled = tradeoffs.verdict(tradeoffs.ab(OVERLOADED, "autoscaling"))
+    assert "uses unchanged" not in scaled
+
+
+def test_a_stage_card_gives_no_ratio_against_a_growing_ttft():
+    # stage 3 against stage 2 read '199× faster' against a p99 TTFT that only measured the run's length
+    from core.lab.stages import evaluate_stages, stage_metrics
+    outcomes = evaluate_stages(LabInputs(rate=30, output_tokens=256))  # static batching overloads, stage 3 keeps up
+    assert not outcomes[1].summary["stable"] and outcomes[2].summary["stable"]
+    ttft2 = stage_metrics(outcomes[1], outcomes[0])[0]
+    ttft3 = stage_metrics(outcomes[2], outcomes[1])[0]
+    assert ttft2["delta"] == "and growing" and ttft3["delta"] == "no longer growing" and ttft3["color"] == "green"

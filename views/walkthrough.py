@@ -35,9 +35,7 @@ else:
     s = o.summary
     st.caption(f"Simulated: {report.describe_config(o.config)}.")
     for col, m in zip(st.columns(4), stages.stage_metrics(o, prev)):
-        value, growing = widgets.split_growing(m["value"])
-        if growing:  # the card would cut '52.4 min and growing' off: the words go under the figure
-            m.update(delta="and growing" + (f"; {m['delta']}" if m["delta"] else ""), color="red", arrow="up")
+        value, _ = widgets.split_growing(m["value"])  # a card cuts '52.4 min and growing' off: the delta says it
         col.metric(m["label"], value, delta=m["delta"], delta_color=m["color"], delta_arrow=m["arrow"],
                    delta_description=m["description"], border=True)
     if o.misses:

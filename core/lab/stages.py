@@ -161,14 +161,21 @@ STAGE_METRICS = (  # label, value from a summary, how it reads, lower is better,
 def stage_metrics(o: StageOutcome, prev: StageOutcome | None) -> list[dict]:
     """A stage's four headline figures, each with its change against the stage before, in words
     ('440× faster', '12% lower'), an arrow and whether the change is for the better. On an
-    overloaded stage the TTFT says that it grows with the run ('50.0 min and growing')."""
+    overloaded stage the TTFT says that it grows with the run ('50.0 min and growing'), and no ratio
+    is given against a growing figure ('no longer growing' on the stage whose queue stops growing)."""
     out = []
     p = prev.summary if prev is not None and prev.result is not None else None
     for label, get, show, lower_better, latency in STAGE_METRICS:
         v = get(o.summary)
         m = dict(label=label, value=growing(show(v), o.summary) if latency else show(v), delta=None, arrow="off",
                  color="off", description=f"vs stage {prev.stage}" if prev is not None else None)
-        if p is not None:
+        grows, grew = latency and not o.summary["stable"], latency and p is not None and not p["stable"]
+        if grows:  # no steady figure: no ratio against it either
+            m.update(delta="and growing" + (f", steady at stage {prev.stage}" if p is not None and not grew else ""),
+                     arrow="up", color="red", description=None)
+        elif grew:
+            m.update(delta="no longer growing", arrow="down", color="green")
+        elif p is not None:
             pv = get(p)
             words = ("faster", "slower") if lower_better else ("lower", "higher")
             if show(v) == show(pv):

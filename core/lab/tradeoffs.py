@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..serving.metrics import growing
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
-from ..text import change, count, factor, fmt_ms
+from ..text import change, count, factor, fmt_ms, secs
 from . import readings
 from .content import tradeoffs
 from .inputs import LabInputs, auto_tp, current_config, min_tp, run
@@ -128,29 +129,47 @@ def verdict(r: ABResult) -> str:
         return (f"{filled}, so batches average {b['mean_batch']:.0f} sequences instead of {a['mean_batch']:.0f} and "
                 f"throughput is {change(b['throughput_tok_s'], a['throughput_tok_s'], tok_s)}.")
     if tid == "continuous_batching":
-        return (f"Admitting requests every step: p99 TTFT {change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}; "
+        return (f"Admitting requests every step: p99 TTFT {wait_change(b, a)}; "
                 f"goodput {change(b['goodput_req_s'], a['goodput_req_s'], req_s)}.")
     if tid == "tensor_parallel":
         what = "Sharding" if r.off.config.tp == 1 else f"Sharding over {r.on.config.tp} GPUs instead of {r.off.config.tp}"
         return (f"{what}: p50 TPOT {change(b['tpot_ms']['p50'], a['tpot_ms']['p50'], ms1, *FASTER)}; p99 TTFT "
-                f"{change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}; cost per 1M output tokens "
+                f"{wait_change(b, a)}; cost per 1M output tokens "
                 f"{change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}.")
     if tid == "disaggregation":
         return (f"Splitting prefill from decode: p99 TPOT {change(b['tpot_ms']['p99'], a['tpot_ms']['p99'], ms1, *FASTER)}; "
                 f"goodput {change(b['goodput_req_s'], a['goodput_req_s'], req_s)}; p99 TTFT "
-                f"{change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}.")
+                f"{wait_change(b, a)}.")
     if tid == "autoscaling":
-        return (f"Over the day, autoscaling uses {change(b['gpu_hours'], a['gpu_hours'], hours, 'fewer', 'more')}; "
+        used = change(b['gpu_hours'], a['gpu_hours'], hours, 'fewer', 'more')
+        used = f"the same {used[len('unchanged at '):]}" if used.startswith("unchanged at ") else used
+        return (f"Over the day, autoscaling uses {used}; "
                 f"cost per 1M output tokens {change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}; "
-                f"p99 TTFT {change(b['ttft_ms']['p99'], a['ttft_ms']['p99'], fmt_ms, *FASTER)}.")
+                f"p99 TTFT {wait_change(b, a)}.")
     if tid == "streaming":
-        return (f"Streaming shows the first token after {fmt_ms(b['ttft_ms']['p50'])} (p50); waiting for the whole "
-                f"answer takes {b['e2e_s']['p50']:.2f} s, "
+        return (f"Streaming shows the first token after {growing(fmt_ms(b['ttft_ms']['p50']), b)} (p50); waiting for the whole "
+                f"answer takes {growing(secs(b['e2e_s']['p50']), b)}, "
                 f"{factor(b['e2e_s']['p50'] * 1e3 / max(b['ttft_ms']['p50'], 1e-9))} as long.")
     return ""
 
 
 FASTER, CHEAPER = ("faster", "slower"), ("cheaper", "dearer")
+
+
+def wait_change(on: dict, off: dict) -> str:
+    """The p99 TTFT of the 'on' side against the 'off' side's, as a person says it. A side whose queue
+    grows without bound has no steady TTFT (it measures how long the run was), so no ratio is given
+    against it: '66 ms, down from 7.30 s and growing (its queue no longer grows)'."""
+    b, a = on["ttft_ms"]["p99"], off["ttft_ms"]["p99"]
+    if on["stable"] and off["stable"]:
+        return change(b, a, fmt_ms, *FASTER)
+    way = "down" if b < a else "up"
+    if on["stable"]:
+        return f"{fmt_ms(b)}, {way} from {fmt_ms(a)} and growing (its queue no longer grows)"
+    if off["stable"]:
+        return f"{fmt_ms(b)} and growing, {way} from {fmt_ms(a)} (its queue now grows without bound)"
+    return (f"{fmt_ms(b)} against {fmt_ms(a)}, both growing with the run: {on['served_req_s']:.3g} against "
+            f"{off['served_req_s']:.3g} req/s served of {on['offered_req_s']:.3g}")
 
 
 def ms1(x: float) -> str:
@@ -170,7 +189,7 @@ def usd2(x: float) -> str:
 
 
 def hours(x: float) -> str:
-    return f"{x:.2f} GPU-hours"
+    return f"{x:.3g} GPU-hours"
 
 
 # what the A/B table shows of each side
