@@ -131,3 +131,25 @@ def test_a_pinned_pipelined_deployment_keeps_its_stages_in_compare():
     assert (cfg.tp, cfg.pp, cfg.gpus) == (8, 2, 16)
     with pytest.raises(ValueError, match="multiple of 16"):
         compare.normalise(dict(d, gpus=24), inputs)
+
+
+def test_a_handoff_between_nodes_crosses_the_network_and_one_within_a_node_nvlink():
+    # tp=4 x pp=4 on 8-GPU nodes: stages 0-1 on one node, 2-3 on the other. One 8,192-token prompt
+    # alone, in 2,048-token chunks: each chunk crosses the pipeline once, with two hand-offs over
+    # NVLink and one over the network; each hand-off moves the chunk's hidden state and residual,
+    # 1/4 from each GPU of the stage, then all-gathered within the next stage's NVLink group
+    one = dict(model="llama-3.1-70b", gpu="h100", tp=4, policy="sarathi", max_batched_tokens=2048,
+               wl=dict(n_requests=1, rate=1.0, prompt_mean=8192, output_mean=2, length_dist="fixed"))
+    whole, staged = run(**one).summary, run(pp=4, gpus=16, **one).summary
+    model, gpu, eff = catalog.get_model("llama-3.1-70b"), catalog.get_gpu("h100"), costmodel.fitted()
+    chunk_bytes = 2048 * 2 * model.hidden * 2
+    gather = 3 / 4 * chunk_bytes / (gpu.link_gbps_per_dir * 1e9 * eff.link_eff)
+    calls = 2 * eff.link_latency_us * 1e-6  # the send and the all-gather
+
+    def hop(gbps):
+        return calls + chunk_bytes / 4 / (gbps * 1e9 * eff.link_eff) + gather
+
+    chunks = 8192 // 2048
+    expected_ms = chunks * (2 * hop(gpu.link_gbps_per_dir) + hop(gpu.internode_gbps_per_dir)) * 1e3
+    assert staged["ttft_ms"]["p50"] - whole["ttft_ms"]["p50"] == pytest.approx(expected_ms, rel=0.05)
+    assert expected_ms > 1.5 * chunks * 3 * hop(gpu.link_gbps_per_dir) * 1e3  # the network hop shows
