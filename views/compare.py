@@ -30,9 +30,11 @@ with b.expander("Set a deployment by hand"):
         policy = c2.selectbox("Scheduling", C.POLICIES, format_func=C.POLICY_WORDS.get)
         budget = c3.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192], 2048)
         pre = c1.select_slider("Prefill GPUs (0: no split)", [0, 1, 2, 4, 8, 16], 0)
+        pp = c2.select_slider("Pipeline stages (pp)", [1, 2, 4, 8], 1,
+                              help="Stages of tp GPUs each per replica; a replica takes tp x pp GPUs (no split)")
         if st.form_submit_button("Pin", icon=":material/push_pin:"):
             price = inputs.gpu.partition("@")[2]
-            st.toast(compare.pin(dict(gpu=f"{gpu}@{price}" if price else gpu, gpus=n, tp=tp, dtype=dtype,
+            st.toast(compare.pin(dict(gpu=f"{gpu}@{price}" if price else gpu, gpus=n, tp=tp, pp=pp, dtype=dtype,
                                       policy=policy, max_batched_tokens=budget, prefill_gpus=pre,
                                       prefill_tp=tp if pre else None)))
 
