@@ -151,9 +151,9 @@ def test_a_bad_budget_says_what_to_change(bad, message):
 
 def test_a_knob_never_says_to_turn_on_what_is_on():
     from core.lab.report import lab_view
-    on = lab_view(LabInputs(model="llama-3.1-70b", gpus=4, tensor_parallel=True, rate=2, dtype="fp8"))
+    on = lab_view(LabInputs(model="llama-3.1-70b", gpus=4, tensor_parallel=True, rate=2, dtype="fp8", kv_dtype="fp8"))
     off = lab_view(LabInputs(continuous_batching=False, rate=2))
-    for g in on["gauges"]:  # sharded, chunked prefill, paged attention and fp8 all on
+    for g in on["gauges"]:  # sharded, chunked prefill, paged attention, fp8 weights and fp8 KV all on
         assert "turn on" not in g.knob.lower() and "fp8" not in g.knob, (g.id, g.knob)
     knobs = " ".join(g.knob for g in off["gauges"]).lower()
     assert "turn on continuous batching" in knobs and "turn on tensor-parallel sharding" in knobs

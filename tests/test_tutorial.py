@@ -20,6 +20,7 @@ VARIED = [
     LabInputs(model="mixtral-8x7b", gpu="mi300x", dtype="fp8", chunked_prefill=False),
     LabInputs(model="qwen2.5-7b", gpu="l4", prompt_tokens=4096, output_tokens=64, max_batched_tokens=512),
     LabInputs(rate=0.2, prompt_tokens=64, output_tokens=1024, gpus=3),
+    LabInputs(model="llama-3.1-70b", dtype="int4", kv_dtype="fp8"),
 ]
 
 
@@ -46,8 +47,10 @@ def test_weights_are_two_bytes_per_parameter_and_grow_with_the_model():
     big = value(tutorial.numbers(replace(BASE, model="llama-3.1-70b"))["weights_gb"])
     assert small == pytest.approx(8.03 * 2, abs=0.1)
     assert big == pytest.approx(70.55 * 2, abs=0.2)
+    # fp8 halves the linear layers; the embedding and LM head (2 x 128,256 x 4,096) stay 16-bit
+    embeddings_gb = 2 * 128256 * 4096 * 2 / 1e9
     fp8 = value(tutorial.numbers(replace(BASE, dtype="fp8"))["weights_gb"])
-    assert fp8 == pytest.approx(small / 2, abs=0.1)
+    assert fp8 == pytest.approx((small - embeddings_gb) / 2 + embeddings_gb, abs=0.1)
 
 
 def test_grouped_query_attention_caches_fewer_bytes_per_token_than_multi_head():

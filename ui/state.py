@@ -21,6 +21,7 @@ TARGETS_MS = [25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 100
 SIZES_B = [1, 1.5, 2, 3, 5, 8, 13, 20, 34, 50, 70, 100, 150, 200, 300, 405, 500, 700, 1000]
 CUSTOM = "Custom size (slider)"
 MODEL_CHOICES = catalog.model_ids() + [CUSTOM]
+WEIGHT_CHOICES = ["bf16", "fp8", "int4"]  # fp16 is bf16's size and speed: not a choice of its own
 GPU_COUNTS = list(range(1, 17)) + [20, 24, 32, 48, 64]  # every count a planned deployment may need
 TRACE_KEY = "trace_csv"
 UPLOAD_GENERATION = "trace_upload_generation"
@@ -31,6 +32,14 @@ def _model_label(mid: str) -> str:
         return CUSTOM
     m = catalog.get_model(mid)
     return f"{m.name} ({m.params() / 1e9:.0f}B{' MoE' if m.is_moe else ''})"
+
+
+def weights_label(dtype: str) -> str:
+    return catalog.weight_format(dtype).label
+
+
+def kv_label(kv_dtype: str) -> str:
+    return catalog.kv_format(kv_dtype).label
 
 
 def gpu_label(gid: str) -> str:
@@ -132,7 +141,13 @@ def sidebar() -> None:
         st.selectbox("Router", ["lor", "rr", "kv"], 0, key="router", bind="query-params",
                      format_func={"lor": "least outstanding requests", "rr": "round robin",
                                   "kv": "least KV load"}.get)
-        st.selectbox("Weights", ["bf16", "fp8"], 0, key="dtype", bind="query-params")
+        st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", bind="query-params", format_func=weights_label,
+                     help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
+                          "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "
+                          "at the 16-bit rate. fp8 needs a GPU with FP8 support (Ada, Hopper, Blackwell, MI300).")
+        st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", bind="query-params", format_func=kv_label,
+                     help="An fp8 cache stores a token in half the bytes of a 16-bit one: twice the blocks in the "
+                          "same memory, and half the bytes each decode step reads. Needs FP8 support.")
         upload = st.file_uploader("Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens; optionally "
                                   "conversation_id, prefix_id, prefix_tokens)", type=["csv"],
                                   key=f"trace_upload_{st.session_state.get(UPLOAD_GENERATION, 0)}")
@@ -165,6 +180,7 @@ def inputs() -> LabInputs:
         length_dist=ss.get("dist", DEFAULTS.length_dist), tpot_ms=float(ss.get("tpot", DEFAULTS.tpot_ms)),
         requests=int(ss.get("requests", DEFAULTS.requests)), seed=int(ss.get("seed", DEFAULTS.seed)),
         router=ss.get("router", DEFAULTS.router), dtype=ss.get("dtype", DEFAULTS.dtype),
+        kv_dtype=ss.get("kv_dtype", DEFAULTS.kv_dtype),
         prefix_caching=bool(ss.get("prefix_cache", DEFAULTS.prefix_caching)),
         system_prompts=int(ss.get("sys_prompts", DEFAULTS.system_prompts)),
         system_prompt_tokens=int(ss.get("sys_tokens", DEFAULTS.system_prompt_tokens)),
@@ -188,7 +204,7 @@ _FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens",
            "ttft": "ttft_p99_ms", "cb": "continuous_batching", "tp_on": "tensor_parallel", "chunked": "chunked_prefill",
            "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp", "pp": "pp",
            "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
-           "dtype": "dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
+           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
            "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s"}
 
 

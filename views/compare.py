@@ -26,7 +26,8 @@ with b.expander("Set a deployment by hand"):
                            if inputs.gpu.split("@")[0] in gpus_list else 0, format_func=lambda g: catalog.get_gpu(g).name)
         n = c2.select_slider("GPUs", [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], max(1, inputs.gpus))
         tp = c3.select_slider("tp", [1, 2, 4, 8, 16], 1)
-        dtype = c1.selectbox("Weights", ["bf16", "fp8"])
+        dtype = c1.selectbox("Weights", catalog.WEIGHT_DTYPES, format_func=state.weights_label)
+        kv_dtype = c3.selectbox("KV cache", catalog.KV_DTYPES, format_func=state.kv_label)
         policy = c2.selectbox("Scheduling", C.POLICIES, format_func=C.POLICY_WORDS.get)
         budget = c3.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192], 2048)
         pre = c1.select_slider("Prefill GPUs (0: no split)", [0, 1, 2, 4, 8, 16], 0)
@@ -35,6 +36,7 @@ with b.expander("Set a deployment by hand"):
         if st.form_submit_button("Pin", icon=":material/push_pin:"):
             price = inputs.gpu.partition("@")[2]
             st.toast(compare.pin(dict(gpu=f"{gpu}@{price}" if price else gpu, gpus=n, tp=tp, pp=pp, dtype=dtype,
+                                      kv_dtype=kv_dtype,
                                       policy=policy, max_batched_tokens=budget, prefill_gpus=pre,
                                       prefill_tp=tp if pre else None)))
 

@@ -8,7 +8,7 @@ import streamlit as st
 from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog
 from core.planner.plan import plan
-from core.planner.space import DTYPES, Budget, Deployment
+from core.planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
 from core.text import count, fmt_ms, sentence
 from ui import cache, charts, compare, state, widgets, yourgpu
 
@@ -33,8 +33,11 @@ with st.form("budget"):
     a, b, c = st.columns(3)
     max_gpus = a.select_slider("Most GPUs", [1, 2, 4, 8, 16, 32, 64], 16 if inputs.gpus <= 16 else 64)
     gpu_types = b.multiselect("GPU types", gpu_ids, [chosen], format_func=state.gpu_label)
-    dtypes = c.multiselect("Weight dtypes", DTYPES, list(DTYPES),
-                           help="fp8 halves the weight bytes; GPUs without fp8 support search bf16 only.")
+    dtypes = c.multiselect("Weight dtypes", DTYPES, list(DEFAULT_DTYPES),
+                           help="fp8 halves the weight bytes; int4 (AWQ/GPTQ, group 128) takes about a quarter, at "
+                                "some accuracy cost. GPUs without FP8 support skip fp8.")
+    kv_dtypes = c.multiselect("KV cache dtypes", KV_DTYPES, list(DEFAULT_KV_DTYPES),
+                              help="An fp8 cache holds twice the tokens in the same memory (GPUs with FP8 support).")
     a, b, c = st.columns(3)
     attainment = a.select_slider("Requests within both targets", [0.9, 0.95, 0.99, 0.999], 0.99,
                                  format_func=lambda v: f"{v:.1%}")
@@ -52,7 +55,7 @@ catalog_prices = {g: catalog.get_gpu(g).price_usd_per_gpu_hour for g in gpu_ids}
 overrides = tuple((g, float(p)) for g, p in zip(prices["GPU"], prices["$ per GPU-hour"])
                   if g in gpu_types and float(p) != catalog_prices[g])
 budget = Budget(gpu_types=tuple(gpu_types), max_gpus=max_gpus, prices=overrides, dtypes=tuple(dtypes),
-                disaggregation=disagg)
+                kv_dtypes=tuple(kv_dtypes), disaggregation=disagg)
 workload = planner_workload(inputs, requests=requests, attainment=attainment)
 key = (workload, budget)
 
@@ -131,7 +134,7 @@ chosen = picked.selection.rows[0] if picked.selection.rows else None
 
 def open_in_lab(row: dict) -> None:
     d = Deployment(row["gpu"], row["tp"], row["replicas"], row["dtype"], row["policy"], row["chunk"],
-                   row["prefill_tp"], row["prefill_replicas"], row.get("pp", 1))
+                   row["prefill_tp"], row["prefill_replicas"], row.get("pp", 1), row.get("kv_dtype", "bf16"))
     state.load(lab_inputs_for(d))
 
 

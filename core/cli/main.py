@@ -34,7 +34,8 @@ def cmd_steptime(args) -> None:
     gpu, model = catalog.get_gpu(args.gpu), catalog.get_model(args.model)
     r = costmodel.steptime(gpu, model, args.tp, decode_batch=args.decode_batch, context=args.context,
                            prefill_tokens=args.prefill_tokens, prefill_cached=args.prefill_cached,
-                           launch=args.launch, dtype=args.dtype, attn_kernel=args.attention, engine=args.engine)
+                           launch=args.launch, dtype=args.dtype, attn_kernel=args.attention, engine=args.engine,
+                           kv_dtype=args.kv_dtype)
     lines = [f"{model.label()} on {args.tp} x {gpu.name}: one step of {r['tokens']} tokens takes "
              f"{r['step_ms']:.3f} ms (tensor-parallel communication {r['comm_ms']:.3f} ms)"]
     lines += [f"  {k:<16} {v:8.3f} ms" for k, v in r["breakdown_ms"].items() if v > 0]
@@ -44,10 +45,11 @@ def cmd_steptime(args) -> None:
 def cmd_memory(args) -> None:
     gpu, model = catalog.get_gpu(args.gpu), catalog.get_model(args.model)
     plan = memory.plan_memory(gpu, model, args.tp, args.block_size, args.mem_util, args.max_batched_tokens,
-                              args.max_seqs, args.dtype, args.pp)
+                              args.max_seqs, args.dtype, args.pp, kv_dtype=args.kv_dtype)
     d = plan.to_dict()
     stages = f" x pp={args.pp} ({args.tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
-    lines = [f"{model.label()} on {args.tp} x {gpu.name}{stages}, per GPU:",
+    lines = [f"{model.label()} on {args.tp} x {gpu.name}{stages}, {args.dtype} weights, {args.kv_dtype} KV cache, "
+             f"per GPU:",
              f"  usable memory     {d['usable_gb_per_gpu']:8.2f} GB (budget {args.mem_util:.0%}: {plan.budget_bytes / 1e9:.2f} GB)",
              f"  weights           {d['weights_gb_per_gpu']:8.2f} GB",
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
@@ -68,7 +70,10 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default=None, help="GPU id (see `catalog`); h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", required=True, help="model id, or dense-<N>b for a parametric model")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (GPUs per replica)")
-    p.add_argument("--dtype", default="bf16", choices=sorted(catalog.DTYPE_BYTES), help="weight dtype")
+    p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
+                   help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
+    p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
+                   help="KV cache: bf16, or fp8 (half the bytes a token, needs FP8 support)")
     p.add_argument("--json", action="store_true", help="print JSON")
     yourdata.add_hardware_args(p)
 

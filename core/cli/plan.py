@@ -6,7 +6,7 @@ import sys
 
 from ..planner.executors import EXECUTORS
 from ..planner.plan import plan
-from ..planner.space import DTYPES, Budget, Engine, Targets, Workload
+from ..planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Engine, Targets, Workload
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
 from ..serving import export
@@ -44,7 +44,10 @@ def register(sub) -> None:
     p.add_argument("--attainment", type=number, default=0.99,
                    help="share of requests that must meet both targets (0.99: 99%%)")
     p.add_argument("--max-gpus", type=positive_int, default=16)
-    p.add_argument("--dtypes", default=",".join(DTYPES), help="weight dtypes to search, comma-separated")
+    p.add_argument("--dtypes", "--weights", dest="dtypes", default=",".join(DEFAULT_DTYPES),
+                   help=f"weight dtypes to search, comma-separated, of {','.join(DTYPES)} (int4: AWQ/GPTQ, group 128)")
+    p.add_argument("--kv-dtypes", default=",".join(DEFAULT_KV_DTYPES),
+                   help=f"KV cache dtypes to search, comma-separated, of {','.join(KV_DTYPES)} (fp8: twice the blocks)")
     p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a list price (repeatable)")
     p.add_argument("--max-seqs", type=positive_int, default=256)
@@ -72,7 +75,7 @@ def cmd_plan(args) -> None:
     w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment),
                  Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
-                    dtypes=_ids(args.dtypes), disaggregation=not args.no_disagg)
+                    dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg)
 
     def progress(done, total):
         if not args.json and sys.stderr.isatty():
@@ -88,8 +91,8 @@ def cmd_plan(args) -> None:
              f"size, {c['simulated']} simulated (+{c['rate_search_runs']} for the highest rates) in {c['wall_s']:.1f} s"]
     best = p.cheapest
     if best is None:
-        lines.append("No deployment within the budget meets the targets: raise --max-gpus, add a GPU type, add fp8 to "
-                     "--dtypes or relax the targets.")
+        lines.append("No deployment within the budget meets the targets: raise --max-gpus, add a GPU type, add fp8 or int4 "
+                     "to --dtypes, fp8 to --kv-dtypes, or relax the targets.")
     else:
         r = p.row(best)
         lines.append(f"Cheapest: {r['deployment']} at ${r['usd_per_hour']:.2f}/h, ${r['usd_per_1m_output_tokens']:.3f} "

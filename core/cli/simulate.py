@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..engine import layout
+from ..physics import catalog
 from ..physics.memory import MEM_UTIL
 from ..serving.metrics import overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
@@ -21,7 +22,10 @@ def register(sub) -> None:
     p.add_argument("--pp", type=positive_int, default=1,
                    help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp x pp, one replica)")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
+                   help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
+    p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
+                   help="KV cache: bf16, or fp8 (half the bytes a token, twice the blocks; needs FP8 support)")
     p.add_argument("--rate", type=number, default=5.0, help="mean request rate, req/s")
     p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens (default: the distribution's)")
     p.add_argument("--output", type=number, default=None, help="mean output tokens (default: the distribution's)")
@@ -95,7 +99,8 @@ def config_from_args(args) -> SimConfig:
             trace = Path(args.trace).read_text()
         except OSError as e:
             raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
-    return SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype, policy=args.policy,
+    return SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype,
+                     kv_dtype=args.kv_dtype, policy=args.policy,
                      block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
                      chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
                      trace_csv=trace, router=args.router, disagg=args.disagg, prefill_gpus=args.prefill_gpus,

@@ -65,7 +65,9 @@ def register(sub) -> None:
     p.add_argument("--model", default=None, help="model id (default: read from the file where it names one)")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of one replica")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp, one replica)")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
+                   help="the benchmark's weights: bf16, fp8 or int4 (AWQ/GPTQ)")
+    p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES, help="the benchmark's KV cache dtype")
     p.add_argument("--policy", default="sarathi", choices=("sarathi", "vllm"),
                    help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own")
     p.add_argument("--max-batched-tokens", type=positive_int, default=2048, help="the engine's token budget per step")
@@ -100,7 +102,7 @@ def cmd_calibrate(args) -> None:
     if model is None:
         raise ValueError("the file does not name a model the catalog knows" +
                          (f" ('{run.model_id}')" if run.model_id else "") + ": give --model")
-    base = SimConfig(gpu=args.gpu, model=model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, policy=args.policy,
+    base = SimConfig(gpu=args.gpu, model=model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, kv_dtype=args.kv_dtype, policy=args.policy,
                      max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs)
     gpu = catalog.get_gpu(args.gpu)
     lines = [f"{run.label()}; replayed on {catalog.get_model(model).label()}, {base.gpus or base.tp} x {gpu.name}, "

@@ -60,9 +60,14 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     if policy not in POLICIES:
         raise ValueError(f"deployment policy '{policy}' is not one of {', '.join(POLICIES)}")
     dtype = d.get("dtype") or "bf16"
-    if dtype not in catalog.DTYPE_BYTES:
-        raise ValueError(f"deployment weight dtype '{dtype}' is not one of {', '.join(catalog.DTYPE_BYTES)}")
-    out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, pp=pp, dtype=dtype, policy=policy, max_batched_tokens=budget,
+    if dtype not in catalog.WEIGHT_DTYPES:
+        raise ValueError(f"deployment weight dtype '{dtype}' is not one of {', '.join(catalog.WEIGHT_DTYPES)}")
+    kv_dtype = d.get("kv_dtype") or "bf16"
+    if kv_dtype not in catalog.KV_DTYPES:
+        raise ValueError(f"deployment KV cache dtype '{kv_dtype}' is not one of {', '.join(catalog.KV_DTYPES)}")
+    catalog.check_formats(catalog.get_gpu(gpu), dtype, kv_dtype)
+    out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, pp=pp, dtype=dtype, kv_dtype=kv_dtype, policy=policy,
+               max_batched_tokens=budget,
                max_seqs=_int(d, "max_seqs", inputs.max_seqs, 1, 4096), prefill_gpus=pre_gpus,
                prefill_tp=pre_tp if pre_gpus else None)
     out["label"] = str(d.get("label") or d.get("deployment") or describe(out))[:120]
@@ -73,14 +78,16 @@ def describe(d: dict) -> str:
     gpu = catalog.get_gpu(d["gpu"])
     split = f", {d['prefill_gpus']} for prefill (tp {d['prefill_tp']})" if d.get("prefill_gpus") else ""
     stages = f" x pp {d['pp']}" if d.get("pp", 1) > 1 else ""
-    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{stages}{split}, {d['dtype']}, {POLICY_WORDS[d['policy']]} "
+    kv = f", {d['kv_dtype']} KV" if d.get("kv_dtype", "bf16") != "bf16" else ""
+    return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{stages}{split}, {d['dtype']}{kv}, {POLICY_WORDS[d['policy']]} "
             f"({d['max_batched_tokens']} tokens/step)")
 
 
 def from_lab(inputs: LabInputs) -> dict:
     """The deployment the Lab's sidebar describes."""
     cfg = current_config(inputs)
-    d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, pp=cfg.pp, dtype=cfg.dtype, policy=cfg.policy,
+    d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, pp=cfg.pp, dtype=cfg.dtype, kv_dtype=cfg.kv_dtype,
+             policy=cfg.policy,
              max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs)
     return normalise(d, inputs)
 
@@ -88,7 +95,7 @@ def from_lab(inputs: LabInputs) -> dict:
 def config(d: dict, inputs: LabInputs) -> SimConfig:
     """Deployment `d` serving the Lab's workload, with the Lab's targets."""
     d = normalise(d, inputs)
-    lab = replace(inputs, gpu=d["gpu"], model=d["model"], gpus=d["gpus"], dtype=d["dtype"],
+    lab = replace(inputs, gpu=d["gpu"], model=d["model"], gpus=d["gpus"], dtype=d["dtype"], kv_dtype=d["kv_dtype"],
                   max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"], pp=d["pp"])
     tp = min(d["tp"], d["prefill_tp"]) if d["prefill_gpus"] else d["tp"]
     cfg = _base(lab, tp=tp, policy=d["policy"])

@@ -48,19 +48,23 @@ def knob(cfg: SimConfig, kv: bool = False, weights: bool = False, decode: bool =
     """What relieves a gauge on this deployment, naming only what is not already in use."""
     paged = cfg.policy in ("vllm", "sarathi")
     sharded = cfg.tp > 1 or (cfg.disagg and (cfg.prefill_tp or 1) > 1)
-    fp8 = cfg.dtype == "fp8"
+    smaller = cfg.dtype not in ("fp8", "int4")  # a smaller weight format is left to choose
+    fp8_ok = catalog.get_gpu(cfg.gpu).supports_fp8
     if kv:
         parts = ["turn on continuous batching with paged attention (it reserves no room for unwritten tokens)"] if not paged else []
         parts.append("turn on tensor-parallel sharding for more cache per replica" if not sharded else
                      f"a tp above {cfg.tp} or more GPUs")
         parts.append("lower max batch")
-        if not fp8:
-            parts.append("fp8 weights leave more room for the cache")
+        if cfg.kv_dtype == "bf16" and fp8_ok:
+            parts.append("an fp8 KV cache (twice the blocks)")
+        if smaller:
+            parts.append(f"{'fp8 or int4' if fp8_ok else 'int4'} weights leave more room for the cache")
     elif weights:
         parts = ["turn on tensor-parallel sharding (each GPU holds weights / tp)" if not sharded else
                  f"a tp above {cfg.tp} (each GPU holds weights / tp)"]
-        if not fp8:
-            parts.append("fp8 weights (half the bytes)")
+        if smaller:
+            parts.append("fp8 weights (half the bytes) or int4 (about a quarter)" if fp8_ok else
+                         "int4 weights (about a quarter of the bytes)")
     elif decode:
         parts = ["turn on continuous batching (a bigger batch shares each pass over the weights)"] if not paged else []
         parts.append("more replicas raise the ceiling")

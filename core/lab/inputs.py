@@ -58,7 +58,8 @@ class LabInputs:
     requests: int = 2000
     seed: int = 0
     router: str = "lor"
-    dtype: str = "bf16"
+    dtype: str = "bf16"  # weights: bf16, fp8 or int4
+    kv_dtype: str = "bf16"  # KV cache: bf16 or fp8
     # what prefix caching can reuse: shared system prompts (how many, and their tokens) ahead of the
     # prompt's own tokens, and conversations whose later turns hold the earlier ones
     system_prompts: int = 0
@@ -86,6 +87,7 @@ class LabInputs:
     def validate(self) -> None:
         catalog.get_gpu(self.gpu)
         catalog.get_model(self.model)
+        catalog.check_formats(catalog.get_gpu(self.gpu), self.dtype, self.kv_dtype)
         if self.gpus < 1:
             raise ValueError("the GPU count must be at least 1")
         if self.trace_csv is not None:
@@ -122,13 +124,13 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
-                                inputs.block_size, pp)
+                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype)
 
 
 def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
     return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, MEM_UTIL,
-                               inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
+                               inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, inputs.kv_dtype)
 
 
 def tp_choices(inputs: LabInputs) -> list[int]:
@@ -194,7 +196,8 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
         pp = 1
     else:
         tp, pp = replica_shape(inputs, tp)
-    return SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype, tp=tp, pp=pp,
+    return SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype,
+                     kv_dtype=inputs.kv_dtype, tp=tp, pp=pp,
                      block_size=inputs.block_size, max_seqs=inputs.max_seqs,
                      max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
                      chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),

@@ -46,8 +46,9 @@ def planner_workload(inputs: LabInputs, requests: int | None = None, attainment:
 
 
 def lab_budget(inputs: LabInputs, **changes) -> Budget:
-    """The sidebar's GPUs: its type, at most its count, its weight dtype."""
-    return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=(inputs.dtype,)), **changes)
+    """The sidebar's GPUs: its type, at most its count, its weight and KV cache dtypes."""
+    return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=(inputs.dtype,),
+                          kv_dtypes=(inputs.kv_dtype,)), **changes)
 
 
 def _describe(r: ShapeResult, w: Workload) -> str:
@@ -113,7 +114,7 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -
             break
         gpus *= 2
     gpu = catalog.get_gpu(inputs.gpu)
-    if inputs.dtype != "fp8" and gpu.fp8_tflops:
+    if inputs.dtype not in ("fp8", "int4") and gpu.supports_fp8:
         best, _ = cheapest(w, lab_budget(inputs, dtypes=("fp8",)))
         if best is not None:
             out.append((f"fp8 weights on these GPUs ({best.deployment.label()})", best.deployment))
@@ -143,7 +144,7 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -
 def lab_inputs_for(d: Deployment) -> dict:
     """The sidebar's settings that describe deployment `d` (LabInputs fields). A prefill/decode split
     has no toggle: the Lab then shows its GPUs, and its recommendation finds the split itself."""
-    return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
+    return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, kv_dtype=d.kv_dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
                 chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk,
                 tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0,
                 pp=d.pp if not d.disagg else 0)

@@ -41,7 +41,7 @@ def _shown(inputs: LabInputs):
             raise ValueError(f"replicas of tp={cfg.tp} need a GPU count that is a multiple of {cfg.tp}, not {gpus}")
         # a tensor-parallel degree chosen by hand may still leave no room for the cache
         plan_memory(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), cfg.tp, inputs.block_size,
-                    MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype)
+                    MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, kv_dtype=inputs.kv_dtype)
         return cfg, inputs, ""
     except ValueError as e:
         why = str(e)
@@ -70,7 +70,8 @@ def facts(inputs: LabInputs) -> dict:
     P, O = inputs.prompt_tokens, inputs.output_tokens
     f = dict(model=model, gpu=gpu, wb=DTYPE_BYTES[inputs.dtype], P=P, O=O,
              ctx=min(P + O // 2, model.max_context))  # a request's mean context over its decode
-    f["kv_token"] = model.kv_bytes_per_token()
+    f["kv_value_bytes"] = catalog.kv_format(inputs.kv_dtype).bytes_per_value
+    f["kv_token"] = model.kv_bytes_per_token(f["kv_value_bytes"])
     if model.is_mla:  # per-head K (nope + rope) and V, had the heads not shared a latent
         f["mha_kv_token"] = model.layers * model.heads * (model.mla_qk_nope_dim + model.mla_rope_dim
                                                           + model.mla_v_dim) * 2
@@ -103,7 +104,7 @@ def facts(inputs: LabInputs) -> dict:
         f["sim_error"] = str(e)
     plan = (f["result"].pools[0].plan if f["result"] else
             plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,
-                        inputs.dtype))
+                        inputs.dtype, kv_dtype=inputs.kv_dtype))
     f["plan"] = plan
     f["batch_max"] = max(1, min(inputs.max_seqs, plan.kv_tokens // f["ctx"]))
 
@@ -132,7 +133,7 @@ def facts(inputs: LabInputs) -> dict:
         f["tp_weights"] = weight_bytes_per_gpu(model, tp_ex, inputs.dtype)
         try:
             f["tp_kv_tokens"] = plan_memory(gpu, model, tp_ex, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
-                                            inputs.max_seqs, inputs.dtype).kv_tokens
+                                            inputs.max_seqs, inputs.dtype, kv_dtype=inputs.kv_dtype).kv_tokens
         except ValueError:
             f["tp_kv_tokens"] = 0
     # the other side of the node boundary: across nodes if the example fits in one, else inside one
@@ -188,8 +189,37 @@ def _verdicts(f: dict, inputs: LabInputs) -> dict[str, str]:
         v["fit_one_gpu_sentence"] = (f"Even split over 64 {gpu.name} GPUs it leaves no room for a cache.")
     wb = f["wb"]
     v["intensity_batch_b"] = (f"2 × B FLOPs per {wb} bytes, that is about B FLOP per byte" if wb == 2 else
-                              f"2 × B FLOPs per {wb} byte{'s' * (wb > 1)}, that is about {2 // wb} × B FLOP per byte")
+                              f"2 × B FLOPs per {wb:.2f} bytes, that is about {2 / wb:.3g} × B FLOP per byte")
     return v
+
+
+def _bytes(b: float) -> str:
+    """A weight's or a cached value's size: '2 bytes', '1 byte', or int4's '0.52 bytes (4 bits plus its
+    share of the group's scale and zero point)'."""
+    if float(b).is_integer():
+        return f"{b:g} byte{'s' * (b > 1)}"
+    return f"{b:.2f} bytes ({b * 8:.3g} bits: 4 bits plus its share of its group's scale and zero point)"
+
+
+def _quant_sentence(f: dict, inputs: LabInputs) -> str:
+    """What smaller weight and cache formats would change here: the whole model's weights in each
+    format, and the cache's tokens at half the bytes a value."""
+    model, gpu = f["model"], f["gpu"]
+    formats = [d for d in ("bf16", "fp8", "int4") if gpu.supports_fp8 or not catalog.weight_format(d).needs_fp8]
+    sizes = ", ".join(f"{gb(model.weight_bytes(d))} in {d}" for d in formats)
+    text = (f"Quantised checkpoints store the linear layers' weights in fewer bits: {model.name} takes {sizes} "
+            f"(the embedding and LM head stay 16-bit). fp8 weights multiply on FP8 tensor cores; int4 weights "
+            f"(AWQ, GPTQ: 4 bits and a scale per 128) are dequantised inside the kernel and multiply at the 16-bit "
+            f"rate, so they speed up memory-bound decode by the bytes saved but not a compute-bound prefill. ")
+    if not gpu.supports_fp8:
+        return text + f"{gpu.name} has no FP8 support, so neither fp8 weights nor an fp8 cache run on it."
+    if inputs.kv_dtype == "fp8":
+        return text + (f"The cache here is fp8: one byte a value, so the pool above holds twice the tokens a 16-bit "
+                       f"cache would.")
+    if "plan" not in f:  # nothing fits: no pool to double
+        return text + "An fp8 KV cache would store one byte a value instead of two: twice the tokens in the same pool."
+    return text + (f"An fp8 KV cache would store one byte a value instead of two: the same pool would hold "
+                   f"{toks(2 * f['plan'].kv_tokens)} instead of {toks(f['plan'].kv_tokens)}.")
 
 
 def _note(f: dict, inputs: LabInputs) -> str:
@@ -198,7 +228,7 @@ def _note(f: dict, inputs: LabInputs) -> str:
     if f["cfg"] is None:
         return (f"> **{model.label()} does not fit on {gpu.name}**, even sharded over 64 GPUs: its weights take "
                 f"{gb(f['weights_tp1'])} in all. The parts of this write-up that need a step time or a simulation are "
-                f"left out; choose a smaller model, fp8 weights or a GPU with more memory.")
+                f"left out; choose a smaller model, fp8 or int4 weights or a GPU with more memory.")
     parts = []
     if f["why_not"]:
         need = f["min_tp"]
@@ -223,7 +253,7 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
     P, O, ctx = f["P"], f["O"], f["ctx"]
     n = dict(
         model_name=model.label(), params_b=f"{model.params() / 1e9:,.1f} billion",
-        dtype=inputs.dtype, dtype_bytes=f"{f['wb']} byte{'s' if f['wb'] > 1 else ''}",
+        dtype=inputs.dtype, dtype_bytes=_bytes(f["wb"]),
         gpu_name=gpu.name, gpu_memory_gb=f"{gpu.memory_gib:g} GiB ({gpu.memory_gib * catalog.GIB / 1e9:.1f} GB)",
         hbm_tbps=f"{gpu.hbm_tbps:g} TB/s",
         gpu_tflops=f"{f['flops'] / 1e12:,.0f} TFLOP/s", prompt_tokens=toks(P), output_tokens=toks(O),
@@ -232,18 +262,21 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
         ttft_target=ms(inputs.ttft_p99_ms), max_seqs=toks(inputs.max_seqs, "sequences"),
         block_size=toks(inputs.block_size), max_batched_tokens=toks(inputs.max_batched_tokens),
         weights_gb=gb(f["weights_total"]),
-        intensity_batch1=f"{2 / f['wb']:g} FLOP per byte",
+        intensity_batch1=f"{2 / f['wb']:.3g} FLOP per byte",
         ridge_flops_per_byte=f"{f['ridge']:,.0f} FLOP/byte", ridge_batch=toks(f["ridge_batch"], "sequences"),
         ridge_effective=f"{f['ridge_eff']:,.0f} FLOP/byte",
         prefill_intensity=f"{2 * P / f['wb']:,.0f} FLOP/byte",
         prefill_regime=("past the ridge point: prefill is compute-bound" if 2 * P / f["wb"] >= f["ridge"] else
                         "still below the ridge point: a prompt this short is memory-bound too"),
         kv_bytes_per_token=per_token(f["kv_token"]),
+        kv_value_text=("2 bytes (16-bit values)" if f["kv_value_bytes"] == 2 else
+                       f"{_bytes(f['kv_value_bytes'])} (an fp8 cache)"),
+        quant_sentence=_quant_sentence(f, inputs),
         kv_formula=(f"{model.layers} layers × ({model.mla_kv_lora_rank} latent + {model.mla_rope_dim} rotary) values "
-                    f"× 2 bytes = {per_token(f['kv_token'])} (MLA caches a latent, not K and V per head)"
+                    f"× {_bytes(f['kv_value_bytes'])} = {per_token(f['kv_token'])} (MLA caches a latent, not K and V per head)"
                     if model.is_mla else
                     f"2 × {model.layers} layers × {model.kv_heads} KV heads × {model.head_dim} values per head × "
-                    f"2 bytes = {per_token(f['kv_token'])}"),
+                    f"{_bytes(f['kv_value_bytes'])} = {per_token(f['kv_token'])}"),
         kv_mb_per_request=mb((P + O) * f["kv_token"]),
         kv_batch_gb=gb(inputs.max_seqs * (P + O) * f["kv_token"]),
         usable_gb=gb(f["usable"]), mem_util=f"{MEM_UTIL:.0%}", budget_gb=gb(f["budget"]),

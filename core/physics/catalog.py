@@ -16,9 +16,71 @@ from .. import DATA
 
 
 GIB = 1024**3
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+EMBED_BYTES = 2  # embedding table, LM head and norms stay 16-bit in every weight format (quantisation.json)
 PARAMETRIC_PREFIX = "dense-"  # id of a parametric model: "dense-70b", "dense-1.5t"
 PARAMETRIC_MIN, PARAMETRIC_MAX = 1e9, 1e12
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How the weights of the decoder's linear layers are stored and multiplied (data/quantisation.json)."""
+    id: str
+    label: str
+    bytes_per_weight: float  # memory and HBM traffic of one weight, group scales and zero points included
+    gemm: str  # tensor-core rate of the layer's GEMMs: "bf16" or "fp8"
+    gemm_rate: float  # share of that rate reached when compute bound (a dequantising kernel's cost)
+    needs_fp8: bool
+    source: str = field(default="", compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class KVFormat:
+    id: str
+    label: str
+    bytes_per_value: int
+    needs_fp8: bool
+    source: str = field(default="", compare=False, hash=False)
+
+
+@lru_cache(maxsize=1)
+def _formats() -> tuple[dict[str, WeightFormat], dict[str, KVFormat]]:
+    raw = json.loads((DATA / "quantisation.json").read_text())
+    weights = {w["id"]: WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"],
+                                     float(w["gemm_rate"]), bool(w["needs_fp8"]), w["source"]) for w in raw["weights"]}
+    kv = {k["id"]: KVFormat(k["id"], k["label"], int(k["bytes_per_value"]), bool(k["needs_fp8"]), k["source"])
+          for k in raw["kv"]}
+    return weights, kv
+
+
+WEIGHT_DTYPES = tuple(_formats()[0])  # bf16, fp16, fp8, int4
+KV_DTYPES = tuple(_formats()[1])  # bf16, fp8
+# bytes of one linear-layer weight in each format (int4's group scales and zero points included)
+DTYPE_BYTES = {w.id: int(w.bytes_per_weight) if w.bytes_per_weight.is_integer() else w.bytes_per_weight
+               for w in _formats()[0].values()}
+
+
+def weight_format(dtype: str) -> WeightFormat:
+    fmt = _formats()[0].get(str(dtype).lower())
+    if fmt is None:
+        raise ValueError(f"unknown weight dtype '{dtype}': choose one of {', '.join(WEIGHT_DTYPES)}")
+    return fmt
+
+
+def kv_format(kv_dtype: str) -> KVFormat:
+    fmt = _formats()[1].get(str(kv_dtype).lower())
+    if fmt is None:
+        raise ValueError(f"unknown KV cache dtype '{kv_dtype}': choose one of {', '.join(KV_DTYPES)}")
+    return fmt
+
+
+def check_formats(gpu: "GPU", dtype: str = "bf16", kv_dtype: str = "bf16") -> None:
+    """Refuse fp8 weights or an fp8 KV cache on a GPU without FP8 support (data/gpus.json says which)."""
+    w, kv = weight_format(dtype), kv_format(kv_dtype)
+    wanted = [what for what, fmt in (("fp8 weights", w), ("an fp8 KV cache", kv)) if fmt.needs_fp8]
+    if wanted and not gpu.supports_fp8:
+        raise ValueError(f"{gpu.name} has no FP8 support (FP8 needs compute capability 8.9 or later: Ada, Hopper, "
+                         f"Blackwell, or AMD MI300), so it cannot run {' or '.join(wanted)}: choose bf16 or int4 "
+                         f"weights and a bf16 KV cache, or a GPU with FP8")
 
 
 @dataclass(frozen=True)
@@ -45,9 +107,15 @@ class GPU:
     efficiency: tuple[tuple[str, float], ...] = ()
     arch: str = ""  # the GPU family (Ampere, Hopper, ...): how the Lab finds the nearest validated run
 
+    @property
+    def supports_fp8(self) -> bool:
+        """FP8 tensor cores (compute capability >= 8.9, or MI300): the catalog's fp8_tflops, sourced per GPU."""
+        return bool(self.fp8_tflops)
+
     def peak_flops(self, dtype: str) -> float:
-        """Dense tensor-core FLOP/s for weights of `dtype` (fp8 falls back to bf16 where absent)."""
-        if dtype == "fp8" and self.fp8_tflops:
+        """Dense tensor-core FLOP/s of the GEMMs of weights in `dtype`: fp8 on FP8 tensor cores,
+        every other format (int4 is dequantised to 16-bit) at the bf16 rate."""
+        if weight_format(dtype).gemm == "fp8" and self.fp8_tflops:
             return self.fp8_tflops * 1e12
         return self.bf16_tflops * 1e12
 
@@ -88,6 +156,7 @@ class Model:
     mla_q_lora_rank: int = 0
     mla_qk_nope_dim: int = 0
     mla_v_dim: int = 0
+    tied_embeddings: bool = False  # the LM head is the embedding table (tie_word_embeddings)
     parametric: bool = False  # an interpolated shape, not a released model
     source: str = field(default="", compare=False, hash=False)
 
@@ -110,7 +179,8 @@ class Model:
         if self.is_mla:
             r, q, nope, v = self.mla_rope_dim, self.mla_q_lora_rank, self.mla_qk_nope_dim, self.mla_v_dim
             kv = self.mla_kv_lora_rank
-            return (h * q + q + q * H * (nope + r)  # query down/up projection + norm
+            query = h * q + q + q * H * (nope + r) if q else h * H * (nope + r)  # low-rank (+ norm) or direct
+            return (query
                     + h * (kv + r) + kv + kv * H * (nope + v)  # latent KV down/up projection + norm
                     + H * v * h)  # output projection
         K = self.kv_heads
@@ -130,17 +200,29 @@ class Model:
         return self.attn_params() + experts + router + norms
 
     def embedding_params(self) -> int:
-        return self.vocab * self.hidden  # one of embedding / LM head (untied)
+        return self.vocab * self.hidden  # one of embedding / LM head
+
+    @property
+    def embedding_copies(self) -> int:
+        """Vocabulary-sized matrices held: the embedding and the LM head, one when they are tied."""
+        return 1 if self.tied_embeddings else 2
 
     def params(self, active: bool = False) -> int:
         """Total (or, for MoE, active-per-token) parameter count."""
         dense_layers = self.layers - self.moe_layers
         return (dense_layers * self.layer_params(False, active)
                 + self.moe_layers * self.layer_params(True, active)
-                + 2 * self.embedding_params() + self.hidden)
+                + self.embedding_copies * self.embedding_params() + self.hidden)
 
-    def weight_bytes(self, dtype: str = "bf16") -> int:
-        return self.params() * DTYPE_BYTES[dtype]
+    def unquantised_params(self) -> int:
+        """Parameters every weight format keeps at 16 bits: embedding, LM head, norms, MoE routers."""
+        routers = self.moe_layers * (self.hidden * self.experts + (self.experts if self.router_bias else 0))
+        return self.embedding_copies * self.embedding_params() + self.hidden * (2 * self.layers + 1) + routers
+
+    def weight_bytes(self, dtype: str = "bf16") -> float:
+        """The whole model's weights: its linear layers in `dtype`, the rest at 16 bits."""
+        lb = weight_format(dtype).bytes_per_weight
+        return self.params() * EMBED_BYTES - (self.params() - self.unquantised_params()) * (EMBED_BYTES - lb)
 
     # ---- KV cache ----
     def kv_dims_per_layer(self) -> int:
@@ -192,7 +274,8 @@ def _model_table() -> dict[str, Model]:
                       dense_layers=m.get("dense_layers", 0), router_bias=m.get("router_bias", False),
                       mla_kv_lora_rank=mla.get("kv_lora_rank", 0), mla_rope_dim=mla.get("qk_rope_head_dim", 0),
                       mla_q_lora_rank=mla.get("q_lora_rank", 0), mla_qk_nope_dim=mla.get("qk_nope_head_dim", 0),
-                      mla_v_dim=mla.get("v_head_dim", 0), source=m["source"])
+                      mla_v_dim=mla.get("v_head_dim", 0), tied_embeddings=m.get("tied_embeddings", False),
+                      source=m["source"])
         table[m["id"]] = model
         for alias in m.get("aliases", []):
             table[alias] = model

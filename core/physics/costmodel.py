@@ -40,7 +40,7 @@ import numpy as np
 from .. import DATA
 from ..jit import engine_jit
 
-from .catalog import DTYPE_BYTES, GPU, Model
+from .catalog import EMBED_BYTES, GPU, Model, check_formats, kv_format, weight_format
 
 FIT_FILE = DATA / "costmodel_fit.json"
 
@@ -129,11 +129,16 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 
 def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
           attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
-          capture_tokens: int = 512, async_scheduling: bool = True) -> np.ndarray:
+          capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16") -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
-    capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py)."""
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown weight dtype '{dtype}': choose one of {', '.join(DTYPE_BYTES)}")
+    capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py).
+
+    Quantised weights (data/quantisation.json) shrink the bytes the linear layers stream; their
+    GEMMs run at the rate of the format's tensor cores (fp8 at the FP8 rate; int4 is dequantised
+    to 16-bit in the kernel, at the bf16 rate times the kernel's measured share of it). The LM head
+    stays 16-bit. An fp8 KV cache halves the bytes decode attention reads."""
+    fmt = weight_format(dtype)
+    check_formats(gpu, dtype, kv_dtype)
     if launch not in LAUNCH_MODES:
         raise ValueError(f"unknown launch mode '{launch}': choose graph, eager or auto")
     if attn_kernel not in ATTN_KERNELS:
@@ -142,7 +147,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass) or vllm")
     check_tp(model, tp)
     eff = eff or efficiency_for(gpu)
-    wb = DTYPE_BYTES[dtype]
+    wb = fmt.bytes_per_weight
     act = 2  # activations and KV cache in 16-bit
     h = model.hidden
     p = np.zeros(N_PARAMS)
@@ -154,7 +159,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if model.is_moe:
         shared = model.shared_experts * model.mlp_params(model.moe_ffn) / tp
         router = h * model.experts
-        p[MOE_DENSE_W] = (attn + shared + router) * wb
+        p[MOE_DENSE_W] = (attn + shared + router) * wb + router * (EMBED_BYTES - wb)  # the router stays 16-bit
         p[MOE_DENSE_FLOPS] = 2 * (attn + shared + router)
         p[EXPERT_W] = model.mlp_params(model.moe_ffn) / tp * wb
         p[EXPERT_FLOPS] = 2 * model.mlp_params(model.moe_ffn) / tp
@@ -177,16 +182,18 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # (2 reads + 1 write), activation of the MLP (read gate and up, write product), the
     # GEMMs' inputs and outputs, the KV-cache write and attention's query/output
     p[ACT_BYTES] = act * (14 * h + 6 * ffn_gpu + 3 * q_dim + 2 * kv_dim)
-    p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp) / model.layers
+    p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value) / model.layers
     p[KV_HEADS] = kv_heads_gpu
-    p[HEAD_W] = model.vocab / tp * h * wb
+    p[HEAD_W] = model.vocab / tp * h * EMBED_BYTES
     p[HEAD_FLOPS] = 2 * model.vocab / tp * h
     p[ALLREDUCE_BYTES] = h * act
     # rates stored as their inverses (seconds per byte, per FLOP): the engine multiplies, every step
     bw = gpu.hbm_tbps * 1e12 * eff.eta_bw
     p[S_BYTE] = 1.0 / bw
     p[S_CTA_BYTE] = eff.cta_saturation * gpu.sms / bw
-    p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm)
+    p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm * fmt.gemm_rate)
+    if p[S_FLOP] != 1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm):  # the 16-bit LM head, in the GEMMs' seconds
+        p[HEAD_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
     p[T_LAYER] = (eff.t_layer_engine_us if engine == "vllm" else eff.t_layer_us) * 1e-6
@@ -412,7 +419,7 @@ def vllm_step(p, tokens, n_decode, n_chunks, gpu, out):
 def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context: int = 0,
              prefill_tokens: int = 0, prefill_cached: int = 0, launch: str = "auto", dtype: str = "bf16",
              attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
-             capture_tokens: int = 512, async_scheduling: bool = True) -> dict:
+             capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16") -> dict:
     """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
     chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms."""
     for name, v in (("decode batch", decode_batch), ("context", context), ("prefill tokens", prefill_tokens),
@@ -428,7 +435,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     longest = max(context, prefill_tokens + prefill_cached)
     if longest > model.max_context:
         raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
-    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling)
+    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling, kv_dtype)
     ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0
@@ -447,6 +454,8 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
         "weight_bytes_read_per_gpu": float(weights_read),
         "kv_bytes_read_per_gpu": float(decode_batch * context * p[KV_BYTES] * model.layers),
         "launch": launch,
+        "weights": dtype,
+        "kv_dtype": kv_dtype,
         "attention_kernel": attn_kernel,
         "engine": engine,
         "gpu": gpu.id,

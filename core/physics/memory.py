@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .catalog import DTYPE_BYTES, GIB, GPU, Model
+from .catalog import EMBED_BYTES, GIB, GPU, Model, check_formats, kv_format, weight_format
 from .costmodel import _attn_params_per_gpu, check_tp, kv_bytes_per_token_per_gpu
 from .pipeline import check_pp, stage_layers
 
@@ -33,6 +33,8 @@ class MemoryPlan:
     tp: int
     block_size: int
     mem_util: float
+    dtype: str  # weights
+    kv_dtype: str
     usable_bytes: float  # per GPU
     budget_bytes: float  # usable x utilisation
     weights_bytes: float  # per GPU
@@ -60,19 +62,26 @@ class MemoryPlan:
 def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1) -> float:
     """Weights one GPU holds: layers sharded by tp (K/V projections replicated when tp > KV
     heads), embedding and LM head split over the vocabulary; with pp stages, the fullest stage's
-    layers and one of the embedding and the LM head."""
+    layers and one of the embedding and the LM head. The linear layers are in `dtype`; embedding,
+    LM head, norms and MoE routers stay 16-bit (data/quantisation.json)."""
     h = model.hidden
+    linear_dense = _attn_params_per_gpu(model, tp) + model.mlp_params(model.ffn) / tp
     per_layer_dense = _attn_params_per_gpu(model, tp) + model.mlp_params(model.ffn) / tp + 2 * h
     params = (model.layers - model.moe_layers) * per_layer_dense
+    linear = (model.layers - model.moe_layers) * linear_dense
     if model.is_moe:
         experts = (model.experts + model.shared_experts) * model.mlp_params(model.moe_ffn) / tp
         router = h * model.experts
         params += model.moe_layers * (_attn_params_per_gpu(model, tp) + experts + router + 2 * h)
+        linear += model.moe_layers * (_attn_params_per_gpu(model, tp) + experts)
     if pp > 1:
-        params = params * stage_layers(model, pp) / model.layers + model.vocab * h / tp + h
+        share = stage_layers(model, pp) / model.layers
+        params = params * share + model.vocab * h / tp + h
+        linear = linear * share
     else:
-        params += 2 * model.vocab * h / tp + h
-    return params * DTYPE_BYTES[dtype]
+        params += model.embedding_copies * model.vocab * h / tp + h
+    # written so that 16-bit weights give exactly params x 2
+    return params * EMBED_BYTES - linear * (EMBED_BYTES - weight_format(dtype).bytes_per_weight)
 
 
 def workspace_bytes(model: Model, tp: int, max_batched_tokens: int, max_seqs: int) -> float:
@@ -92,11 +101,14 @@ def usable_bytes(gpu: GPU) -> float:
 
 
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
-                max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1) -> MemoryPlan:
+                max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
+                kv_dtype: str = "bf16") -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
-    smallest tp that fits) when the weights and workspace leave no room for the KV cache."""
+    smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
+    KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks."""
     check_tp(model, tp)
     check_pp(model, pp)
+    check_formats(gpu, dtype, kv_dtype)
     if not 0.05 <= mem_util <= 1.0:
         raise ValueError(f"memory utilisation {mem_util} is outside 0.05..1.0 (vLLM's default is 0.9)")
     if block_size < 1 or block_size > 1024:
@@ -106,12 +118,12 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     weights = weight_bytes_per_gpu(model, tp, dtype, pp)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs)
     pool = budget - weights - work
-    kv_tok = kv_bytes_per_token_per_gpu(model, tp)
+    kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value)
     if pp > 1:
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
     blocks = int(pool // (block_size * kv_tok)) if pool > 0 else 0
     if blocks < 1:
-        need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype)
+        need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype)
         where = (f"at least {need} GPUs with tensor parallelism (tp={need})" if need
                  else "more memory than tensor parallelism over 64 GPUs gives")
         if pp > 1 or (need and need > gpu.gpus_per_node):
@@ -121,15 +133,25 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
             f"{model.label()} does not fit on {gpu.name} at tp={tp}{stage}: weights take {weights / 1e9:.1f} GB and the "
             f"workspace {work / 1e9:.1f} GB of the {budget / 1e9:.1f} GB budget per GPU ({mem_util:.0%} of "
             f"{usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs {where}"
-            + ("" if dtype == "fp8" else ", or fp8 weights") + ".")
-    return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util,
+            + _smaller_weights(gpu, dtype) + ".")
+    return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util, dtype=dtype,
+                      kv_dtype=kv_dtype,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
                       pp=pp)
 
 
+def _smaller_weights(gpu: GPU, dtype: str) -> str:
+    """The smaller weight formats this GPU runs, as the end of a sentence."""
+    lb = weight_format(dtype).bytes_per_weight
+    smaller = [d for d in ("fp8", "int4") if weight_format(d).bytes_per_weight < lb
+               and (gpu.supports_fp8 or not weight_format(d).needs_fp8)]
+    return f", or {' or '.join(smaller)} weights" if smaller else ""
+
+
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
-                        max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16") -> int | None:
+                        max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
+                        kv_dtype: str = "bf16") -> int | None:
     """The smallest tensor-parallel degree (a divisor of the head count, up to 64) whose
     per-GPU weights and workspace leave room for at least one KV block."""
     budget = usable_bytes(gpu) * mem_util
@@ -138,6 +160,6 @@ def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: 
             continue
         pool = (budget - weight_bytes_per_gpu(model, tp, dtype)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
-        if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp):
+        if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value):
             return tp
     return None

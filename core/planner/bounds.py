@@ -36,9 +36,9 @@ class Bound:
         return max(1, math.ceil(rate / self.prefill_req_s - 1e-9))
 
 
-def _step_s(gpu, model, tp, dtype, **mix) -> float:
+def _step_s(gpu, model, tp, dtype, kv_dtype="bf16", **mix) -> float:
     return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged", engine="vllm",
-                              **mix)["step_ms"] / 1e3
+                              kv_dtype=kv_dtype, **mix)["step_ms"] / 1e3
 
 
 def _requests(w: Workload):
@@ -87,7 +87,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     for tp, name in pools:
         try:
             plans[name] = plan_memory(gpu, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
-                                      shape.dtype, 1 if shape.disagg else shape.pp)
+                                      shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype)
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")
 
@@ -95,12 +95,12 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # Latency floors: a decode step alone at batch 1 and the shortest context; the prefill of a
     # prompt at the attainment quantile alone on an idle replica.
     decode_tp = shape.tp
-    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, decode_batch=1, context=1) * 1e3
+    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1) * 1e3
     if tpot_floor > t.tpot_p99_ms:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
                              f"TPOT target", pruned_by="roofline")
     pre_tp = shape.prefill_tp if shape.disagg else shape.tp
-    ttft_floor = _step_s(gpu, model, pre_tp, shape.dtype, prefill_tokens=min(prompt_q, model.max_context)) * 1e3
+    ttft_floor = _step_s(gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=min(prompt_q, model.max_context)) * 1e3
     if ttft_floor > t.ttft_p99_ms:
         return Bound(refused=f"prefilling a {prompt_q:,}-token prompt alone takes {ttft_floor:.0f} ms, above the "
                              f"{t.ttft_p99_ms:g} ms TTFT target", pruned_by="roofline")
@@ -109,11 +109,11 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # at the largest batch the slots and KV blocks hold.
     serial = shape.policy == "serial"
     chunk = min(budget, max(int(P_new), 1))
-    prefill_s_per_token = _step_s(gpu, model, pre_tp, shape.dtype, prefill_tokens=chunk) / chunk
+    prefill_s_per_token = _step_s(gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=chunk) / chunk
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
     batch = 1 if serial else max(1, min(w.engine.max_seqs, kv_plan.kv_tokens // ctx))
-    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, decode_batch=batch, context=max(1, int(P))) / batch
+    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=batch, context=max(1, int(P))) / batch
     if shape.disagg:
         return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),
                      prefill_req_s=GENEROUS / (P_new * prefill_s_per_token))

@@ -86,7 +86,8 @@ class Plan:
         d, o = r.deployment, r.best
         usd_h = self.cost_per_hour(r)
         tok_h = o.output_tok_s * 3600
-        return dict(deployment=d.label(), gpu=d.gpu, gpus=d.gpus, stage=d.stage, dtype=d.dtype, policy=d.policy,
+        return dict(deployment=d.label(), gpu=d.gpu, gpus=d.gpus, stage=d.stage, dtype=d.dtype, kv_dtype=d.kv_dtype,
+                    policy=d.policy,
                     chunk=d.chunk, tp=d.tp, pp=d.pp, replicas=d.replicas, prefill_tp=d.prefill_tp,
                     prefill_replicas=d.prefill_replicas, meets=o.meets,
                     max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped,

@@ -1,9 +1,9 @@
 """The deployments the planner searches: what one is, how many there are within a budget, and the
 simulation configuration each becomes on a workload.
 
-A deployment is a GPU type, a weight dtype, a scheduling policy (with its prefill chunk) and either
-colocated replicas of tp x pp GPUs each (pp pipeline stages of tp GPUs: tensor parallel within a
-node, pipeline stages across nodes), or a prefill pool and a decode pool with their own tp (DistServe
+A deployment is a GPU type, a weight dtype and a KV-cache dtype, a scheduling policy (with its prefill
+chunk) and either colocated replicas of tp x pp GPUs each (pp pipeline stages of tp GPUs: tensor
+parallel within a node, pipeline stages across nodes), or a prefill pool and a decode pool with their own tp (DistServe
 sizes the two phases' parallelism separately). Serial and static batching are in the space too, at
 tp=1 and bf16: when they meet the targets on as few GPUs, they are the simpler answer.
 """
@@ -23,7 +23,12 @@ from ..serving.workload import WorkloadSpec
 SCHEDULES = (("sarathi", 2048), ("sarathi", 512), ("vllm", 2048))
 PIPELINE_STAGES = (2, 4)  # pp tried for colocated replicas, with tp up to a node's GPUs
 TEACHING_SCHEDULES = (("serial", 2048), ("static", 2048))
-DTYPES = ("bf16", "fp8")
+DTYPES = ("bf16", "fp8", "int4")  # weight formats of data/quantisation.json, least quantisation error first
+KV_DTYPES = catalog.KV_DTYPES  # bf16, fp8
+# Searched unless the budget says otherwise: 16-bit and fp8 weights, a 16-bit cache. int4 weights and
+# an fp8 cache trade some accuracy for memory, so the user opts into them.
+DEFAULT_DTYPES = ("bf16", "fp8")
+DEFAULT_KV_DTYPES = ("bf16",)
 POLICY_WORDS = {"serial": "one request at a time", "static": "static batching", "vllm": "continuous batching",
                 "sarathi": "chunked prefill"}
 
@@ -53,7 +58,8 @@ class Budget:
     gpu_types: tuple[str, ...] = ("h100",)
     max_gpus: int = 16
     prices: tuple[tuple[str, float], ...] = ()  # (gpu id, $ per GPU-hour) overrides of the catalog's list prices
-    dtypes: tuple[str, ...] = DTYPES
+    dtypes: tuple[str, ...] = DEFAULT_DTYPES
+    kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES
     disaggregation: bool = True
     teaching_stages: bool = True  # serial and static batching as candidates too
 
@@ -74,6 +80,11 @@ class Budget:
         for d in self.dtypes:
             if d not in DTYPES:
                 raise ValueError(f"unknown weight dtype '{d}': choose from {', '.join(DTYPES)}")
+        if not self.dtypes or not self.kv_dtypes:
+            raise ValueError("choose at least one weight dtype and one KV cache dtype to search")
+        for d in self.kv_dtypes:
+            if d not in KV_DTYPES:
+                raise ValueError(f"unknown KV cache dtype '{d}': choose from {', '.join(KV_DTYPES)}")
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,7 @@ class Deployment:
     prefill_tp: int = 0  # a prefill/decode split when prefill_replicas > 0
     prefill_replicas: int = 0
     pp: int = 1  # pipeline stages of a colocated replica
+    kv_dtype: str = "bf16"
 
     @property
     def replica_gpus(self) -> int:
@@ -128,7 +140,8 @@ class Deployment:
             shape = (f"{self.prefill_replicas}×tp{self.prefill_tp} prefill + {self.replicas}×tp{self.tp} decode")
         else:
             shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
-        return f"{self.gpus} {gpu}: {shape}, {self.dtype}, {sched}"
+        kv = f", {self.kv_dtype} KV" if self.kv_dtype != "bf16" else ""
+        return f"{self.gpus} {gpu}: {shape}, {self.dtype}{kv}, {sched}"
 
     def to_dict(self) -> dict:
         return dict(asdict(self), gpus=self.gpus, stage=self.stage, label=self.label())
@@ -158,8 +171,10 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     narrow = min(d.tp, d.prefill_tp) if d.disagg else d.tp
     budget = d.chunk
     max_len = fitted_max_model_len(catalog.get_gpu(d.gpu), catalog.get_model(w.model), w.spec, w.trace_csv, narrow,
-                                   d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp)
-    cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, policy=d.policy,
+                                   d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp,
+                                   kv_dtype=d.kv_dtype)
+    cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, kv_dtype=d.kv_dtype,
+                    policy=d.policy,
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
                     max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
@@ -171,12 +186,12 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     return cfg
 
 
-def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload) -> list[int]:
+def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str = "bf16") -> list[int]:
     """Tensor-parallel degrees worth trying for one replica: powers of two from the smallest whose
     weights leave room for KV blocks, dividing the model's attention heads, within one node (tp
     across nodes pays the inter-node link on every layer) and never more than 16."""
     g, model = catalog.get_gpu(gpu), catalog.get_model(model_id)
-    first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype)
+    first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, kv_dtype)
     if first is None:
         return []
     out, tp = [], first
@@ -188,31 +203,36 @@ def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload) -> list[int]:
 
 
 def shapes(w: Workload, budget: Budget) -> list[Deployment]:
-    """Every deployment shape within the budget (replica counts left at 1): each GPU type and weight
-    dtype it supports, each tensor-parallel degree that fits, each schedule; and prefill/decode
-    splits whose pools take the smallest fitting tp or twice it."""
+    """Every deployment shape within the budget (replica counts left at 1): each GPU type, each
+    weight and KV dtype it supports (fp8 needs FP8 support), each tensor-parallel degree that fits,
+    each schedule; and prefill/decode splits whose pools take the smallest fitting tp or twice it."""
     out = []
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
-        for dtype in [d for d in budget.dtypes if d != "fp8" or g.fp8_tflops]:
-            tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w) if tp <= budget.max_gpus]
-            for tp in tps:
-                for policy, chunk in SCHEDULES + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
-                    if policy in ("serial", "static") and (tp > 1 or dtype != "bf16"):
-                        continue
-                    out.append(Deployment(gpu, tp, 1, dtype, policy, chunk))
-            for pp, tp in pipeline_shapes(g, w, dtype):
-                if tp * pp <= budget.max_gpus:
-                    out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp) for policy, chunk in SCHEDULES)
-            if budget.disaggregation:
-                for ptp in tps[:2]:
-                    for dtp in tps[:2]:
-                        if ptp + dtp <= budget.max_gpus:
-                            out.append(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1))
+
+        def runs(fmt) -> bool:
+            return g.supports_fp8 or not fmt.needs_fp8
+        for dtype in [d for d in budget.dtypes if runs(catalog.weight_format(d))]:
+            for kv in [k for k in budget.kv_dtypes if runs(catalog.kv_format(k))]:
+                tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w, kv) if tp <= budget.max_gpus]
+                for tp in tps:
+                    for policy, chunk in SCHEDULES + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
+                        if policy in ("serial", "static") and (tp > 1 or dtype != "bf16" or kv != "bf16"):
+                            continue
+                        out.append(Deployment(gpu, tp, 1, dtype, policy, chunk, kv_dtype=kv))
+                for pp, tp in pipeline_shapes(g, w, dtype, kv):
+                    if tp * pp <= budget.max_gpus:
+                        out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
+                                   for policy, chunk in SCHEDULES)
+                if budget.disaggregation:
+                    for ptp in tps[:2]:
+                        for dtp in tps[:2]:
+                            if ptp + dtp <= budget.max_gpus:
+                                out.append(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv))
     return out
 
 
-def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str) -> list[tuple[int, int]]:
+def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf16") -> list[tuple[int, int]]:
     """(pp, tp) of pipelined replicas worth trying: for each pp in PIPELINE_STAGES, the smallest
     tensor-parallel degree within a node whose stages hold their layers and some KV cache, and the
     whole node's (the shape deployments across nodes run: tp within a node, pp across)."""
@@ -226,7 +246,8 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str) -> list[tuple[int, 
         while tp <= g.gpus_per_node:
             if model.heads % tp == 0:
                 try:
-                    plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, pp)
+                    plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, pp,
+                                kv_dtype=kv_dtype)
                     fits.append(tp)
                 except ValueError:
                     pass
@@ -237,5 +258,6 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str) -> list[tuple[int, 
 
 
 def preference(d: Deployment, price: float) -> tuple:
-    """Cheapest first; at equal cost the simpler stage, then bf16 weights (no quantisation error)."""
-    return (round(d.gpus * price, 6), d.stage, d.dtype != "bf16")
+    """Cheapest first; at equal cost the simpler stage, then the least quantisation error: 16-bit
+    weights before fp8 before int4, a 16-bit KV cache before fp8."""
+    return (round(d.gpus * price, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16")

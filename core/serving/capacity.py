@@ -22,7 +22,7 @@ def step_ms(cfg, tp: int, **mix) -> float:
     """One step of this deployment's GPU, model and engine, in ms (the cost model)."""
     return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp, launch=cfg.launch,
                               dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead,
-                              **mix)["step_ms"]
+                              kv_dtype=cfg.kv_dtype, **mix)["step_ms"]
 
 
 def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached: float = 0.0) -> Capacity:

@@ -31,7 +31,8 @@ class SimConfig:
     tp: int = 1
     pp: int = 1  # pipeline stages of tp GPUs per replica (core/physics/pipeline.py); colocated deployments
     gpus: int | None = None  # GPUs in all; None: one replica of tp x pp GPUs
-    dtype: str = "bf16"
+    dtype: str = "bf16"  # weights: bf16, fp8 or int4 (data/quantisation.json)
+    kv_dtype: str = "bf16"  # KV cache: bf16 or fp8 (half the bytes a token: twice the blocks)
     policy: str = "vllm"
     block_size: int = 16
     max_seqs: int = 256
@@ -130,7 +131,8 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
 
 
 def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
-                         dtype: str, budget_tokens: int, max_seqs: int, block_size: int, pp: int = 1) -> int:
+                         dtype: str, budget_tokens: int, max_seqs: int, block_size: int, pp: int = 1,
+                         kv_dtype: str = "bf16") -> int:
     """The max model length a deployment is given: a replayed trace's longest request; else long
     enough for the workload's long tail (longer requests are shortened), within the model's context
     and within what one replica's KV cache holds (leaving the admission watermark free)."""
@@ -141,7 +143,8 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     need = spec.longest_fixed() if fixed else int(math.ceil(p + o))
     n = model_len_for(need if fixed else 2 * need, model)
     try:
-        plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp)
+        plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp,
+                           kv_dtype=kv_dtype)
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     room = int(plan.kv_blocks * 0.98) * block_size
@@ -162,7 +165,7 @@ def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
     return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp or cfg.tp,
                               launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
-                              engine=cfg.engine_overhead, **mix)
+                              engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype, **mix)
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
@@ -180,14 +183,15 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp)
+                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         if plan.kv_blocks < need:
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
                              f"request of the maximum model length ({max_len} tokens): lower the max model length "
                              f"or raise tp")
         p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff,
-                            vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)), cfg.async_scheduling)
+                            vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)), cfg.async_scheduling,
+                            cfg.kv_dtype)
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp)
 
     if not cfg.disagg:
@@ -338,7 +342,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
         cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)
-    cfg_f[L.G_KV_BYTES_TOKEN] = model.kv_bytes_per_token()
+    cfg_f[L.G_KV_BYTES_TOKEN] = model.kv_bytes_per_token(catalog.kv_format(cfg.kv_dtype).bytes_per_value)
     cfg_f[L.G_SCALE_INTERVAL] = cfg.scale_interval_s
     cfg_f[L.G_SCALE_TARGET] = cfg.scale_target
     cfg_f[L.G_SCALE_DOWN_FRAC] = cfg.scale_down_frac

@@ -1,0 +1,101 @@
+"""Quantised weights (fp8, int4 with group scales) and an fp8 KV cache: what they change in memory
+and in step time, and the GPUs that cannot run fp8."""
+import pytest
+
+from core.physics import catalog
+from core.physics.costmodel import steptime
+from core.physics.memory import plan_memory, weight_bytes_per_gpu
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
+
+H100, A100 = catalog.get_gpu("h100"), catalog.get_gpu("a100-80gb")
+L8, L70 = catalog.get_model("llama-3.1-8b"), catalog.get_model("llama-3.1-70b")
+GB = 1e9
+
+
+def test_fp8_kv_cache_holds_twice_the_blocks():
+    # vLLM: an fp8 KV cache gives 'approximately double the amount of space for KV cache allocation'
+    bf16 = plan_memory(H100, L8, kv_dtype="bf16")
+    fp8 = plan_memory(H100, L8, kv_dtype="fp8")
+    assert fp8.kv_bytes_per_token == bf16.kv_bytes_per_token / 2 == 2 * 32 * 8 * 128 * 1  # one byte a value
+    assert fp8.kv_blocks in (2 * bf16.kv_blocks, 2 * bf16.kv_blocks + 1)
+    assert fp8.weights_bytes == bf16.weights_bytes
+
+
+def test_int4_weights_are_four_bits_plus_group_scales_and_zero_points():
+    # AWQ/GPTQ at group size 128: 4 bits + one fp16 scale and one 4-bit zero point per 128 weights;
+    # embedding and LM head stay 16-bit
+    linear = L70.params() - 2 * L70.vocab * L70.hidden - L70.hidden * (2 * L70.layers + 1)
+    by_hand = linear * (4 + (16 + 4) / 128) / 8 + (2 * 128256 * 8192 + 8192 * 161) * 2
+    assert weight_bytes_per_gpu(L70, 1, "int4") == pytest.approx(by_hand, rel=1e-9)
+    assert 39 * GB < by_hand < 41 * GB  # published 70B AWQ checkpoints are about 40 GB
+
+
+def test_llama_70b_in_int4_fits_one_80gb_gpu_with_kv_room():
+    with pytest.raises(ValueError, match="does not fit"):
+        plan_memory(H100, L70, tp=1, dtype="bf16")
+    plan = plan_memory(H100, L70, tp=1, dtype="int4")
+    assert plan.weights_bytes < 41 * GB
+    assert plan.kv_tokens > 100_000  # a hundred 1k-token requests, or one at the full 128k context almost
+    fp8 = plan_memory(H100, L70, tp=1, dtype="fp8")  # fits too, but with little room for the cache
+    assert plan.kv_tokens > 10 * fp8.kv_tokens
+
+
+def _decode_ms(dtype, batch=1, model=L70, tp=4, **kw):
+    return steptime(H100, model, tp, decode_batch=batch, context=1024, dtype=dtype, launch="graph",
+                    attn_kernel="paged", engine="vllm", **kw)
+
+
+def test_decode_at_small_batch_speeds_up_with_the_weight_bytes():
+    bf16, fp8, int4 = (_decode_ms(d) for d in ("bf16", "fp8", "int4"))
+    assert bf16["step_ms"] > fp8["step_ms"] > int4["step_ms"]
+    # the projections and MLP stream their weights: their time follows the bytes a weight takes
+    lin = {d: r["breakdown_ms"]["linear"] for d, r in (("bf16", bf16), ("fp8", fp8), ("int4", int4))}
+    assert lin["bf16"] / lin["fp8"] == pytest.approx(2.0, rel=0.05)
+    assert lin["bf16"] / lin["int4"] == pytest.approx(2 / catalog.DTYPE_BYTES["int4"], rel=0.05)
+    assert bf16["weight_bytes_read_per_gpu"] > 3 * int4["weight_bytes_read_per_gpu"]
+
+
+def test_int4_prefill_runs_at_16_bit_rate_plus_dequantisation():
+    # compute bound: the dequantising kernel multiplies at the bf16 rate, a little below cuBLAS
+    bf16 = steptime(H100, L8, 1, prefill_tokens=8192, dtype="bf16")["breakdown_ms"]["linear"]
+    int4 = steptime(H100, L8, 1, prefill_tokens=8192, dtype="int4")["breakdown_ms"]["linear"]
+    fp8 = steptime(H100, L8, 1, prefill_tokens=8192, dtype="fp8")["breakdown_ms"]["linear"]
+    assert int4 > bf16 > 1.5 * fp8  # fp8 GEMMs run on FP8 tensor cores at twice the bf16 rate
+
+
+def test_fp8_kv_cache_halves_the_bytes_decode_attention_reads():
+    bf16, fp8 = _decode_ms("bf16", batch=64), _decode_ms("bf16", batch=64, kv_dtype="fp8")
+    assert fp8["kv_bytes_read_per_gpu"] == bf16["kv_bytes_read_per_gpu"] / 2
+    assert fp8["breakdown_ms"]["attn_decode"] < 0.6 * bf16["breakdown_ms"]["attn_decode"]
+
+
+@pytest.mark.parametrize("kw,what", [(dict(dtype="fp8"), "fp8 weights"), (dict(kv_dtype="fp8"), "fp8 KV cache")])
+def test_a_gpu_without_fp8_is_refused_fp8(kw, what):
+    assert not A100.supports_fp8 and H100.supports_fp8
+    assert "no FP8" in A100.source["fp8"] and "compute capability" in H100.source["fp8"]
+    with pytest.raises(ValueError, match=f"no FP8 support.*{what}"):
+        plan_memory(A100, L8, **kw)
+    with pytest.raises(ValueError, match="no FP8 support"):
+        steptime(A100, L8, 1, decode_batch=1, context=16, **kw)
+    with pytest.raises(ValueError, match="no FP8 support"):
+        simulate(SimConfig(gpu="a100-80gb", model="llama-3.1-8b", workload=WorkloadSpec(n_requests=10), **kw))
+    assert plan_memory(A100, L8, dtype="int4").kv_blocks > 0  # int4 runs at 16-bit rate: no FP8 needed
+
+
+def test_unknown_formats_are_named():
+    with pytest.raises(ValueError, match="unknown weight dtype 'int3'.*int4"):
+        plan_memory(H100, L8, dtype="int3")
+    with pytest.raises(ValueError, match="unknown KV cache dtype 'int4'"):
+        plan_memory(H100, L8, kv_dtype="int4")
+
+
+def test_fp8_kv_cache_doubles_the_running_batch_when_the_cache_limits_it():
+    # 8B on one L4 (24 GB), long prompts offered faster than it serves: the cache holds the batch
+    spec = WorkloadSpec(rate=4, n_requests=200, prompt_mean=2048, output_mean=256, length_dist="fixed", seed=1)
+    runs = {kv: simulate(SimConfig(gpu="l4", model="llama-3.1-8b", kv_dtype=kv, policy="sarathi", workload=spec))
+            for kv in ("bf16", "fp8")}
+    bf16, fp8 = runs["bf16"].summary, runs["fp8"].summary
+    assert fp8["kv_blocks_total"] >= 2 * bf16["kv_blocks_total"]
+    assert fp8["mean_batch"] > 1.8 * bf16["mean_batch"]
+    assert fp8["throughput_tok_s"] > 1.3 * bf16["throughput_tok_s"]
