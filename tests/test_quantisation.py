@@ -99,3 +99,12 @@ def test_fp8_kv_cache_doubles_the_running_batch_when_the_cache_limits_it():
     assert fp8["kv_blocks_total"] >= 2 * bf16["kv_blocks_total"]
     assert fp8["mean_batch"] > 1.8 * bf16["mean_batch"]
     assert fp8["throughput_tok_s"] > 1.3 * bf16["throughput_tok_s"]
+
+
+def test_rules_and_sources_say_what_quantisation_does_and_leaves_out():
+    from core.lab.assumptions import assumptions
+    text = {a["id"]: a["text"] for a in assumptions()}
+    assert "quantised KV cache" not in text["left_out"] and "accuracy cost" in text["left_out"]
+    q = text["quantisation"]
+    assert "4.16 bits" in q and "61%" in q and f"{L70.weight_bytes('int4') / 1e9:.1f} GB" in q
+    assert "NVIDIA A100 80GB SXM4" in text["other_gpus"] and "NVIDIA H100" not in text["other_gpus"]

@@ -172,7 +172,7 @@ def test_an_unknown_placeholder_is_refused_not_shown():
 
 def test_what_is_left_out_is_not_a_setting_of_the_simulator():
     knobs = {f.name for f in fields(SimConfig)}
-    for absent in ("speculative", "kv_dtype", "expert_parallel"):
+    for absent in ("speculative", "expert_parallel"):
         assert absent not in knobs
 
 

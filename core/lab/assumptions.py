@@ -32,6 +32,10 @@ def _kib(model_id: str) -> str:
     return f"{catalog.get_model(model_id).kv_bytes_per_token() / 1024:.0f} KiB"
 
 
+def _gb(model_id: str, dtype: str) -> str:
+    return f"{catalog.get_model(model_id).weight_bytes(dtype) / 1e9:.1f} GB"
+
+
 def validation_summary(path: Path = VALIDATION) -> dict:
     """The end-to-end comparison with real vLLM runs, as calibration/real_runs.py wrote it:
     {"comparisons": n, "metrics": {metric: (points, median %, max %)}, "diverging_runs": runs with
@@ -104,6 +108,11 @@ def values() -> dict[str, str]:
         mem_util=_pct(sim.mem_util), driver_reserved=f"{memory.DRIVER_RESERVED_GIB:g} GiB",
         non_torch=f"{memory.NON_TORCH_GIB:g} GiB", non_torch_tp=f"{memory.NON_TORCH_TP_GIB:g} GiB",
         block_size=f"{sim.block_size} tokens", watermark=_pct(sim.watermark),
+        # quantisation (data/quantisation.json)
+        no_fp8_gpus=", ".join(catalog.get_gpu(g).name for g in catalog.gpu_ids() if not catalog.get_gpu(g).supports_fp8),
+        int4_bits=f"{catalog.weight_format('int4').bytes_per_weight * 8:.3g} bits",
+        int4_gemm_rate=_pct(catalog.weight_format("int4").gemm_rate),
+        w70_bf16=_gb("llama-3.1-70b", "bf16"), w70_fp8=_gb("llama-3.1-70b", "fp8"), w70_int4=_gb("llama-3.1-70b", "int4"),
         **_validation_values(),
     )
 
