@@ -12,7 +12,7 @@ from core.physics import catalog
 from core.lab import sweeps
 from core.lab.inputs import LabInputs
 from core.serving.workload import LENGTH_DISTS
-from ui import widgets, yourgpu
+from ui import widgets, yourgpu, yourmodel
 
 DEFAULTS = LabInputs()
 TOKENS = [1, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768,
@@ -31,6 +31,8 @@ def _model_label(mid: str) -> str:
     if mid == CUSTOM:
         return CUSTOM
     m = catalog.get_model(mid)
+    if mid.startswith(catalog.MODEL_PREFIX):
+        return f"{m.name} (your config.json, {m.params() / 1e9:.3g}B{' MoE' if m.is_moe else ''})"
     return f"{m.name} ({m.params() / 1e9:.0f}B{' MoE' if m.is_moe else ''})"
 
 
@@ -61,10 +63,14 @@ def sidebar() -> None:
                           "turn.")
     sb.select_slider("Avg output tokens", TOKENS[1:], DEFAULTS.output_tokens, key="output", bind="query-params",
                      help="Tokens generated one at a time in the decode phase; the KV cache grows for each.")
-    sb.selectbox("Model size", MODEL_CHOICES, MODEL_CHOICES.index(DEFAULTS.model), format_func=_model_label,
+    choices = yourmodel.options(catalog.model_ids(), CUSTOM)
+    sb.selectbox("Model size", choices, choices.index(DEFAULTS.model), format_func=_model_label,
                  key="model", bind="query-params",
                  help="Parameter count. Weights at 16-bit take ~2 bytes each and must fit in GPU memory before "
-                      "any KV cache.")
+                      "any KV cache. Your own model: upload or paste its config.json under Advanced.")
+    own = yourmodel.caption()
+    if own:
+        sb.caption(own)
     if st.session_state.get("model") == CUSTOM:
         sb.select_slider("Parameters (billions)", SIZES_B, 70, key="size_b", bind="query-params",
                          help="A dense model of this size, shaped by interpolating the Llama-3 family (layers, "
@@ -159,6 +165,7 @@ def sidebar() -> None:
             except ValueError as e:
                 st.caption(f"This trace cannot be replayed: {e}.")
         yourgpu.section()
+        yourmodel.section()
 
 
 def inputs() -> LabInputs:

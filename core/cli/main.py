@@ -68,7 +68,8 @@ def cmd_compile(args) -> None:
 
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default=None, help="GPU id (see `catalog`); h100@1.85 for your price per GPU-hour")
-    p.add_argument("--model", required=True, help="model id, or dense-<N>b for a parametric model")
+    p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
+    p.set_defaults(model_required=True)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (GPUs per replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")

@@ -31,7 +31,8 @@ def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
 def register(sub) -> None:
     p = sub.add_parser("plan", help="search deployments for the cheapest that meets the targets")
     p.add_argument("--gpu", default=None, help="GPU ids to search, comma-separated (h100,h200)")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
+    p.set_defaults(model_required=True)
     p.add_argument("--rate", type=number, required=True, help="mean request rate, req/s")
     p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens")
     p.add_argument("--output", type=number, default=None, help="mean output tokens")

@@ -17,7 +17,8 @@ from .yourdata import add_hardware_args, write_simulation_csv
 def register(sub) -> None:
     p = sub.add_parser("simulate", help="simulate serving a workload, step by step")
     p.add_argument("--gpu", default=None, help="GPU id; h100@1.85 for your price per GPU-hour")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
+    p.set_defaults(model_required=True)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of a replica")
     p.add_argument("--pp", type=positive_int, default=1,
                    help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")

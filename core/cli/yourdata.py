@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..physics import catalog, hardware
+from ..physics import catalog, hardware, hfconfig
 from ..serving import benchfile, calibrate, export, replay
 from ..serving.simulate import SimConfig
 from .args import emit, positive_int
@@ -21,6 +21,8 @@ def add_hardware_args(p, many: bool = False) -> None:
     p.add_argument("--gpu-file", default=None, metavar="FILE",
                    help="your GPU's datasheet as JSON (name, memory_gib, hbm_tbps, bf16_tflops, fp8_tflops, "
                         "link_gbps_per_dir, price_usd_per_gpu_hour)")
+    p.add_argument("--model-config", default=None, metavar="PATH",
+                   help="a Hugging Face config.json (read as data, never run): the model to serve instead of --model")
     p.set_defaults(many_gpus=many)
 
 
@@ -34,8 +36,33 @@ def _read(path: str, what: str) -> bytes:
         raise ValueError(f"cannot read {what} '{path}': {e.strerror}") from None
 
 
+def apply_model_config(args) -> None:
+    """Register the model of --model-config and point --model at it."""
+    path = getattr(args, "model_config", None)
+    if path:
+        if getattr(args, "model", None):
+            raise ValueError("give either --model or --model-config, not both")
+        parsed = hfconfig.parse(_read_config(path), Path(path).name)
+        args.model = catalog.register_model(parsed.model).id
+        args.model_config = None  # applied once
+    elif getattr(args, "model_required", False) and not getattr(args, "model", None):
+        raise ValueError("give --model (a catalog id, or dense-<N>b) or --model-config (a config.json)")
+
+
+def _read_config(path: str) -> bytes:
+    try:
+        p = Path(path)
+        if p.stat().st_size > hfconfig.MAX_BYTES:
+            raise ValueError(f"'{path}' is {p.stat().st_size / 1024:.0f} KB: a config.json is a few KB (at most "
+                             f"{hfconfig.MAX_BYTES // 1024} KB here)")
+        return p.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read the config file '{path}': {e.strerror}") from None
+
+
 def apply_hardware(args) -> None:
-    """Register the GPU of --profile / --gpu-file and point --gpu at it."""
+    """Register the GPU of --profile / --gpu-file and point --gpu at it (and the model of --model-config)."""
+    apply_model_config(args)
     given = [x for x in ("profile", "gpu_file") if getattr(args, x, None)]
     if not given:
         if getattr(args, "gpu", None) is None and hasattr(args, "profile"):

@@ -375,14 +375,57 @@ def _registered(key: str) -> GPU | None:
 
 
 def get_model(model_id: str) -> Model:
-    """A catalog model by id, or a parametric dense model from an id like 'dense-70b'."""
-    key = model_id.lower()
+    """A catalog model by id, a registered one (from a Hugging Face config.json: see
+    register_model), or a parametric dense model from an id like 'dense-70b'."""
+    key = str(model_id).strip().lower()
     if key in _model_table():
         return _model_table()[key]
+    registered = _registered_model(key)
+    if registered is not None:
+        return registered
     if key.startswith(PARAMETRIC_PREFIX):
         return parametric_model(parse_param_count(key[len(PARAMETRIC_PREFIX):]))
     raise ValueError(f"unknown model '{model_id}': choose one of {', '.join(model_ids())}, "
                      f"or a parameter count such as 'dense-30b' (1b to 1t)")
+
+
+# Models of one's own (physics/hfconfig.py parses their config.json) live in this process and, as
+# JSON, next to the registered GPUs, so that the planner's worker processes resolve the same ids.
+MODEL_PREFIX = "cfg-"
+_custom_models: dict[str, Model] = {}
+MODEL_FIELDS = tuple(f for f in Model.__dataclass_fields__)
+
+
+def register_model(model: Model) -> Model:
+    """Make `model` resolvable by id everywhere (get_model); its id becomes 'cfg-<stem>-<digest of
+    its shape>', so two different shapes never share one."""
+    body = {f: getattr(model, f) for f in MODEL_FIELDS if f not in ("id", "source")}
+    digest = hashlib.sha1(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    stem = "".join(c if c.isalnum() or c in ".-" else "-" for c in model.name.lower())[:40].strip("-") or "model"
+    model = replace(model, id=f"{MODEL_PREFIX}{stem}-{digest}")
+    _custom_models[model.id] = model
+    try:
+        REGISTRY.mkdir(exist_ok=True)
+        (REGISTRY / f"{model.id}.model.json").write_text(json.dumps({f: getattr(model, f) for f in MODEL_FIELDS}))
+    except OSError:
+        pass  # a read-only system: the model still resolves in this process
+    return model
+
+
+def _registered_model(key: str) -> Model | None:
+    if key in _custom_models:
+        return _custom_models[key]
+    if not key.startswith(MODEL_PREFIX) or "/" in key or "\\" in key:
+        return None
+    path = REGISTRY / f"{key}.model.json"
+    if not path.is_file():
+        return None
+    try:
+        model = Model(**{f: v for f, v in json.loads(path.read_text()).items() if f in MODEL_FIELDS})
+    except (OSError, ValueError, TypeError):
+        return None
+    _custom_models[key] = model
+    return model
 
 
 def parse_param_count(text: str) -> float:

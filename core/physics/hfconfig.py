@@ -1,0 +1,249 @@
+"""A model from its Hugging Face config.json: the shape the simulator needs (layers, hidden size,
+attention heads and KV heads, FFN widths, experts, multi-head latent attention), read as data.
+
+    parsed = parse(Path("config.json").read_text())    # ValueError naming the field when it cannot
+    model = catalog.register_model(parsed.model)       # now 'cfg-...' works wherever a model id does
+
+The file is parsed with json only, never executed (no trust_remote_code), and refused above
+MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
+DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), Gemma 1/2/3 and Phi-3
+(and Phi-3.5-MoE). Field names and defaults are those of each family's configuration class in
+transformers (configuration_<family>.py); where a class has a default the file may leave a field
+out, otherwise its absence is an error that names it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .. import DATA
+from .catalog import Model
+
+MAX_BYTES = 256 * 1024  # real config.json files are 0.5-5 KB; anything this large is not one
+
+# model_type -> family. Each family says which fields it reads and how.
+FAMILIES = {
+    "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "gemma": "dense", "gemma2": "dense",
+    "gemma3_text": "dense", "phi3": "dense",
+    "mixtral": "mixtral", "phimoe": "mixtral",
+    "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
+    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
+}
+# transformers' defaults where its configuration class has one and a file may leave the field out
+TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}  # every other family: False
+QKV_BIAS = {"qwen2": True, "qwen2_moe": True, "phimoe": True}  # always biased; others read attention_bias
+
+
+@dataclass(frozen=True)
+class Parsed:
+    model: Model
+    model_type: str
+    notes: tuple[str, ...]  # what the simulator leaves out of this model (sliding windows, ...)
+    suggested_dtype: str | None  # the weight format its quantization_config names, if any
+    card: dict | None  # the model card's parameter count on file for this shape (data/model_cards.json)
+
+    def params_line(self) -> str:
+        """The parameter count computed from the shape, against the model card's figure."""
+        m = self.model
+        active = f", {m.params(active=True) / 1e9:.2f}B active" if m.is_moe else ""
+        text = f"{m.params() / 1e9:.2f}B parameters computed from the config{active}"
+        if self.card is None:
+            return text + " (no model card figure on file for this shape: compare with its card)"
+        diff = m.params() / self.card["params"] - 1
+        return (text + f"; the model card of {self.card['name']} says {self.card['params'] / 1e9:g}B "
+                f"({diff:+.1%})")
+
+
+def parse(text: str | bytes, name: str | None = None) -> Parsed:
+    """A model from the text of a config.json; `name` (e.g. the file's name) when the file names none."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_BYTES:
+            raise ValueError(f"the config file is {len(text) / 1024:.0f} KB: a config.json is a few KB (at most "
+                             f"{MAX_BYTES // 1024} KB here)")
+        text = text.decode("utf-8", errors="replace")
+    if len(text) > MAX_BYTES:
+        raise ValueError(f"the config file is {len(text) / 1024:.0f} KB: a config.json is a few KB (at most "
+                         f"{MAX_BYTES // 1024} KB here)")
+    try:
+        raw = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the config file is not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    if not isinstance(raw, dict):
+        raise ValueError("a config.json is a JSON object of fields (hidden_size, num_hidden_layers, ...)")
+    return from_dict(raw, name)
+
+
+def _no_constant(word: str):
+    raise ValueError(f"the config file holds {word}, which is not a number a config.json may hold")
+
+
+def from_dict(raw: dict, name: str | None = None) -> Parsed:
+    cfg = raw
+    model_type = raw.get("model_type")
+    if model_type == "gemma3" and isinstance(raw.get("text_config"), dict):
+        cfg = {**raw["text_config"], "model_type": "gemma3_text"}  # the multimodal wrapper: its language model
+        model_type = "gemma3_text"
+    if not isinstance(model_type, str) or not model_type:
+        raise ValueError("the config has no 'model_type': it is not a Hugging Face config.json of a language model")
+    family = FAMILIES.get(model_type)
+    if family is None:
+        raise ValueError(f"model_type '{model_type[:40]}' is not one this simulator reads: it reads "
+                         f"{', '.join(sorted(FAMILIES))}")
+    f = Fields(cfg, model_type)
+    notes = []
+    h = f.int("hidden_size")
+    layers = f.int("num_hidden_layers", hi=1000)
+    heads = f.int("num_attention_heads", hi=4096)
+    kv_heads = f.int("num_key_value_heads", default=heads, hi=4096)
+    if heads % kv_heads:
+        raise ValueError(f"'num_attention_heads' ({heads}) is not a multiple of 'num_key_value_heads' ({kv_heads})")
+    head_dim = f.int("head_dim", default=h // heads if h % heads == 0 else None, hi=4096)
+    vocab = f.int("vocab_size", hi=10_000_000)
+    context = f.int("max_position_embeddings", hi=100_000_000)
+    tied = f.bool("tie_word_embeddings", TIED_DEFAULT.get(model_type, False))
+    bias = QKV_BIAS.get(model_type) or f.bool("attention_bias", False)
+    shape = dict(layers=layers, hidden=h, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
+                 max_context=context, qkv_bias=bias, tied_embeddings=tied)
+
+    if family == "dense":
+        shape["ffn"] = f.int("intermediate_size")
+    elif family == "mixtral":
+        experts = f.int("num_local_experts", hi=4096)
+        shape.update(ffn=f.int("intermediate_size"), experts=experts, moe_ffn=f.int("intermediate_size"),
+                     experts_per_token=f.int("num_experts_per_tok", hi=experts))
+    elif family == "qwen_moe":
+        experts = f.int("num_experts", hi=4096)
+        moe_ffn = f.int("moe_intermediate_size")
+        if f.int("decoder_sparse_step", default=1) != 1:
+            raise ValueError("'decoder_sparse_step' other than 1 (MoE every other layer) is not modelled: "
+                             "the simulator's MoE layers follow the dense ones")
+        dense = f.leading_layers("mlp_only_layers", layers)
+        shared_ffn = f.int("shared_expert_intermediate_size", default=0, lo=0) if model_type == "qwen2_moe" else 0
+        if shared_ffn % moe_ffn:
+            raise ValueError(f"'shared_expert_intermediate_size' ({shared_ffn}) is not a whole number of experts of "
+                             f"'moe_intermediate_size' ({moe_ffn}), which the simulator needs")
+        shape.update(ffn=f.int("intermediate_size") if dense else moe_ffn, experts=experts, moe_ffn=moe_ffn,
+                     experts_per_token=f.int("num_experts_per_tok", hi=experts),
+                     shared_experts=shared_ffn // moe_ffn, dense_layers=dense)
+        if shared_ffn:
+            notes.append("the shared expert's sigmoid gate (one weight vector a layer) is left out")
+    else:  # deepseek
+        experts = f.int("n_routed_experts", hi=4096)
+        if f.int("moe_layer_freq", default=1) != 1:
+            raise ValueError("'moe_layer_freq' other than 1 is not modelled: the simulator's MoE layers follow "
+                             "the dense ones")
+        q_lora = f.int("q_lora_rank", default=0, lo=0, nullable=True)
+        shape.update(ffn=f.int("intermediate_size"), experts=experts, moe_ffn=f.int("moe_intermediate_size"),
+                     experts_per_token=f.int("num_experts_per_tok", hi=experts),
+                     shared_experts=f.int("n_shared_experts", default=0, lo=0),
+                     dense_layers=f.int("first_k_dense_replace", default=0, lo=0, hi=layers - 1),
+                     router_bias=cfg.get("topk_method") == "noaux_tc",  # e_score_correction_bias
+                     mla_kv_lora_rank=f.int("kv_lora_rank"), mla_rope_dim=f.int("qk_rope_head_dim"),
+                     mla_q_lora_rank=q_lora, mla_qk_nope_dim=f.int("qk_nope_head_dim"),
+                     mla_v_dim=f.int("v_head_dim"))
+        shape.update(kv_heads=heads, head_dim=shape["mla_qk_nope_dim"])
+        if f.int("num_nextn_predict_layers", default=0, lo=0):
+            notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not counted: it serves "
+                         "speculative decoding, which is not modelled")
+    window = cfg.get("sliding_window")
+    if isinstance(window, int) and not isinstance(window, bool) and 0 < window < context and \
+            cfg.get("use_sliding_window", True) is not False:
+        notes.append(f"sliding-window attention ({window} tokens) is not modelled: every layer caches every token")
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
+        notes.append("the per-head query and key norms (2 x head_dim weights a layer) are left out of the count")
+    if model_type in ("gemma2", "gemma3_text"):
+        notes.append("the extra norms after attention and MLP (2 x hidden weights a layer) are left out of the count")
+    title = _name(raw, name)
+    model = Model(id="cfg", name=title, source=f"config.json ({model_type})", **shape)
+    _check(model)
+    return Parsed(model, model_type, tuple(notes), _suggested_dtype(cfg.get("quantization_config")), card_for(model))
+
+
+class Fields:
+    """Reads fields of one config, each check raising a ValueError that names the field."""
+
+    def __init__(self, cfg: dict, model_type: str):
+        self.cfg, self.model_type = cfg, model_type
+
+    def int(self, key: str, default: int | None = None, lo: int = 1, hi: int = 10_000_000,
+            nullable: bool = False) -> int:
+        v = self.cfg.get(key)
+        if v is None and (key not in self.cfg or nullable):
+            if default is None:
+                raise ValueError(f"the config of a {self.model_type} model needs '{key}', and this one has none")
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+            raise ValueError(f"'{key}' must be a whole number, not {json.dumps(v)[:40]}")
+        if not lo <= v <= hi:
+            raise ValueError(f"'{key}' = {int(v)} is outside {lo}..{hi}")
+        return int(v)
+
+    def bool(self, key: str, default: bool) -> bool:
+        v = self.cfg.get(key, default)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise ValueError(f"'{key}' must be true or false, not {json.dumps(v)[:40]}")
+        return v
+
+    def leading_layers(self, key: str, layers: int) -> int:
+        """A list of dense layer indices that must be the first k (the simulator's layout): k."""
+        v = self.cfg.get(key) or []
+        if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+            raise ValueError(f"'{key}' must be a list of layer indices")
+        if sorted(v) != list(range(len(v))) or len(v) >= layers:
+            raise ValueError(f"'{key}' {v[:8]} are not the leading layers, which is the only mix of dense and MoE "
+                             f"layers the simulator models")
+        return len(v)
+
+
+def _name(raw: dict, name: str | None) -> str:
+    path = raw.get("_name_or_path")
+    text = path if isinstance(path, str) and path.strip() else (name or "")
+    text = text.strip().rstrip("/").split("/")[-1] if "/" in text.strip().rstrip("/") else text.strip()
+    if text.lower().endswith(".json"):
+        text = text[:-5]
+    text = "".join(c for c in text if c.isprintable())[:60].strip()
+    if not text or text.lower() == "config":
+        arch = raw.get("architectures")
+        text = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else "Your model"
+    return text[:60]
+
+
+def _check(m: Model) -> None:
+    """Shapes the cost model and the memory planner need to hold."""
+    if m.experts and m.experts_per_token > m.experts:
+        raise ValueError(f"'num_experts_per_tok' ({m.experts_per_token}) exceeds the experts ({m.experts})")
+    if m.params() > 1e14:
+        raise ValueError(f"the config describes {m.params() / 1e12:.0f} trillion parameters, beyond anything the "
+                         f"simulator models (at most 100 trillion)")
+    if not math.isfinite(m.params()):
+        raise ValueError("the config's sizes do not make a finite parameter count")
+
+
+def _suggested_dtype(q) -> str | None:
+    """The weight format a checkpoint's quantization_config names (it is served that way)."""
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8" or q.get("fmt") in ("e4m3", "float8_e4m3fn"):
+        return "fp8"
+    if method in ("awq", "gptq") and q.get("bits") == 4:
+        return "int4"
+    return None
+
+
+@lru_cache(maxsize=1)
+def _cards() -> list[dict]:
+    return json.loads((DATA / "model_cards.json").read_text())["cards"]
+
+
+def card_for(m: Model) -> dict | None:
+    """The model card's parameter count of the released model with this shape, if on file."""
+    key = (m.layers, m.hidden, m.heads, m.kv_heads, m.vocab, m.experts)
+    for c in _cards():
+        if tuple(c["shape"]) == key:
+            return c
+    return None

@@ -1,0 +1,125 @@
+"""Any model from its Hugging Face config.json: real configs of every family yield the catalog's
+shapes and their model cards' parameter counts; bad files say which field is wrong."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.physics import catalog, hfconfig
+from core.physics.memory import plan_memory
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+FIXTURES = sorted(p.name for p in CONFIGS.glob("*.json"))
+
+
+def parsed(name: str) -> hfconfig.Parsed:
+    return hfconfig.parse((CONFIGS / name).read_text(), name)
+
+
+def raw(name: str) -> dict:
+    return json.loads((CONFIGS / name).read_text())
+
+
+@pytest.mark.parametrize("model_id", catalog.model_ids())
+def test_each_catalog_models_config_yields_the_catalogs_figures(model_id):
+    cat = catalog.get_model(model_id)
+    m = parsed(f"{model_id}.json").model
+    assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab) == \
+        (cat.layers, cat.hidden, cat.heads, cat.kv_heads, cat.head_dim, cat.vocab)
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.dense_layers) == \
+        (cat.experts, cat.experts_per_token, cat.shared_experts, cat.dense_layers)
+    assert m.params() == pytest.approx(cat.params(), rel=0.02)
+    assert m.params(active=True) == pytest.approx(cat.params(active=True), rel=0.02)
+    assert m.kv_bytes_per_token() == cat.kv_bytes_per_token()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_fixture_counts_its_model_cards_parameters_within_2_percent(name):
+    p = parsed(name)
+    assert p.card is not None, f"no model card figure on file for {name}"
+    assert p.model.params() == pytest.approx(p.card["params"], rel=0.02)
+    assert p.card["name"] in p.params_line() and "computed" in p.params_line()
+
+
+def test_the_families_structures_are_read():
+    # Llama-3.2-1B ties its LM head to the embedding: one vocabulary matrix, 1.24 B in all
+    tied = parsed("llama-3.2-1b.json").model
+    assert tied.tied_embeddings and tied.params() == pytest.approx(1.236e9, rel=0.001)
+    assert parsed("gemma-2b.json").model.tied_embeddings  # Gemma's default, absent from its file
+    # Qwen-MoE: 60 routed experts of 1,408, top-4, and one shared expert four experts wide
+    qmoe = parsed("qwen1.5-moe-a2.7b.json").model
+    assert (qmoe.experts, qmoe.experts_per_token, qmoe.moe_ffn, qmoe.shared_experts) == (60, 4, 1408, 4)
+    assert qmoe.qkv_bias
+    # DeepSeek-V2-Lite: MLA with no query compression, one leading dense layer, two shared experts
+    lite = parsed("deepseek-v2-lite.json").model
+    assert lite.is_mla and lite.mla_q_lora_rank == 0 and lite.dense_layers == 1 and lite.shared_experts == 2
+    assert lite.kv_bytes_per_token() == 27 * (512 + 64) * 2  # latent + RoPE key per layer
+    assert not lite.router_bias
+    v3 = parsed("deepseek-v3.json")
+    assert v3.model.router_bias and v3.suggested_dtype == "fp8"  # noaux_tc; its checkpoint is fp8
+    assert any("multi-token" in n for n in v3.notes)
+    assert any("sliding-window" in n for n in parsed("mistral-7b.json").notes)
+    assert parsed("qwen3-1.7b.json").model.head_dim == 128  # explicit head_dim, not hidden / heads
+    assert parsed("phi-3.5-mini-instruct.json").model.kv_heads == 32
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"hidden_size": None}, "hidden_size"), ({"num_hidden_layers": "32"}, "num_hidden_layers"),
+    ({"num_key_value_heads": 5}, "num_key_value_heads"), ({"vocab_size": -1}, "vocab_size"),
+    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"), ({"intermediate_size": 1.5}, "intermediate_size"),
+    ({"model_type": "gpt2"}, "model_type 'gpt2'"), ({"model_type": None}, "model_type"),
+])
+def test_a_missing_or_wrong_field_is_named(change, field):
+    cfg = {**raw("llama-3.1-8b.json"), **change}
+    cfg = {k: v for k, v in cfg.items() if not (v is None and k in change)}
+    with pytest.raises(ValueError, match=field):
+        hfconfig.parse(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("name,drop", [("mixtral-8x7b.json", "num_local_experts"),
+                                       ("qwen1.5-moe-a2.7b.json", "moe_intermediate_size"),
+                                       ("deepseek-v3.json", "kv_lora_rank")])
+def test_a_moe_or_mla_config_without_its_fields_is_named(name, drop):
+    cfg = {k: v for k, v in raw(name).items() if k != drop}
+    with pytest.raises(ValueError, match=drop):
+        hfconfig.parse(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("text,match", [
+    ("not json", "not JSON"), ("[1, 2]", "JSON object"), ('{"model_type": "llama", "hidden_size": NaN}', "NaN"),
+    ("import os\nos.system('echo hi')", "not JSON"), (b"{" + b" " * (300 * 1024) + b"}", "KB"),
+])
+def test_the_file_is_read_as_json_data_and_size_limited(text, match):
+    with pytest.raises(ValueError, match=match):
+        hfconfig.parse(text)
+
+
+def test_a_registered_config_serves_like_a_catalog_model_in_this_and_other_processes():
+    model = catalog.register_model(parsed("qwen3-1.7b.json").model)
+    assert model.id.startswith("cfg-") and catalog.get_model(model.id) == model
+    assert plan_memory(catalog.get_gpu("l4"), model, kv_dtype="fp8").kv_blocks > 0
+    r = simulate(SimConfig(gpu="l4", model=model.id, workload=WorkloadSpec(rate=2, n_requests=50)))
+    assert r.summary["requests"] == 50
+    # a planner worker is another process: it resolves the id from the registry on disk
+    out = subprocess.run([sys.executable, "-c", f"from core.physics import catalog; "
+                          f"print(catalog.get_model('{model.id}').params())"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == str(model.params())
+
+
+def test_the_command_line_takes_a_config_file(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    ok = cli("memory", "--gpu", "h100", "--model-config", str(CONFIGS / "deepseek-v2-lite.json"), "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["kv_bytes_per_token"] == 27 * (512 + 64) * 2
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 1024}))
+    err = cli("memory", "--gpu", "h100", "--model-config", str(bad))
+    assert err.returncode == 2 and "num_hidden_layers" in err.stderr and "Traceback" not in err.stderr
