@@ -123,3 +123,20 @@ def test_the_command_line_takes_a_config_file(tmp_path):
     bad.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 1024}))
     err = cli("memory", "--gpu", "h100", "--model-config", str(bad))
     assert err.returncode == 2 and "num_hidden_layers" in err.stderr and "Traceback" not in err.stderr
+
+
+def test_the_lab_takes_a_pasted_config_and_says_what_it_counts():
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=180)
+    at.run()
+    at.text_area(key="model_paste").input("{\"model_type\": \"llama\"}")
+    next(b for b in at.button if b.label == "Use this model").click().run()
+    assert not at.exception
+    assert any("hidden_size" in e.value for e in at.sidebar.error)  # the field, not a traceback
+    at.text_area(key="model_paste").input((CONFIGS / "qwen1.5-moe-a2.7b.json").read_text())
+    next(b for b in at.button if b.label == "Use this model").click().run()
+    assert not at.exception and not at.sidebar.error
+    assert at.session_state["model"].startswith("cfg-")
+    said = " ".join(c.value for c in at.sidebar.caption)
+    assert "14.32B parameters computed" in said and "Qwen1.5-MoE-A2.7B says 14.3B" in said
+    assert any(m.value for m in at.main.metric)  # the Lab simulated it
