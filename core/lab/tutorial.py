@@ -214,8 +214,8 @@ def _quant_sentence(f: dict, inputs: LabInputs) -> str:
     if not gpu.supports_fp8:
         return text + f"{gpu.name} has no FP8 support, so neither fp8 weights nor an fp8 cache run on it."
     if inputs.kv_dtype == "fp8":
-        return text + (f"The cache here is fp8: one byte a value, so the pool above holds twice the tokens a 16-bit "
-                       f"cache would.")
+        return text + ("The cache here is fp8: one byte a value, so the pool above holds twice the tokens a 16-bit "
+                       "cache would.")
     if "plan" not in f:  # nothing fits: no pool to double
         return text + "An fp8 KV cache would store one byte a value instead of two: twice the tokens in the same pool."
     return text + (f"An fp8 KV cache would store one byte a value instead of two: the same pool would hold "
