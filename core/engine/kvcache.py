@@ -9,7 +9,8 @@ Replica columns live in the engine's replica table; this module only does the ar
 with prefix caching, keeps the cached blocks and the free queue (below).
 """
 from ..jit import engine_jit
-from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_HASH, N_KEY, N_NEXT, N_PREV, N_REF,
+from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_HASH, N_HKEY, N_KEY, N_NEXT, N_PREV,
+                     N_REF, N_SLOT,
                      P_BLOCKS, P_PC_EVICTED, P_PC_SHARED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
                      R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_REF, R_SHARED)
 
@@ -83,45 +84,48 @@ def _slot(key, bits):
 
 
 @engine_jit
-def find(KC, r, key, bits):
-    """The node holding `key`, or -1 (open addressing, linear probing; the table stores node + 1)."""
+def probe(KC, r, key, bits):
+    """The slot holding `key`, or minus one minus the empty slot where it would go (open
+    addressing, linear probing; each slot holds its key, so a probe reads one row)."""
     mask = (1 << bits) - 1
     i = _slot(key, bits)
     while True:
-        v = KC[r, N_HASH, i]
-        if v == 0:
-            return -1
-        if KC[r, N_KEY, v - 1] == key:
-            return v - 1
+        if KC[r, N_HASH, i] == 0:
+            return -1 - i
+        if KC[r, N_HKEY, i] == key:
+            return i
         i = (i + 1) & mask
 
 
 @engine_jit
-def _insert(KC, r, key, node, bits):
-    mask = (1 << bits) - 1
-    i = _slot(key, bits)
-    while KC[r, N_HASH, i] != 0:
-        i = (i + 1) & mask
+def find(KC, r, key, bits):
+    """The node holding `key`, or -1."""
+    i = probe(KC, r, key, bits)
+    return KC[r, N_HASH, i] - 1 if i >= 0 else -1
+
+
+@engine_jit
+def _put(KC, r, i, node, key):
     KC[r, N_HASH, i] = node + 1
+    KC[r, N_HKEY, i] = key
+    KC[r, N_SLOT, node] = i
 
 
 @engine_jit
-def _delete(KC, r, key, bits):
-    """Remove `key`, shifting later entries of its probe run back (no tombstones)."""
+def _delete(KC, r, node, bits):
+    """Remove a node's key, shifting later entries of its probe run back (no tombstones)."""
     mask = (1 << bits) - 1
-    i = _slot(key, bits)
-    while KC[r, N_KEY, KC[r, N_HASH, i] - 1] != key:
-        i = (i + 1) & mask
+    i = KC[r, N_SLOT, node]
     j = i
     while True:
         j = (j + 1) & mask
         v = KC[r, N_HASH, j]
         if v == 0:
             break
-        k = _slot(KC[r, N_KEY, v - 1], bits)
+        k = _slot(KC[r, N_HKEY, j], bits)
         # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
         if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            KC[r, N_HASH, i] = v
+            _put(KC, r, i, v - 1, KC[r, N_HKEY, j])
             i = j
     KC[r, N_HASH, i] = 0
 
@@ -207,7 +211,7 @@ def sync(KC, PI, r, bits):
             if KC[r, N_COUNT, h] > 0:
                 continue
         else:
-            _delete(KC, r, KC[r, N_KEY, h], bits)
+            _delete(KC, r, h, bits)
             PI[r, P_PC_CACHED] -= 1
             PI[r, P_PC_ENTRIES] -= 1
             PI[r, P_PC_EVICTED] += 1
@@ -233,16 +237,18 @@ def lookup(RI, KC, PI, r, q, tokens, cfg):
             break
         if KC[r, N_REF, node] == 0:
             idle += 1
+        KC[r, N_FOUND, hits] = node  # for take_hits (hits never exceed the entries, nor the row)
         hits += 1
     return hits, idle
 
 
 @engine_jit
 def take_hits(RI, KC, PI, r, q, hits, cfg):
-    """q holds its first `hits` blocks from the cache: they leave the free queue if no one held them."""
-    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    """q holds its first `hits` blocks from the cache (the nodes `lookup` found just before): they
+    leave the free queue if no one held them."""
+    bs = cfg[C_BLOCK]
     for i in range(hits):
-        node = find(KC, r, block_key(RI, q, i, bs), bits)
+        node = KC[r, N_FOUND, i]
         if KC[r, N_REF, node] == 0:
             _unlink(KC, PI, r, node)
             PI[r, P_PC_CACHED] -= 1
@@ -267,13 +273,16 @@ def register(RI, KC, PI, r, q, upto, cfg):
     sync(KC, PI, r, bits)
     while i < end and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES]:
         key = block_key(RI, q, i, bs)
-        if key < 0 or find(KC, r, key, bits) >= 0:
+        if key < 0:
+            break
+        slot = probe(KC, r, key, bits)
+        if slot >= 0:
             break
         node = _spare(KC, PI, r)
         KC[r, N_KEY, node] = key
         KC[r, N_REF, node] = 1
         KC[r, N_COUNT, node] = 0
-        _insert(KC, r, key, node, bits)
+        _put(KC, r, -1 - slot, node, key)
         PI[r, P_PC_ENTRIES] += 1
         i += 1
     RI[q, R_REF] = i
@@ -297,12 +306,13 @@ def release_cached(RI, KC, PI, r, q, cfg):
     freed = nb - own_end
     for i in range(own_end - 1, nref - 1, -1):
         key = block_key(RI, q, i, bs)
-        if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] and find(KC, r, key, bits) < 0:
+        slot = probe(KC, r, key, bits) if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] else 0
+        if slot < 0:
             node = _spare(KC, PI, r)
             KC[r, N_KEY, node] = key
             KC[r, N_REF, node] = 0
             KC[r, N_COUNT, node] = 0
-            _insert(KC, r, key, node, bits)
+            _put(KC, r, -1 - slot, node, key)
             PI[r, P_PC_ENTRIES] += 1
             PI[r, P_PC_CACHED] += 1
             _append(KC, PI, r, node)
@@ -339,7 +349,11 @@ def books(PI, KC, r: int) -> dict:
             assert KC[r, N_REF, node] == 0, "a block in the free queue is held by a request"
         nodes += 1
         node = KC[r, N_NEXT, node]
-    entries = int((KC[r, N_HASH] > 0).sum())
+    slots = (KC[r, N_HASH] > 0).nonzero()[0]
+    held = KC[r, N_HASH, slots] - 1
+    assert (KC[r, N_SLOT, held] == slots).all() and (KC[r, N_KEY, held] == KC[r, N_HKEY, slots]).all(), \
+        "the hash table and its nodes disagree"
+    entries = len(slots)
     return dict(pool=int(PI[r, P_BLOCKS]), used=int(PI[r, P_USED]), free=plain, cached=cached, entries=entries,
                 counted=dict(free=int(PI[r, P_PC_ANON]), cached=int(PI[r, P_PC_CACHED]),
                              entries=int(PI[r, P_PC_ENTRIES])))

@@ -61,8 +61,10 @@ L_PRE, L_SCH_REQ, L_SCH_N, L_FRESH, L_HEAP, NL = range(6)
 # L_FRESH: cohort members yet to decode with it; L_HEAP: cohort min-heap on finishing step
 
 # ---- the prefix cache's tables: KC[r, row, i] (kvcache.py); N_* rows describe node i (a cached
-# block, or a run of blocks that hold no cached prefix), row N_HASH is the hash table
-N_KEY, N_REF, N_PREV, N_NEXT, N_COUNT, N_HASH, NKC = range(7)
+# block, or a run of blocks that hold no cached prefix; N_SLOT: where the hash table holds it),
+# rows N_HASH and N_HKEY are the hash table (node + 1, 0 if empty; the key), N_FOUND the nodes the
+# last lookup found
+N_KEY, N_REF, N_PREV, N_NEXT, N_COUNT, N_SLOT, N_HASH, N_HKEY, N_FOUND, NKC = range(10)
 
 # ---- per-replica cohort buckets: BKT[r, kind, phase]
 B_BLOCK, B_SPLIT, NB = range(3)
