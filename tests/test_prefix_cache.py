@@ -45,6 +45,10 @@ def test_every_request_after_the_first_hits_the_shared_prefix_up_to_its_partial_
     # a block every request holds is stored once: the cache never holds more tokens than its slots
     assert 0 < res.summary["kv_utilization"] <= 1
     assert (res.trace["kv_slots_empty"] >= 0).all()
+    from core.serving.export import requests_csv
+    rows = [line for line in requests_csv(res).splitlines() if not line.startswith("#")]
+    col = rows[0].split(",").index("cached_prompt_tokens")
+    assert [int(r.split(",")[col]) for r in rows[1:4]] == [0, 992, 992]
 
 
 def test_a_prompt_wholly_cached_still_computes_its_last_token():

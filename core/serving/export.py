@@ -63,13 +63,14 @@ def provenance(what: str) -> list[str]:
 
 
 def requests_csv(result: SimResult) -> str:
-    """One row per simulated request, times in ms from its arrival (TTFT, TPOT, E2E, queueing)."""
+    """One row per simulated request, times in ms from its arrival (TTFT, TPOT, E2E, queueing); its
+    prompt tokens the prefix cache held when it was first admitted."""
     r = result.requests
     arrival, first, finish = r["arrival_s"], r["first_token_s"], r["finish_s"]
     out = r["output_tokens"]
     tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1) * 1e3, np.nan)
     cols = {"request": np.arange(len(arrival)), "arrival_s": arrival, "prompt_tokens": r["prompt_tokens"],
-            "output_tokens": out, "queue_ms": (r["scheduled_s"] - arrival) * 1e3, "ttft_ms": (first - arrival) * 1e3,
+            "cached_prompt_tokens": r["cached_tokens"], "output_tokens": out, "queue_ms": (r["scheduled_s"] - arrival) * 1e3, "ttft_ms": (first - arrival) * 1e3,
             "tpot_ms": tpot, "e2e_ms": (finish - arrival) * 1e3, "preemptions": r["preemptions"],
             "replica": r["replica"]}
     return _csv(list(cols), list(cols.values()), provenance(f"per-request results of {_describe(result)}"))
