@@ -12,7 +12,7 @@ from ..jit import engine_jit
 from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_HASH, N_HKEY, N_KEY, N_NEXT, N_PREV,
                      N_REF, N_SLOT,
                      P_BLOCKS, P_PC_EVICTED, P_PC_SHARED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
-                     R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_REF, R_SHARED)
+                     R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
 
 
 @engine_jit
@@ -76,6 +76,15 @@ def block_key(RI, q, i, bs):
     if c >= 0:
         return (((c << 1) | 1) << KEY_BLOCK_BITS) | i
     return -1
+
+
+@engine_jit
+def reused_blocks(RI, q, bs):
+    """How many of q's leading blocks another request may ask for: its system prompt's full blocks
+    (if another request shares it), every block if a later turn continues its conversation."""
+    if RI[q, R_CONV] >= 0 and RI[q, R_LATER] == 1:
+        return 1 << 40
+    return RI[q, R_SHARED] // bs if RI[q, R_GROUP] >= 0 else 0
 
 
 @engine_jit
@@ -267,8 +276,8 @@ def register(RI, KC, PI, r, q, upto, cfg):
     cache entries at once (vLLM caches blocks when it allocates them, so a request scheduled in
     the same step can hit them). A block some other request registered first stays q's own."""
     bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
-    i, end = RI[q, R_REF], upto // bs
-    if i >= end or block_key(RI, q, i, bs) < 0:
+    i, end = RI[q, R_REF], min(upto // bs, reused_blocks(RI, q, bs))
+    if i >= end:
         return
     sync(KC, PI, r, bits)
     while i < end and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES]:
@@ -296,10 +305,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
     bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
     sync(KC, PI, r, bits)
     nb, nref = RI[q, R_BLOCKS], RI[q, R_REF]
-    own_end = min(RI[q, R_COMPUTED] // bs, nb)  # full blocks: only these may be cached
-    if RI[q, R_CONV] < 0:
-        g_end = RI[q, R_SHARED] // bs if RI[q, R_GROUP] >= 0 else 0
-        own_end = min(own_end, g_end)
+    own_end = min(RI[q, R_COMPUTED] // bs, nb, reused_blocks(RI, q, bs))  # full blocks another may reuse
     if own_end < nref:
         own_end = nref
     _append_plain(KC, PI, r, nb - own_end)

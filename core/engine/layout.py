@@ -11,12 +11,14 @@ ROUTERS = ("rr", "lor", "kv")
 
 # ---- requests: int table RI
 (R_PROMPT, R_OUTPUT, R_STATE, R_REPLICA, R_COMPUTED, R_GENERATED, R_BLOCKS, R_NEXT, R_PREEMPTS, R_HOME,
- R_STREAM, R_RPREV, R_RNEXT, R_V, R_W, R_HPOS, R_FRESH, R_GROUP, R_CONV, R_SHARED, R_REF, R_CACHED, NRI) = range(23)
+ R_STREAM, R_RPREV, R_RNEXT, R_V, R_W, R_HPOS, R_FRESH, R_GROUP, R_CONV, R_SHARED, R_REF, R_CACHED, R_LATER,
+ NRI) = range(24)
 # Prefix caching (kvcache.py): R_GROUP, the system prompt the request starts with (-1: none, or one
 # no other request shares), R_SHARED its length in tokens; R_CONV, the conversation whose token
 # stream the request's tokens are a prefix of (-1: none that another request continues); R_REF, the
 # leading blocks it holds as entries of the prefix cache; R_CACHED, prompt tokens found cached at
-# its first admission.
+# its first admission; R_LATER, 1 if a later turn of its conversation follows (only then are the
+# blocks past its system prompt worth caching: nothing else can ask for them).
 # R_COMPUTED: tokens whose KV is cached; R_GENERATED: tokens sampled so far. A decoding request
 # keeps them implicitly: computed = R_V + (its replica's decode-step counter), generated = R_W + it.
 

@@ -400,6 +400,10 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
             distinct += int(longest.sum())
     if conv is not None:
         RI[:, L.R_CONV] = conv
+        # a later turn follows: the next request of the same conversation by arrival (requests are sorted)
+        order = np.lexsort((wl.arrival_s, conv))
+        same = (conv[order][1:] == conv[order][:-1]) & (conv[order][:-1] >= 0)
+        RI[order[:-1], L.R_LATER] = same
         if (conv >= 0).any():
             longest = np.zeros(conv.max() + 1, np.int64)
             some = conv >= 0
