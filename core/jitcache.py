@@ -96,13 +96,13 @@ def sources() -> list[Path]:
     settings themselves, the table layouts) and every package module they import, directly or not."""
     todo = [p for p in sorted(PACKAGE.rglob("*.py"))
             if p in (PACKAGE / "jit.py", PACKAGE / "engine" / "layout.py") or _uses_jit(p)]
-    seen: set[Path] = set()
+    seen: set[Path] = {Path(__file__).resolve()}  # this file decides where code is kept, not what it computes
     while todo:
         p = todo.pop()
         if p not in seen:
             seen.add(p)
             todo.extend(_imports(p) - seen)
-    return sorted(seen)
+    return sorted(seen - {Path(__file__).resolve()})
 
 
 def digest() -> str:
@@ -172,7 +172,11 @@ def _seed(folder: Path) -> bool:
         return False
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        shutil.copytree(SHIPPED / "numba", tmp, dirs_exist_ok=True)
+        for src in (SHIPPED / "numba").rglob("*"):
+            if src.is_file():  # contents only: the shipped files may be read-only, the copy must not be
+                dst = tmp / src.relative_to(SHIPPED / "numba")
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
         os.rename(tmp, folder)
         return True
     except OSError:  # another process seeded it first, or the disk is full: numba compiles

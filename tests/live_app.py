@@ -31,12 +31,20 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(timeout_s: float = 120):
+    with streamlit_process(timeout_s) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None = None, prefix: list | None = None):
+    """The server's URL and its process (for its memory); `cwd`: the project folder to run,
+    `prefix`: a command to run it under (another user)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        (prefix or []) + [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
+                          "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats",
+                          "false", "--server.fileWatcherType", "none"],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
@@ -49,7 +57,7 @@ def streamlit_server(timeout_s: float = 120):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}")
             time.sleep(0.2)  # polling the health endpoint until the server answers
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

@@ -1,20 +1,22 @@
 """Cached calls into core. Keys are small frozen inputs plus the core version, never arrays.
 
-Results are shared, not copied (cache_resource): pages only read them, and copying a simulation's
-arrays on every rerun would cost more than drawing them."""
+Results are shared by every session, not copied: pages only read them, and copying a simulation's
+arrays on every rerun would cost more than drawing them. ui/jobs.py runs them: long ones off the
+page's thread with a progress bar and a Stop button, all in a cache bounded by memory."""
 from __future__ import annotations
 
+import json
 import threading
 
 import streamlit as st
 
 from core import CORE_VERSION, jitcache
-from core.lab import report, sweeps, tradeoffs
+from core.lab import compare, content, report, sweeps, tradeoffs
 from core.lab.inputs import LabInputs
 from core.lab.stages import evaluate_stages
 from core.planner import executors
 from core.serving import warmup
-from ui import startup
+from ui import jobs, startup
 
 
 def warm_up() -> None:
@@ -44,24 +46,52 @@ def _load_engine() -> str | None:
     return None
 
 
-@st.cache_resource(max_entries=48, show_spinner=False)
-def lab_view(inputs: LabInputs, version: str = CORE_VERSION) -> dict:
-    return report.lab_view(inputs)
+def _requests(inputs: LabInputs) -> int:
+    """Requests in one of the inputs' runs: the sidebar's count, or the replayed trace's rows."""
+    return inputs.trace_csv.count("\n") if inputs.trace_csv else inputs.requests
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
-def stages(inputs: LabInputs, version: str = CORE_VERSION) -> list:
-    return evaluate_stages(inputs)
+def _what(inputs: LabInputs, doing: str) -> str:
+    return f"{doing} ({_requests(inputs):,} requests per run)"
 
 
-@st.cache_resource(max_entries=48, show_spinner=False)
-def tradeoff(inputs: LabInputs, tradeoff_id: str, version: str = CORE_VERSION):
-    return tradeoffs.ab(inputs, tradeoff_id)
+# runs per call, roughly: the Lab's view simulates the toggles' deployment and the recommendation's
+def lab_view(inputs: LabInputs) -> dict:
+    return jobs.compute(("lab_view", inputs, CORE_VERSION), _what(inputs, "Simulating the deployment"),
+                        report.lab_view, inputs, is_heavy=jobs.heavy(_requests(inputs), 5))
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
-def sweep(inputs: LabInputs, kind: str, version: str = CORE_VERSION) -> list[dict]:
-    return sweeps.SWEEPS[kind](inputs)
+def stages(inputs: LabInputs) -> list:
+    return jobs.compute(("stages", inputs, CORE_VERSION), _what(inputs, "Simulating the five stages"),
+                        evaluate_stages, inputs, is_heavy=jobs.heavy(_requests(inputs), 6))
+
+
+TRADEOFF_TITLES = {t["id"]: t["title"] for t in content.tradeoffs()}
+
+
+def tradeoff(inputs: LabInputs, tradeoff_id: str):
+    return jobs.compute(("tradeoff", inputs, tradeoff_id, CORE_VERSION),
+                        _what(inputs, f"Simulating {TRADEOFF_TITLES[tradeoff_id].lower()} off and on"),
+                        tradeoffs.ab, inputs, tradeoff_id, is_heavy=jobs.heavy(_requests(inputs), 2))
+
+
+def side_by_side(pinned: list[dict], inputs: LabInputs) -> list[dict]:
+    """Compare: each pinned deployment simulated on the sidebar's workload."""
+    key = ("compare", json.dumps(pinned, sort_keys=True, default=str), inputs, CORE_VERSION)
+    return jobs.compute(key, _what(inputs, f"Simulating {len(pinned)} pinned deployment{'s' if len(pinned) > 1 else ''}"),
+                        compare.side_by_side, pinned, inputs, is_heavy=jobs.heavy(_requests(inputs), len(pinned)))
+
+
+SWEEP_RUNS = {"rate": 11, "output": 9, "tp": 0, "batch": 0}  # tp and batch: cost model and memory planner only
+
+
+def sweep(inputs: LabInputs, kind: str) -> list[dict]:
+    return jobs.compute(("sweep", inputs, kind, CORE_VERSION), _what(inputs, f"Sweeping the {SWEEP_NAMES[kind]}"),
+                        sweeps.SWEEPS[kind], inputs, is_heavy=jobs.heavy(_requests(inputs), SWEEP_RUNS[kind]))
+
+
+SWEEP_NAMES = {"rate": "request rate", "output": "output length", "tp": "tensor-parallel degree",
+               "batch": "decode batch"}
 
 
 @st.cache_resource(show_spinner=False)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from core.lab import compare as C
 from core.physics import catalog
-from ui import compare, state, widgets, yourgpu
+from ui import cache, compare, state, widgets, yourgpu
 from ui import export as dl
 
 st.title("Compare")
@@ -51,7 +51,7 @@ for i, d in enumerate(pinned):
     c1.markdown(f"**{i + 1}.** {d['label']}" + (f"  \n{C.describe(d)}" if d['label'] != C.describe(d) else ""))
     c2.button("Unpin", key=f"unpin-{i}", on_click=compare.unpin, args=(i,), icon=":material/close:")
 
-entries = C.side_by_side(pinned, inputs)
+entries = cache.side_by_side(pinned, inputs)
 for e in entries:
     if e["error"]:
         widgets.show_error(ValueError(e["error"]), e["label"])

@@ -15,8 +15,7 @@ rules = content.rules()
 
 for t in content.tradeoffs():
     st.subheader(t["title"])
-    with st.spinner(f"Simulating {t['title'].lower()} off and on..."):
-        ab = cache.tradeoff(inputs, t["id"])
+    ab = cache.tradeoff(inputs, t["id"])  # a spinner, or a progress bar with Stop when long (ui/jobs.py)
     if ab.note:  # which GPUs, and why, as the section's first sentence (a phone stacks the columns below)
         st.markdown(f":material/memory: {ab.note}")
     left, right = st.columns([2, 3])

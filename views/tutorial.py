@@ -13,9 +13,11 @@ st.info("Every number on this page follows the sidebar: change the model, GPU, p
 
 inputs = state.inputs()
 try:
-    text = tutorial.render(inputs, with_note=False)
-    warning = tutorial.note(inputs)
-    facts = tutorial.facts(inputs)
+    with st.spinner(f"Computing the write-up's numbers for your workload (simulating {inputs.requests:,} requests)...",
+                    show_time=True):
+        text = tutorial.render(inputs, with_note=False)
+        warning = tutorial.note(inputs)
+        facts = tutorial.facts(inputs)
 except ValueError as e:
     widgets.show_error(e, "The tutorial")
     st.stop()

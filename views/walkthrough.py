@@ -11,8 +11,7 @@ st.markdown("Reason about it one step at a time: each stage below is simulated o
             "next step.")
 
 inputs = state.valid_inputs()
-with st.spinner("Simulating the five stages..."):
-    outcomes = cache.stages(inputs)
+outcomes = cache.stages(inputs)  # a spinner, or a progress bar with Stop when long (ui/jobs.py)
 rec = stages.simplest_stage(outcomes, inputs)
 notes, rules = content.stage_notes(), content.rules()
 

@@ -15,8 +15,7 @@ through, on the same workload:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from functools import lru_cache
-
+from .. import memo
 from ..physics import catalog, pipeline
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
@@ -267,10 +266,15 @@ def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:
     return out
 
 
-@lru_cache(maxsize=96)
+# the simulations shared by the Lab's pages in one server process: 128 MB holds about 10 runs of
+# 100,000 requests or 96 of 2,000 (README: what memory a host needs)
+RUN_MEMO_BYTES = 128 << 20
+
+
+@memo.bounded(max_bytes=RUN_MEMO_BYTES, max_entries=96)
 def run(cfg: SimConfig) -> SimResult:
     """A simulation, memoised by its (frozen, hashable) configuration, so that pages asking the same
-    question share one answer."""
+    question share one answer; bounded by memory as well as count (memo.py)."""
     return simulate(cfg)
 
 

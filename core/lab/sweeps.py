@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import progress
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving.simulate import steptime
@@ -17,6 +18,7 @@ from .inputs import LabInputs, current, current_config, run
 def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
     """p99 TTFT and batch slots against request rate, from well below the current rate to past
     the deployment's decode capacity, so that the knee shows."""
+    progress.expect(points + 1)
     cfg, res = current(inputs)
     cap_tok_s = res.summary["capacity_tok_s"]
     cap_rate = cap_tok_s / max(float(res.workload.output_tokens.mean()), 1.0)
@@ -37,6 +39,7 @@ def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
 def sweep_output(inputs: LabInputs, points: int = 8) -> list[dict]:
     """KV cache pressure against output length, up to 16 times the current one (within the
     model's context)."""
+    progress.expect(points)
     rows = []
     room = catalog.get_model(inputs.model).max_context - inputs.prompt_tokens
     for f in np.geomspace(0.25, min(16.0, max(room / max(inputs.output_tokens, 1), 0.25)), points):

@@ -65,6 +65,7 @@ def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int |
         return _run_ray(fn, tasks, address, tick)
     n = workers or default_workers()
     pool = local_pool(n)
+    futures: dict = {}
     try:
         futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
         out = [None] * total
@@ -73,6 +74,10 @@ def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int |
             tick(done, total)
     except BrokenProcessPool:
         _pools.pop(n, None)  # the next search starts a fresh pool
+        raise
+    except BaseException:  # the caller stopped (a person left the Planner): drop the shapes not started
+        for f in futures:
+            f.cancel()
         raise
     return out
 

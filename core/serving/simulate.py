@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import progress
 from ..engine import layout as L
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
@@ -275,7 +276,14 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: 
 
     t0 = time.perf_counter()
     arrays = _build(cfg, wl, pools, max_len, gpu, model, eff)
-    engine.run(*arrays["args"])
+    job = progress.current()
+    if job is None:
+        engine.run(*arrays["args"])
+    else:  # long work a person watches: it reports how far it is and stops when they leave
+        cfg_i, RF = arrays["args"][7], arrays["RF"]
+        with job.simulation(stop=lambda: cfg_i.__setitem__(L.C_MAX_STEPS, 0),
+                            finished=lambda: np.count_nonzero(RF[:, L.F_FINISH] >= 0) / len(RF), requests=wl.n):
+            engine.run(*arrays["args"])
     wall = time.perf_counter() - t0
     if arrays["oi"][L.O_STEP_LIMIT]:
         raise ValueError(f"simulating this workload needs more than {cfg.max_steps:,} engine steps (a deeply "

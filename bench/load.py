@@ -1,0 +1,213 @@
+"""Load: many people on one shared Lab. Each session is its own browser context (its own
+Streamlit session) on one `streamlit run` server; each opens the Lab at its own request rate and
+moves the rate slider a few times. Measured: the page time of every slider move (key press to the
+re-rendered page), errors, whether any session ever showed another's inputs or results, and the
+server's memory. A second scenario runs the heaviest in-range work in one session (Bottlenecks,
+100,000 requests of long outputs) while another session moves a slider and the health check is
+polled.
+
+usage: python bench/load.py [--sessions 1,5,10,20] [--changes 4] [--heavy] [--out bench/results/load.json]
+
+Results are checked, not only timed: after each move a session's URL, its slider and its
+Throughput card must agree with each other, and the card must equal what core computes for that
+session's rate (core.lab.report.lab_view), so a session that showed another's inputs or results
+fails the check. Timings come from a shared 2-core VM with other work on it: they vary from run
+to run by a third or more.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from live_app import CHROME_ARGS, IDLE, chromium_executable, streamlit_process  # noqa: E402
+
+THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMetricValue']"
+EXCEPTION = "[data-testid='stException']"
+CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
+RATE_SLIDER = "[data-testid='stSlider']:has-text('Request rate') input[type='range']"
+HEAVY_URL = "bottlenecks?requests=100000&output=2048"
+
+
+def rss_mb(pid: int) -> dict:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {k: int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
+
+
+def percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
+
+
+async def idle(page, timeout_ms: float) -> None:
+    await page.wait_for_selector(f"{IDLE}[data-test-connection-state='CONNECTED']", timeout=timeout_ms)
+
+
+async def session(browser, url: str, rate: float, changes: int, timeout_ms: float) -> dict:
+    """One person: open the Lab at `rate`, then move the rate slider `changes` times."""
+    from playwright.async_api import expect
+    ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
+    page = await ctx.new_page()
+    out = dict(rate=rate, times=[], seen=[], errors=[])
+    try:
+        t0 = time.perf_counter()
+        await page.goto(f"{url}/?rate={rate}")
+        await page.wait_for_selector(THROUGHPUT, timeout=timeout_ms)
+        await idle(page, timeout_ms)
+        out["first_s"] = time.perf_counter() - t0
+        out["seen"].append(await state(page))
+        for _ in range(changes):
+            before = await page.locator(CAPTION).first.inner_text()  # names the run's wall time: always new
+            await page.locator(RATE_SLIDER).focus()
+            t0 = time.perf_counter()
+            await page.keyboard.press("ArrowRight")  # +0.1 req/s, one slider move
+            await expect(page.locator(CAPTION).first).not_to_have_text(before, timeout=timeout_ms)
+            await idle(page, timeout_ms)
+            out["times"].append(time.perf_counter() - t0)
+            out["seen"].append(await state(page))
+        if await page.locator(EXCEPTION).count():
+            out["errors"].append("exception on the page")
+    except Exception as e:  # noqa: BLE001 (a failed session is a result, reported)
+        out["errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    finally:
+        await ctx.close()
+    return out
+
+
+async def state(page) -> dict:
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+    return dict(url_rate=float(query["rate"][0]) if "rate" in query else None,
+                slider=float(await page.locator(RATE_SLIDER).input_value()),
+                throughput=await page.locator(THROUGHPUT).inner_text())
+
+
+def check(results: list[dict]) -> list[str]:
+    """Every state a session showed is its own: URL, slider and Throughput agree with core."""
+    from core.lab import report
+    from core.lab.inputs import LabInputs
+    problems = []
+    for r in results:
+        for s in r["seen"]:
+            if s["url_rate"] is not None and abs(s["url_rate"] - s["slider"]) > 1e-9:
+                problems.append(f"session at {r['rate']}: URL rate {s['url_rate']} but slider {s['slider']}")
+            view = report.lab_view(replace(LabInputs(), rate=s["slider"]))
+            want = next(h["value"] for h in view["headline"] if h["label"] == "Throughput")
+            if s["throughput"].split("\n")[0] != want:
+                problems.append(f"session at {r['rate']}: rate {s['slider']} shows {s['throughput']!r}, core says {want!r}")
+    return problems
+
+
+async def sessions_level(url: str, n: int, changes: int, timeout_ms: float) -> list[dict]:
+    from playwright.async_api import async_playwright
+    async with async_playwright() as p:
+        exe = chromium_executable()
+        browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
+            await p.chromium.launch(args=CHROME_ARGS)
+        rates = [round(1.0 + 0.7 * i, 1) for i in range(n)]  # a distinct workload per session
+        out = await asyncio.gather(*(session(browser, url, r, changes, timeout_ms) for r in rates))
+        await browser.close()
+    return list(out)
+
+
+def run_load(levels: list[int], changes: int, timeout_ms: float = 300_000) -> dict:
+    report = dict(levels=[])
+    with streamlit_process() as (url, proc):
+        for n in levels:
+            results = asyncio.run(sessions_level(url, n, changes, timeout_ms))
+            times = [t for r in results for t in r["times"]]
+            errors = [e for r in results for e in r["errors"]]
+            level = dict(sessions=n, changes=len(times), p50_s=percentile(times, 0.5), p90_s=percentile(times, 0.9),
+                         max_s=max(times, default=float("nan")),
+                         first_page_p90_s=percentile([r["first_s"] for r in results if "first_s" in r], 0.9),
+                         errors=errors, leaks=check(results), server_mb=rss_mb(proc.pid))
+            report["levels"].append(level)
+            print(f"{n:>2} sessions: {len(times)} slider moves, page time p50 {level['p50_s']:.2f} s, "
+                  f"p90 {level['p90_s']:.2f} s, max {level['max_s']:.2f} s; first page p90 "
+                  f"{level['first_page_p90_s']:.2f} s; errors {len(errors)}, leaks {len(level['leaks'])}; server "
+                  f"{level['server_mb']['VmRSS']:.0f} MB (peak {level['server_mb']['VmHWM']:.0f} MB)", flush=True)
+    return report
+
+
+# ---------------------------------------------------------------- one heavy session, one light one
+
+def poll_health(url: str, stop: threading.Event, out: list) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=10).read()
+            out.append(time.perf_counter() - t0)
+        except OSError:
+            out.append(float("inf"))
+        stop.wait(0.05)  # a health probe every 50 ms (the measurement's own pace, not synchronisation)
+
+
+async def heavy_and_light(url: str, changes: int, timeout_ms: float) -> dict:
+    from playwright.async_api import async_playwright
+    async with async_playwright() as p:
+        exe = chromium_executable()
+        browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
+            await p.chromium.launch(args=CHROME_ARGS)
+        heavy_ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
+        heavy = await heavy_ctx.new_page()
+        await heavy.goto(f"{url}/{HEAVY_URL}")
+        # the heavy run is under way when its progress bar shows
+        await heavy.wait_for_selector("[data-testid='stProgress']", timeout=timeout_ms)
+        bar_text = await heavy.locator("[data-testid='stProgress']").first.inner_text()
+        light = await session(browser, url, 3.0, changes, timeout_ms)
+        still_running = await heavy.locator("[data-testid='stProgress']").count() > 0
+        # Stop: the run ends and the page says so
+        t0 = time.perf_counter()
+        stopped = None
+        if still_running:
+            await heavy.get_by_role("button", name="Stop").first.click()
+            await heavy.wait_for_selector("[data-testid='stAlertContentInfo']:has-text('Stopped')", timeout=timeout_ms)
+            stopped = time.perf_counter() - t0
+        await browser.close()
+    return dict(light=light, heavy_still_running=still_running, heavy_bar_text=bar_text, stop_s=stopped)
+
+
+def run_heavy(changes: int, timeout_ms: float = 300_000) -> dict:
+    with streamlit_process() as (url, proc):
+        stop, health = threading.Event(), []
+        poller = threading.Thread(target=poll_health, args=(url, stop, health), daemon=True)
+        poller.start()
+        got = asyncio.run(heavy_and_light(url, changes, timeout_ms))
+        stop.set()
+        poller.join()
+        got.update(health_p50_s=percentile(health, 0.5), health_p99_s=percentile(health, 0.99),
+                   health_max_s=max(health), health_probes=len(health), server_mb=rss_mb(proc.pid),
+                   light_p50_s=percentile(got["light"]["times"], 0.5), light_max_s=max(got["light"]["times"], default=None),
+                   leaks=check([got["light"]]))
+    print(f"heavy ({HEAVY_URL}) running: {got['heavy_bar_text']!r}; another session's slider moves: "
+          f"{', '.join(f'{t:.2f}' for t in got['light']['times'])} s; health check p50 "
+          f"{got['health_p50_s'] * 1e3:.0f} ms, p99 {got['health_p99_s'] * 1e3:.0f} ms, max "
+          f"{got['health_max_s'] * 1e3:.0f} ms over {got['health_probes']} probes; Stop ended the run in "
+          f"{got['stop_s'] if got['stop_s'] is None else round(got['stop_s'], 2)} s; errors {got['light']['errors']}",
+          flush=True)
+    return got
+
+
+def main(argv: list[str]) -> None:
+    levels = [int(x) for x in argv[argv.index("--sessions") + 1].split(",")] if "--sessions" in argv else [1, 5, 10, 20]
+    changes = int(argv[argv.index("--changes") + 1]) if "--changes" in argv else 4
+    out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "load.json"
+    result = dict(when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cores=__import__("os").cpu_count())
+    if "--heavy" in argv:
+        result["heavy"] = run_heavy(changes)
+    if "--no-load" not in argv:
+        result.update(run_load(levels, changes))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
