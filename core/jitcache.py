@@ -165,23 +165,28 @@ def why_not_shipped() -> str | None:
 
 
 def _seed(folder: Path) -> bool:
-    """Copy the shipped cache into `folder` when the folder does not exist yet and the shipped
-    cache was built from these sources for this platform. The copy appears at once or not at all
-    (a rename), so a process started meanwhile never reads half of it."""
-    if folder.exists() or os.environ.get(OFF) == "0" or why_not_shipped():
+    """Copy the shipped cache into `folder` when it was built from these sources for this platform:
+    each file the folder lacks, data before indexes (numba reaches data only through an index),
+    each appearing at once or not at all (a rename), never overwriting what is there. A folder
+    numba created or partly filled meanwhile keeps its own entries; every entry is still checked
+    against the sources' digest when loaded."""
+    if os.environ.get(OFF) == "0" or why_not_shipped():
         return False
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        for src in (SHIPPED / "numba").rglob("*"):
-            if src.is_file():  # contents only: the shipped files may be read-only, the copy must not be
-                dst = tmp / src.relative_to(SHIPPED / "numba")
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
-        os.rename(tmp, folder)
-        return True
-    except OSError:  # another process seeded it first, or the disk is full: numba compiles
-        shutil.rmtree(tmp, ignore_errors=True)
-        return False
+    src_root = SHIPPED / "numba"
+    copied = 0
+    for src in sorted(src_root.rglob("*"), key=lambda p: (p.suffix == ".nbi", str(p))):
+        dst = folder / src.relative_to(src_root)
+        if not src.is_file() or dst.exists():
+            continue
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.seed")
+            shutil.copyfile(src, tmp)  # contents only: the shipped files may be read-only, the copy must not be
+            os.replace(tmp, dst)
+            copied += 1
+        except OSError:  # a full disk: what is missing compiles
+            return copied > 0
+    return copied > 0
 
 
 def install() -> None:
