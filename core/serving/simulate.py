@@ -280,7 +280,7 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: 
     if job is None:
         engine.run(*arrays["args"])
     else:  # long work a person watches: it reports how far it is and stops when they leave
-        cfg_i, RF = arrays["args"][7], arrays["RF"]
+        cfg_i, RF = arrays["cfg_i"], arrays["RF"]
         with job.simulation(stop=lambda: cfg_i.__setitem__(L.C_MAX_STEPS, 0),
                             finished=lambda: np.count_nonzero(RF[:, L.F_FINISH] >= 0) / len(RF), requests=wl.n):
             engine.run(*arrays["args"])
@@ -372,7 +372,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     args = (RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
             of, work_i, work_f)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
-                itl_hist=itl_hist, oi=oi, of=of)
+                itl_hist=itl_hist, oi=oi, of=of, cfg_i=cfg_i)
 
 
 def _reused(ids: np.ndarray | None) -> np.ndarray | None:
