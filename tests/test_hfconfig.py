@@ -140,3 +140,9 @@ def test_the_lab_takes_a_pasted_config_and_says_what_it_counts():
     said = " ".join(c.value for c in at.sidebar.caption)
     assert "14.32B parameters computed" in said and "Qwen1.5-MoE-A2.7B says 14.3B" in said
     assert any(m.value for m in at.main.metric)  # the Lab simulated it
+
+
+def test_rules_and_sources_list_what_a_config_can_name_but_the_simulator_leaves_out():
+    from core.lab.assumptions import assumptions
+    left_out = next(a["text"] for a in assumptions() if a["id"] == "left_out")
+    assert "sliding-window attention" in left_out and "multi-token-prediction" in left_out
