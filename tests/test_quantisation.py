@@ -1,5 +1,7 @@
 """Quantised weights (fp8, int4 with group scales) and an fp8 KV cache: what they change in memory
 and in step time, and the GPUs that cannot run fp8."""
+from pathlib import Path
+
 import pytest
 
 from core.physics import catalog
@@ -108,3 +110,32 @@ def test_rules_and_sources_say_what_quantisation_does_and_leaves_out():
     q = text["quantisation"]
     assert "4.16 bits" in q and "61%" in q and f"{L70.weight_bytes('int4') / 1e9:.1f} GB" in q
     assert "NVIDIA A100 80GB SXM4" in text["other_gpus"] and "NVIDIA H100" not in text["other_gpus"]
+
+
+def test_the_planner_searches_the_formats_a_gpu_runs_and_puts_70b_in_int4_on_one_h100():
+    from core.planner.plan import cheapest
+    from core.planner.space import Budget, Targets, Workload, shapes
+    w = Workload("llama-3.1-70b", WorkloadSpec(rate=0.5, n_requests=300, prompt_mean=512, output_mean=128,
+                                               length_dist="fixed"), Targets(5000, 200))
+    both = dict(dtypes=("bf16", "fp8", "int4"), kv_dtypes=("bf16", "fp8"))
+    a100 = {(d.dtype, d.kv_dtype) for d in shapes(w, Budget(gpu_types=("a100-80gb",), **both))}
+    h100 = {(d.dtype, d.kv_dtype) for d in shapes(w, Budget(gpu_types=("h100",), **both))}
+    assert a100 == {("bf16", "bf16"), ("int4", "bf16")}  # no FP8 on Ampere
+    assert h100 == {(d, k) for d in ("bf16", "fp8", "int4") for k in ("bf16", "fp8")}
+    best, _ = cheapest(w, Budget(gpu_types=("h100",), max_gpus=1, dtypes=("bf16", "int4")))
+    assert best is not None and best.deployment.gpus == 1 and best.deployment.dtype == "int4"
+
+
+def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_fp8_on_an_a100():
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard.py"), default_timeout=300)
+    at.run()
+    for key, value in (("model", "llama-3.1-70b"), ("dtype", "int4"), ("kv_dtype", "fp8")):
+        at.sidebar.selectbox(key=key).set_value(value)
+    at.run()
+    assert not at.exception and not at.error
+    assert any(m.value for m in at.main.metric)
+    at.sidebar.selectbox(key="gpu").set_value("a100-80gb")
+    at.run()
+    assert not at.exception
+    assert any("no FP8 support" in e.value for e in at.error)
