@@ -33,10 +33,12 @@ with st.form("budget"):
     a, b, c = st.columns(3)
     max_gpus = a.select_slider("Most GPUs", [1, 2, 4, 8, 16, 32, 64], 16 if inputs.gpus <= 16 else 64)
     gpu_types = b.multiselect("GPU types", gpu_ids, [chosen], format_func=state.gpu_label)
-    dtypes = c.multiselect("Weight dtypes", DTYPES, list(DEFAULT_DTYPES),
+    # the defaults, and the sidebar's formats (a user serving int4 or an fp8 cache searches them too)
+    dtypes = c.multiselect("Weight dtypes", DTYPES, [d for d in DTYPES if d in DEFAULT_DTYPES or d == inputs.dtype],
                            help="fp8 halves the weight bytes; int4 (AWQ/GPTQ, group 128) takes about a quarter, at "
                                 "some accuracy cost. GPUs without FP8 support skip fp8.")
-    kv_dtypes = c.multiselect("KV cache dtypes", KV_DTYPES, list(DEFAULT_KV_DTYPES),
+    kv_dtypes = c.multiselect("KV cache dtypes", KV_DTYPES,
+                              [k for k in KV_DTYPES if k in DEFAULT_KV_DTYPES or k == inputs.kv_dtype],
                               help="An fp8 cache holds twice the tokens in the same memory (GPUs with FP8 support).")
     a, b, c = st.columns(3)
     attainment = a.select_slider("Requests within both targets", [0.9, 0.95, 0.99, 0.999], 0.99,
