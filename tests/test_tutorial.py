@@ -191,3 +191,27 @@ def test_page_shows_an_error_not_a_traceback_for_bad_inputs(app):
     assert not app.exception
     assert any("request rate" in e.value for e in app.error)
     app.sidebar.slider(key="rate").set_value(4.0).run()
+
+
+def test_the_write_up_names_the_datasheet_ridge_and_the_measured_ridge_with_the_batch_at_each():
+    # intensity of a decode batch of B is 2B FLOPs per weight's bytes: B FLOP/byte at 2 bytes, 2B at 1 byte
+    for inputs, flop_per_seq in ((BASE, 1.0), (replace(BASE, dtype="fp8"), 2.0)):
+        n = tutorial.numbers(inputs)
+        datasheet, measured = value(n["ridge_batch"]), value(n["ridge_effective_batch"])
+        assert datasheet == pytest.approx(value(n["ridge_flops_per_byte"]) / flop_per_seq, abs=1)
+        assert measured == pytest.approx(value(n["ridge_effective"]) / flop_per_seq, abs=1)
+        assert measured < datasheet  # GEMMs reach a smaller share of their peak than weight reads do of theirs
+    paragraph = next(p for p in tutorial.render(BASE).split("\n\n") if "memory-bound until" in p)
+    text = " ".join(paragraph.split())
+    assert "about **295 sequences**" in text and "about **215 sequences**" in text  # 989/3.35; × 0.69 / 0.94
+    assert "215 FLOP/byte" in text
+
+
+def test_the_batch_chart_marks_the_two_ridges_the_text_names(app):
+    import pyarrow as pa
+    chart = app.get("vega_lite_chart")[0].proto
+    labels = {t for d in chart.datasets for t in pa.ipc.open_stream(d.data.data).read_all().to_pydict().get("text", [])}
+    text = " ".join(page_text(app).split())
+    for name, key in (("datasheet ridge", "ridge_batch"), ("measured ridge", "ridge_effective_batch")):
+        batch = f"{value(tutorial.numbers(BASE)[key]):,.0f}"
+        assert f"{name}: {batch}" in labels and f"about **{batch} sequences**" in text

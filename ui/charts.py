@@ -266,11 +266,13 @@ def line(rows: list[dict], x: str, y: str, x_title: str, y_title: str, title: st
     return framed(alt.layer(*layers), 200, title)
 
 
-def decode_roofline(rows: list[dict], roof: list[dict], ridge_batch: float) -> alt.Chart:
-    """Decode tokens/s against batch: the Lab's cost model (rows) under the weights-only roofline."""
+def decode_roofline(rows: list[dict], roof: list[dict], ridges: dict[str, float]) -> alt.Chart:
+    """Decode tokens/s against batch: the Lab's cost model (rows) under the weights-only roofline,
+    with a dotted line at each ridge batch (say the datasheet's and the measured one), labelled
+    with its name and batch."""
     df = pd.DataFrame([dict(batch=r["batch"], tok_s=r["tok_s"], curve="Lab cost model") for r in rows]
                       + [dict(batch=r["batch"], tok_s=r["tok_s"], curve="roofline, weights only") for r in roof])
-    xs, xa = log_scale(df["batch"], sorted(set(df["batch"])))
+    xs, xa = log_scale(list(df["batch"]) + list(ridges.values()), sorted(set(df["batch"])))
     ys, ya = log_scale(df["tok_s"])
     lines = alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("batch:Q", title="decode batch (sequences, log scale)", scale=xs, axis=alt.Axis(**xa)),
@@ -281,11 +283,13 @@ def decode_roofline(rows: list[dict], roof: list[dict], ridge_batch: float) -> a
         strokeDash=alt.StrokeDash("curve:N", legend=None, scale=alt.Scale(range=[[1, 0], [6, 4]])),
         tooltip=[alt.Tooltip("batch:Q", title="batch (sequences)"), "curve:N",
                  alt.Tooltip("tok_s:Q", title="tokens/s", format=",.0f")])
-    ridge = pd.DataFrame({"batch": [ridge_batch], "text": ["ridge point"]})
-    rule = alt.Chart(ridge).mark_rule(color=COLORS["bad"], strokeDash=[2, 2]).encode(x="batch:Q")
-    label = alt.Chart(ridge).mark_text(align="right", baseline="top", dx=-4, color=COLORS["bad"]).encode(
-        x="batch:Q", y=alt.value(4), text="text:N")
-    return framed(lines + rule + label, 260, "Decode throughput of one replica against batch size")
+    chart = lines
+    for name, batch in ridges.items():  # labels run up the left of their lines: close ridges never collide
+        ridge = pd.DataFrame({"batch": [batch], "text": [f"{name}: {batch:,.0f}"]})
+        chart += alt.Chart(ridge).mark_rule(color=COLORS["bad"], strokeDash=[2, 2]).encode(x="batch:Q")
+        chart += alt.Chart(ridge).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3,
+                                            color=COLORS["bad"]).encode(x="batch:Q", y=alt.value(0), text="text:N")
+    return framed(chart, 260, "Decode throughput of one replica against batch size")
 
 
 def tp_memory(rows: list[dict]) -> alt.Chart:

@@ -31,7 +31,7 @@ def batch_chart():
         return None
     rows = cache.sweep(facts["shown"], "batch")
     return charts.decode_roofline(rows, tutorial.roofline(facts["shown"], [r["batch"] for r in rows]),
-                                  facts["ridge_batch"])
+                                  {"datasheet ridge": facts["ridge_batch"], "measured ridge": facts["ridge_eff_batch"]})
 
 
 # the write-up, section by section, with a chart after the sections it illustrates
@@ -41,9 +41,11 @@ for part in re.split(r"(?m)^(?=## )", text):
         chart = batch_chart()
         if chart is not None:
             st.altair_chart(chart, width="stretch")
-            st.caption("Grey: the textbook roofline, counting only the weights. Left of the dotted line a step is "
-                       "limited by streaming the weights, so tokens/s grow with the batch almost for free; right of "
-                       "it, by arithmetic. Purple: the Lab's cost model, which also reads every sequence's KV cache "
+            st.caption("Grey: the textbook roofline, counting only the weights, on the datasheet's FLOP/s and "
+                       "bandwidth; its knee is the datasheet ridge. Red dotted lines: the ridge on the datasheet and "
+                       "with the kernels' measured efficiencies (the batch at each, in sequences). Left of a ridge a "
+                       "step is limited by streaming the weights, so tokens/s grow with the batch almost for free; "
+                       "right of it, by arithmetic. Purple: the Lab's cost model, which also reads every sequence's KV cache "
                        "each step; those reads grow with the batch and no batch shares them, so the longer the "
                        "context, the earlier the curve bends below the roofline.")
     elif part.startswith("## 6."):

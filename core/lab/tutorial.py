@@ -83,6 +83,8 @@ def facts(inputs: LabInputs) -> dict:
     f["ridge_batch"] = f["ridge"] * f["wb"] / 2  # 2 FLOPs per weight per sequence
     eff = costmodel.fitted()
     f["ridge_eff"] = f["flops"] * eff.eta_gemm / (f["bw"] * eff.eta_bw)
+    # the batch at which the weights stop being the limit with the kernels' measured efficiencies
+    f["ridge_eff_batch"] = f["ridge_eff"] * f["wb"] / 2
     f["eff"] = eff
     f["weights_total"] = model.weight_bytes(inputs.dtype)
     f["weights_tp1"] = weight_bytes_per_gpu(model, 1, inputs.dtype)
@@ -265,9 +267,9 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
         intensity_batch1=f"{2 / f['wb']:.3g} FLOP per byte",
         ridge_flops_per_byte=f"{f['ridge']:,.0f} FLOP/byte", ridge_batch=toks(f["ridge_batch"], "sequences"),
         ridge_effective=f"{f['ridge_eff']:,.0f} FLOP/byte",
+        ridge_effective_batch=toks(f["ridge_eff_batch"], "sequences"),
         prefill_intensity=f"{2 * P / f['wb']:,.0f} FLOP/byte",
-        prefill_regime=("past the ridge point: prefill is compute-bound" if 2 * P / f["wb"] >= f["ridge"] else
-                        "still below the ridge point: a prompt this short is memory-bound too"),
+        prefill_regime=_prefill_regime(2 * P / f["wb"], f),
         kv_bytes_per_token=per_token(f["kv_token"]),
         kv_value_text=("2 bytes (16-bit values)" if f["kv_value_bytes"] == 2 else
                        f"{_bytes(f['kv_value_bytes'])} (an fp8 cache)"),
@@ -374,6 +376,14 @@ def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
     n.update(_kv_transfer(f, pre))
     n["pipeline_sentence"] = _pipeline_sentence(f, inputs)
     return n
+
+
+def _prefill_regime(intensity: float, f: dict) -> str:
+    if intensity >= f["ridge"]:
+        return "past both ridges: prefill is compute-bound"
+    if intensity >= f["ridge_eff"]:
+        return "past the measured ridge though below the datasheet's: in practice prefill is compute-bound"
+    return "still below both ridges: a prompt this short is memory-bound too"
 
 
 def _pipeline_sentence(f: dict, inputs: LabInputs) -> str:
