@@ -2,6 +2,8 @@
 Lab's reasoning, the tutorial, the command line and the views, so a figure reads the same everywhere."""
 from __future__ import annotations
 
+import math
+
 
 def ms(x: float) -> str:
     """A duration given in ms, to three significant figures: ms below a second, then s, min, h."""
@@ -106,3 +108,11 @@ def change(new: float, old: float, show, fewer: str = "lower", more: str = "high
     if old <= 0 or new <= 0:  # '0.56 req/s, up from 0.00 req/s' says it all
         return f"{a}, {'down' if new < old else 'up'} from {b}"
     return f"{a}, {'down' if new < old else 'up'} from {b} ({change_size(new, old, fewer, more)})"
+
+
+def against(error: float) -> str:
+    """A simulated figure against the measured one, error = simulated / measured - 1, as a person says
+    it: '4% higher', '8.1× lower', 'under 1% lower'; 'n/a' where there is no measurement to compare."""
+    if not math.isfinite(error):
+        return "n/a"
+    return "the same" if error == 0 else change_size(1 + error, 1.0)

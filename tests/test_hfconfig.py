@@ -1,6 +1,7 @@
 """Any model from its Hugging Face config.json: real configs of every family yield the catalog's
 shapes and their model cards' parameter counts; bad files say which field is wrong."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,7 @@ def test_every_fixture_counts_its_model_cards_parameters_within_2_percent(name):
     assert p.card is not None, f"no model card figure on file for {name}"
     assert p.model.params() == pytest.approx(p.card["params"], rel=0.02)
     assert p.card["name"] in p.params_line() and "computed" in p.params_line()
+    assert not re.search(r"[-+]\d+(\.\d+)?%", p.params_line())  # "(+0.3%)" reads as nothing: say it in words
 
 
 def test_the_families_structures_are_read():

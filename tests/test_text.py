@@ -46,6 +46,16 @@ def test_trade_off_verdicts_are_sentences_without_signed_percentages():
 
 
 def test_a_benchmarks_error_reads_in_words_not_signed_percentages():
-    from ui.benchmark import _pct
-    assert _pct(7.0) == "8× higher" and _pct(-0.5) == "2× lower"  # it read "+700.0%" and "-50.0%"
-    assert _pct(0.12) == "12% higher" and _pct(float("nan")) == "n/a"
+    against = text.against  # the Benchmark view's table and the command line's share it
+    assert against(7.0) == "8× higher" and against(-0.5) == "2× lower"  # it read "+700.0%" and "-50.0%"
+    assert against(0.12) == "12% higher" and against(float("nan")) == "n/a" and against(0.0) == "the same"
+
+
+def test_the_command_lines_calibration_table_says_its_errors_in_words(capsys):
+    from core.cli.yourdata import _table
+    rows = [dict(metric="TTFT median", unit="ms", measured=100.0, simulated=112.3, error=0.123),
+            dict(metric="TPOT median", unit="ms", measured=20.0, simulated=19.0, error=-0.05)]
+    after = [dict(r, simulated=r["measured"], error=0.0) for r in rows]
+    table = "\n".join(_table(rows, after))
+    assert not re.search(r"[-+]\d+(\.\d+)?%", table), table  # it read "+12.3%" and "-5.0%"
+    assert "12% higher" in table and "5% lower" in table and "the same" in table

@@ -11,7 +11,7 @@ import streamlit as st
 from core import CORE_VERSION
 from core.serving import benchfile, calibrate, replay
 from core.serving.simulate import SimConfig
-from core.text import change_size
+from core.text import against
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -38,17 +38,11 @@ def rows_frame(rows: list[dict], after: list[dict] | None = None) -> pd.DataFram
     """Measured against simulated (and calibrated), with the relative error of each."""
     df = pd.DataFrame({"metric": [f"{r['metric']} ({r['unit']})" for r in rows],
                        "measured": [r["measured"] for r in rows], "simulated": [r["simulated"] for r in rows],
-                       "simulated against measured": [_pct(r["error"]) for r in rows]})
+                       "simulated against measured": [against(r["error"]) for r in rows]})
     if after:
         df["calibrated"] = [r["simulated"] for r in after]
-        df["calibrated against measured"] = [_pct(r["error"]) for r in after]
+        df["calibrated against measured"] = [against(r["error"]) for r in after]
     return df
-
-
-def _pct(x: float) -> str:
-    """The simulated figure against the measured one (x = simulated / measured - 1), as a person says
-    it ('4% higher', '8.1× lower'), never '+700.0%'."""
-    return "n/a" if not math.isfinite(x) else change_size(1 + x, 1.0)
 
 
 def errors_chart(rows: list[dict], after: list[dict] | None = None) -> alt.Chart:

@@ -2,12 +2,12 @@
 every command takes (--profile, --gpu-file; a price as --gpu h100@1.85) and `--csv DIR`."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from ..physics import catalog, hardware, hfconfig
 from ..serving import benchfile, calibrate, export, replay
 from ..serving.simulate import SimConfig
+from ..text import against
 from .args import emit, positive_int
 
 SIZE_HINT = f"at most {benchfile.MAX_BYTES // 1024**2} MB"
@@ -163,16 +163,14 @@ def cmd_calibrate(args) -> None:
 
 
 def _table(before: list[dict], after: list[dict] | None) -> list[str]:
-    head = f"  {'metric':<22}{'measured':>12}{'simulated':>12}{'error':>9}"
-    lines = [head + (f"{'calibrated':>12}{'error':>9}" if after else "")]
+    """Measured against simulated (and calibrated), each comparison in words ('12% higher')."""
+    head = f"  {'metric':<22}{'measured':>11}{'simulated':>11}  {'vs measured':<16}"
+    lines = [(head + (f"{'calibrated':>11}  {'vs measured':<16}" if after else "")).rstrip()]
     for i, r in enumerate(before):
-        line = f"  {r['metric'] + ' (' + r['unit'] + ')':<22}{r['measured']:12.2f}{r['simulated']:12.2f}{_pct(r['error']):>9}"
+        line = (f"  {r['metric'] + ' (' + r['unit'] + ')':<22}{r['measured']:11.2f}{r['simulated']:11.2f}  "
+                f"{against(r['error']):<16}")
         if after:
             a = after[i]
-            line += f"{a['simulated']:12.2f}{_pct(a['error']):>9}"
-        lines.append(line)
+            line += f"{a['simulated']:11.2f}  {against(a['error']):<16}"
+        lines.append(line.rstrip())
     return lines
-
-
-def _pct(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x:+.1%}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import DATA
+from ..text import against
 from .catalog import Model
 
 MAX_BYTES = 256 * 1024  # real config.json files are 0.5-5 KB; anything this large is not one
@@ -53,7 +54,7 @@ class Parsed:
             return text + " (no model card figure on file for this shape: compare with its card)"
         diff = m.params() / self.card["params"] - 1
         return (text + f"; the model card of {self.card['name']} says {self.card['params'] / 1e9:g}B "
-                f"({diff:+.1%})")
+                f"(the count from the config is {against(diff)})")
 
 
 def parse(text: str | bytes, name: str | None = None) -> Parsed:
