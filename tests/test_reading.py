@@ -222,3 +222,13 @@ def test_compares_distributions_fit_a_phone():
     for metric in ("TTFT", "TPOT"):
         spec = compare.distributions_chart(rows, metric).to_dict()
         assert "width" not in spec and "facet" not in spec and spec["title"] == metric
+
+
+def test_a_long_chart_title_is_broken_into_lines_a_phone_shows_whole():
+    # one line, Vega cut these off on a 390-px phone: "...against b...", "...the path nev..."
+    rows = [dict(card=f"card {i}", stage=i, name="x") for i in range(1, 4)]
+    title = spec(charts.stage_path(rows))["title"]
+    assert isinstance(title, list) and all(len(line) <= 40 for line in title)  # about 40 characters fit
+    assert " ".join(title) == "The recommended stage along the path never goes back"  # nothing lost
+    short = spec(charts.line([dict(a=1, b=2)], "a", "b", "a", "b", "Decode throughput against batch"))
+    assert short["title"] == "Decode throughput against batch"

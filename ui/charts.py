@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import altair as alt
 import numpy as np
@@ -26,9 +27,20 @@ STAGE_COLORS = ["#94a3b8", "#0ea5e9", "#7c3aed", "#f59e0b", "#dc2626"]  # one hu
 COLORS = {"ok": "#16a34a", "warn": "#d97706", "bad": "#dc2626", "accent": "#7c3aed", "muted": "#9ca3af"}
 
 
+# a chart's title on a phone (390 px, a chart 350 px wide) holds about 40 characters before Vega
+# cuts it off ("...against b..."): a longer title is broken into lines of at most this many
+TITLE_CHARS = 36
+
+
+def title_lines(title: str) -> str | list[str]:
+    """A title as one line, or as lines short enough not to be cut off on a phone."""
+    lines = textwrap.wrap(title, TITLE_CHARS, break_long_words=False)
+    return title if len(lines) <= 1 else lines
+
+
 def framed(chart, height: int | alt.Step, title: str):
     """A chart's height (of its plot area, or a step per band) and title, its width the container's."""
-    return chart.properties(height=height, title=title, autosize=FIT_WIDTH)
+    return chart.properties(height=height, title=title_lines(title), autosize=FIT_WIDTH)
 
 
 def ticks_125(lo: float, hi: float) -> list[float]:
