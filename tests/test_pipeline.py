@@ -2,6 +2,8 @@
 stage to stage over the node's links or the network."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.physics import catalog, costmodel
 from core.physics.memory import plan_memory
@@ -153,3 +155,32 @@ def test_a_handoff_between_nodes_crosses_the_network_and_one_within_a_node_nvlin
     expected_ms = chunks * (2 * hop(gpu.link_gbps_per_dir) + hop(gpu.internode_gbps_per_dir)) * 1e3
     assert staged["ttft_ms"]["p50"] - whole["ttft_ms"]["p50"] == pytest.approx(expected_ms, rel=0.05)
     assert expected_ms > 1.5 * chunks * 3 * hop(gpu.link_gbps_per_dir) * 1e3  # the network hop shows
+
+
+@st.composite
+def pipelines(draw):
+    pp = draw(st.integers(2, 4))
+    shared = draw(st.booleans())  # system prompts the prefix cache finds, in a pool the lanes share
+    wl = WorkloadSpec(n_requests=draw(st.integers(1, 150)), rate=draw(st.floats(0.5, 300)),
+                      prompt_mean=draw(st.floats(1, 700)), output_mean=draw(st.floats(1, 300)),
+                      length_dist=draw(st.sampled_from(["fixed", "exponential", "lognormal"])),
+                      prefix_groups=draw(st.integers(1, 4)) if shared else 0, prefix_tokens=64 if shared else 0,
+                      seed=draw(st.integers(0, 10_000)))
+    policy = draw(st.sampled_from(["serial", "static", "orca", "vllm", "sarathi"]))
+    max_seqs = draw(st.integers(1, 64))
+    return dict(gpu="l4", model="llama-3.1-8b", pp=pp, gpus=pp * draw(st.integers(1, 2)), policy=policy,
+                mem_util=draw(st.floats(0.8, 0.92)), router=draw(st.sampled_from(["rr", "lor", "kv"])), workload=wl,
+                max_seqs=max_seqs, max_batched_tokens=max(max_seqs, draw(st.integers(64, 4096))), max_model_len=1024,
+                trace_cap=64)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipelines())
+def test_any_pipeline_serves_every_request_within_its_pool_and_runs_quiet_steps_exactly(kw):
+    r = run(**kw)
+    q, s = r.requests, r.summary
+    assert (q["generated_tokens"] == q["output_tokens"]).all()
+    assert (q["arrival_s"] <= q["scheduled_s"]).all() and (q["first_token_s"] <= q["finish_s"]).all()
+    assert 0 <= s["peak_kv_blocks_used"] <= s["kv_blocks_total"] and s["min_free_kv_blocks"] >= 0
+    assert set(np.unique(q["replica"])) <= set(range(kw["gpus"] // kw["pp"]))
+    assert_same_run(r, run(**kw, fast_forward=False))

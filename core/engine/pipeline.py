@@ -30,7 +30,7 @@ from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_PP, C_P
                      G_PP_LAT, G_PP_LAT_NET, G_PP_S_BYTE, G_PP_S_BYTE_NET, M_CTAS, M_DECODES, M_ROWS, M_SUM_CTX,
                      M_TOKENS, O_DECODE_STEPS, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_DECODE_STEPS,
                      O_SEQS_SCHEDULED, O_STEPS, OF_KV_ALLOC_S, OF_KV_DATA_S, OF_MAX_ITL, ON, P_BLOCKS, P_COH_N,
-                     P_COH_PARTS, P_COH_V, P_ITL_BIN, P_LANE, P_NRUN, P_NWAIT, P_PEAK, P_S, P_S_BLOCK, P_S_SPLIT,
+                     P_COH_PARTS, P_COH_V, P_ITL_BIN, P_LANE, P_PC_SHARED, P_NRUN, P_NWAIT, P_PEAK, P_S, P_S_BLOCK, P_S_SPLIT,
                      P_STATE, P_STEPS, P_STORED, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STAGE, Q_STEP_START, VLLM)
 from .queues import finish_step, heap_top
 from .tally import integrate, itl_bin_near, record
@@ -164,7 +164,8 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, i
         oi[O_SEQS_SCHEDULED] += m
         oi[O_DECODE_STEPS] += 1
         oi[O_SEQS_DECODE_STEPS] += m
-        of[OF_KV_DATA_S] += (PI[r, P_STORED] + sum_ctx) * dt
+        # as start_step counts it: tokens of blocks several requests share, once over the lanes
+        of[OF_KV_DATA_S] += (PI[r, P_STORED] + 0.0 + sum_ctx - PI[g, P_PC_SHARED] / pp) * dt
         of[OF_KV_ALLOC_S] += PI[g, P_USED] * bs * dt / pp
         if PI[g, P_USED] > PI[g, P_PEAK]:
             PI[g, P_PEAK] = PI[g, P_USED]
