@@ -33,6 +33,7 @@ CHANGES = [
     ("toggle", "cb", False), ("toggle", "tp_on", True), ("select_slider", "max_seqs", 64),
     ("select_slider", "block", 32), ("selectbox", "dist", "sharegpt"), ("select_slider", "tpot", 50),
     ("select_slider", "requests", 1000), ("number_input", "seed", 3), ("selectbox", "dtype", "fp8"),
+    ("selectbox", "pp", 2),
 ]
 
 
@@ -223,3 +224,15 @@ def test_each_trade_off_section_opens_with_the_gpus_it_ran_on():
     tp = next(t for t in content.tradeoffs() if t["id"] == "tensor_parallel")
     note = texts[next(i for i, v in enumerate(texts) if tp["gains"] in v) - 1]
     assert "The sidebar's 1 GPU cannot compare tensor parallelism, so both sides run on 2 H100 GPUs" in note
+
+
+def test_a_replica_larger_than_a_node_is_pipelined_across_nodes_and_the_lab_says_so():
+    at = app()
+    at.sidebar.selectbox(key="model").set_value("llama-3.1-405b")
+    at.sidebar.select_slider(key="gpus").set_value(16)
+    at.sidebar.toggle(key="tp_on").set_value(True)
+    at.sidebar.select_slider(key="requests").set_value(200)
+    at.run()
+    assert not at.exception
+    assert any("pipeline parallel across" in i.value for i in at.info)
+    assert any("tp=8 x pp=2 on 16 H100" in c.value for c in at.caption)
