@@ -24,15 +24,14 @@ import numpy as np
 
 from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
-from . import cohort
 from .fastforward import quiet
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_PP, C_PP_NODE, C_SPLIT, G_PP_BYTES_TOKEN,
-                     G_PP_LAT, G_PP_LAT_NET, G_PP_S_BYTE, G_PP_S_BYTE_NET, M_CTAS, M_DECODES, M_ROWS, M_SUM_CTX,
-                     M_TOKENS, O_DECODE_STEPS, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_DECODE_STEPS,
-                     O_SEQS_SCHEDULED, O_STEPS, OF_KV_ALLOC_S, OF_KV_DATA_S, OF_MAX_ITL, ON, P_BLOCKS, P_COH_N,
-                     P_COH_PARTS, P_COH_V, P_ITL_BIN, P_LANE, P_PC_SHARED, P_NRUN, P_NWAIT, P_PEAK, P_S, P_S_BLOCK, P_S_SPLIT,
-                     P_STATE, P_STEPS, P_STORED, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE, Q_STAGE, Q_STEP_START, VLLM)
-from .queues import finish_step, heap_top
+                     G_PP_LAT, G_PP_LAT_NET, G_PP_S_BYTE, G_PP_S_BYTE_NET, L_HEAP, M_CTAS, M_DECODES, M_ROWS,
+                     M_SUM_CTX, M_TOKENS, O_DECODE_STEPS, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_DECODE_STEPS,
+                     O_SEQS_SCHEDULED, O_STEPS, O_TRACE_SKIP, OF_KV_ALLOC_S, OF_KV_DATA_S, OF_MAX_ITL, ON, P_BLOCKS,
+                     P_COH_N, P_COH_PARTS, P_COH_V, P_ITL_BIN, P_LANE, P_NRUN, P_NWAIT, P_PC_SHARED, P_PEAK, P_S,
+                     P_S_BLOCK, P_S_SPLIT, P_STATE, P_STEPS, P_STORED, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE,
+                     Q_STAGE, Q_STEP_START, R_OUTPUT, R_W, VLLM)
 from .tally import integrate, itl_bin_near, record
 
 
@@ -55,27 +54,26 @@ def replica_running(PI, r, cfg):
 
 
 @step_jit
-def stage_handoff(cfg, cf, j, tokens):
-    """Seconds to move `tokens` tokens' activations from stage j to stage j + 1."""
-    wire = tokens * cf[G_PP_BYTES_TOKEN]
-    if (j + 1) % cfg[C_PP_NODE] == 0:  # the next stage is on another node
-        return cf[G_PP_LAT_NET] + wire * cf[G_PP_S_BYTE_NET]
-    return cf[G_PP_LAT] + wire * cf[G_PP_S_BYTE]
-
-
-@step_jit
 def through_stages(PF, g, cfg, cf, start, stage_s, tokens):
     """A batch that is ready at `start` and takes `stage_s` on every stage passes through the
     pipeline of replica row g, first come first served; returns when its last stage is done."""
     pp = cfg[C_PP]
+    per_node = cfg[C_PP_NODE]
+    wire = tokens * cf[G_PP_BYTES_TOKEN]
     t = start
+    on_node = 0  # stages of this node passed so far (a boundary after the node's last crosses nodes)
     for j in range(pp):
         if PF[g, Q_STAGE + j] > t:
             t = PF[g, Q_STAGE + j]  # the stage is still busy with an earlier batch
         t += stage_s
         PF[g, Q_STAGE + j] = t
         if j < pp - 1:
-            t += stage_handoff(cfg, cf, j, tokens)
+            on_node += 1
+            if on_node == per_node:  # the next stage is on another node
+                on_node = 0
+                t += cf[G_PP_LAT_NET] + wire * cf[G_PP_S_BYTE_NET]
+            else:
+                t += cf[G_PP_LAT] + wire * cf[G_PP_S_BYTE]
     return t
 
 
@@ -116,24 +114,31 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, i
     pp = cfg[C_PP]
     paged = cfg[C_POLICY] >= VLLM
     kv_heads = p[cm.KV_HEADS]
-    max_steps = cfg[C_MAX_STEPS]
-    while True:
+    # the replica's and the run's figures stay in local variables, written back at the end and
+    # before a trace row (which reads the tables); each lane's stay in the tables
+    blocks, used, peak, shared = PI[g, P_BLOCKS], PI[g, P_USED], PI[g, P_PEAK], PI[g, P_PC_SHARED]
+    kv_data, kv_alloc, max_itl = of[OF_KV_DATA_S], of[OF_KV_ALLOC_S], of[OF_MAX_ITL]
+    min_free, peak_used = oi[O_MIN_FREE], oi[O_PEAK_USED]
+    steps, seqs, max_steps = 0, 0, cfg[C_MAX_STEPS] - oi[O_STEPS]
+    while steps < max_steps:
         r = -1
         tb = np.inf
         for j in range(g, g + pp):
             if PF[j, Q_BUSY] < tb:
                 r, tb = j, PF[j, Q_BUSY]
-        if r < 0 or tb >= t_other or oi[O_STEPS] >= max_steps:
+        if r < 0 or tb >= t_other:
             break
-        if PI[r, P_S] + 1 >= finish_step(RI, heap_top(SLOTS, PI, r)):
+        S = PI[r, P_S]
+        top = SLOTS[r, L_HEAP, 0]  # quiet lanes have members: the heap's top finishes first
+        if S + 1 >= RI[top, R_OUTPUT] - RI[top, R_W]:
             break  # a member finishes with this step: the loop's path
         nb = PI[r, P_S_BLOCK] + 1
         if nb == bs:
             nb = 0
         need = BKT[r, B_BLOCK, nb] if paged else 0
-        if need > PI[g, P_BLOCKS] - PI[g, P_USED]:
+        if need > blocks - used:
             break  # the loop preempts
-        # ---- the lane's step completes: each member has one more token
+        # ---- the lane's step completes: each member has one more token (complete_cohort)
         integrate(PI, of, tb - t)
         t = tb
         PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
@@ -142,41 +147,55 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, i
         b = itl_bin_near(gap, PI[r, P_ITL_BIN], itl_edges)
         PI[r, P_ITL_BIN] = b
         itl_hist[b] += m
-        of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
-        cohort.advance(PI, r, cfg)
+        max_itl = max(max_itl, gap)
+        S += 1  # cohort.advance
+        PI[r, P_S] = S
+        PI[r, P_S_BLOCK] = nb
+        if split > 0:
+            k = PI[r, P_S_SPLIT] + 1
+            PI[r, P_S_SPLIT] = 0 if k == split else k
         PF[r, Q_LAST_DECODE] = t
-        # ---- and its next step starts: the cohort takes its blocks and decodes again
-        PI[g, P_USED] += need
+        # ---- and its next step starts: the cohort takes its blocks and decodes again (start_step)
+        used += need
         if split > 0:
             PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, PI[r, P_S_SPLIT]]
             ctas = kv_heads * PI[r, P_COH_PARTS]
         else:
             ctas = kv_heads * m
-        sum_ctx = PI[r, P_COH_V] + m * (PI[r, P_S] + 1)
+        sum_ctx = PI[r, P_COH_V] + m * (S + 1)
         dt = cm.step_breakdown(p, float(m), float(m), float(sum_ctx), ctas, 0.0, 0.0, float(m), scratch)
         host = scratch[cm.B_SCHEDULER]
         dt = through_stages(PF, g, cfg, cf, t + host, dt - host, float(m)) - t
         PF[r, Q_BUSY] = t + dt
         PF[r, Q_STEP_START] = t
         PI[r, P_STEPS] += 1
-        oi[O_STEPS] += 1
-        oi[O_QUIET_STEPS] += 1
-        oi[O_SEQS_SCHEDULED] += m
-        oi[O_DECODE_STEPS] += 1
-        oi[O_SEQS_DECODE_STEPS] += m
-        # as start_step counts it: tokens of blocks several requests share, once over the lanes
-        of[OF_KV_DATA_S] += (PI[r, P_STORED] + 0.0 + sum_ctx - PI[g, P_PC_SHARED] / pp) * dt
-        of[OF_KV_ALLOC_S] += PI[g, P_USED] * bs * dt / pp
-        if PI[g, P_USED] > PI[g, P_PEAK]:
-            PI[g, P_PEAK] = PI[g, P_USED]
-        if PI[g, P_BLOCKS] - PI[g, P_USED] < oi[O_MIN_FREE]:
-            oi[O_MIN_FREE] = PI[g, P_BLOCKS] - PI[g, P_USED]
-        if others_used + PI[g, P_USED] > oi[O_PEAK_USED]:
-            oi[O_PEAK_USED] = others_used + PI[g, P_USED]
-        mix[:] = 0.0
-        mix[M_TOKENS] = mix[M_DECODES] = m
-        mix[M_SUM_CTX] = sum_ctx
-        mix[M_CTAS] = ctas
-        mix[M_ROWS] = m
-        record(trace, oi, t, dt, mix, r, PI, bs)
+        steps += 1
+        seqs += m
+        # as start_step counts them: tokens of blocks several requests share once, over the lanes
+        kv_data += (PI[r, P_STORED] + 0.0 + sum_ctx - shared / pp) * dt
+        kv_alloc += used * bs * dt / pp
+        if used > peak:
+            peak = used
+        if blocks - used < min_free:
+            min_free = blocks - used
+        if others_used + used > peak_used:
+            peak_used = others_used + used
+        if oi[O_TRACE_SKIP] > 0:
+            oi[O_TRACE_SKIP] -= 1
+        else:  # a row of the trace: it reads the tables, so bring them up to date first
+            PI[g, P_USED] = used
+            mix[:] = 0.0
+            mix[M_TOKENS] = mix[M_DECODES] = m
+            mix[M_SUM_CTX] = sum_ctx
+            mix[M_CTAS] = ctas
+            mix[M_ROWS] = m
+            record(trace, oi, t, dt, mix, r, PI, bs)
+    PI[g, P_USED], PI[g, P_PEAK] = used, peak
+    of[OF_KV_DATA_S], of[OF_KV_ALLOC_S], of[OF_MAX_ITL] = kv_data, kv_alloc, max_itl
+    oi[O_MIN_FREE], oi[O_PEAK_USED] = min_free, peak_used
+    oi[O_STEPS] += steps
+    oi[O_QUIET_STEPS] += steps
+    oi[O_SEQS_SCHEDULED] += seqs
+    oi[O_DECODE_STEPS] += steps
+    oi[O_SEQS_DECODE_STEPS] += seqs
     return t
