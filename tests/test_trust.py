@@ -92,7 +92,21 @@ def test_the_lab_shows_the_bands_and_the_nearest_run_with_units():
     assert not at.exception
     cards = {m.label: m for m in at.metric}
     for label in ("p99 TTFT band", "p99 TPOT band"):
-        assert re.fullmatch(r"[\d.]+ (ms|s)( – [\d.]+ (ms|s))?", cards[label].value), cards[label].value
+        assert re.fullmatch(r"[\d.]+( (ms|s))?( – [\d.]+ (ms|s))?", cards[label].value), cards[label].value
         assert "10th and 90th percentiles" in cards[label].proto.help
     near = cards["Nearest validated run"]
-    assert re.search(r"(E2E|TTFT|TPOT) \d+\.\d% (under|over)", near.value) and "source" in near.proto.help
+    assert re.fullmatch(r"(E2E|TTFT|TPOT) \d+(\.\d)?% (under|over)", near.value) and "source" in near.proto.help
+
+
+@pytest.mark.parametrize("rate", [4.0, 20.0, 44.0])  # light, loaded, overloaded: 8B on one H100
+def test_the_trust_cards_figures_fit_a_card_and_the_nearest_run_shows_its_largest_error(rate):
+    # a three-card row at 1440 px shows about 16 characters of a figure: 'E2E 1.7% under, ...' was cut off
+    cfg, res = current(LabInputs(rate=rate, requests=500))
+    cards = trust.trust(cfg, res.summary)
+    assert all(len(c["value"]) <= 16 for c in cards), [c["value"] for c in cards]
+    near = cards[-1]
+    run = trust.nearest(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), float(res.summary["utilisation"]))
+    errors = {trust.METRIC_WORDS[m].split()[-1]: run["errors"][m] for m in trust.METRIC_WORDS if m in run["errors"]}
+    shown = near["value"].split()[0]
+    assert abs(errors[shown]) == max(abs(e) for e in list(errors.values())[:2])  # the worst, not the first
+    assert all(name in near["note"] for name in list(errors)[:2] if name != shown)  # the other, under it
