@@ -700,7 +700,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
                 g = shared_row(PI, r)
                 until = pipeline.quiet_until(PI, PF, SLOTS, g, cfg)
                 if until > PF[r, Q_BUSY]:
-                    t = pipeline.decode_run(RI, PI, PF, SLOTS, BKT, params[g], g, cfg, cf, t,
+                    t = pipeline.decode_run(RI, RF, PI, PF, SLOTS, BKT, params[g], g, cfg, cf, t,
                                             min(until, next_event(RF, PI, PF, nxt, next_tick, g, g + cfg[C_PP])),
                                             total_used - PI[g, P_USED], itl_hist, itl_edges, trace, oi, of, mix,
                                             scratch)

@@ -24,15 +24,16 @@ import numpy as np
 
 from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
-from .fastforward import quiet
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_PP, C_PP_NODE, C_SPLIT, G_PP_BYTES_TOKEN,
                      G_PP_LAT, G_PP_LAT_NET, G_PP_S_BYTE, G_PP_S_BYTE_NET, L_HEAP, M_CTAS, M_DECODES, M_ROWS,
                      M_SUM_CTX, M_TOKENS, O_DECODE_STEPS, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_DECODE_STEPS,
                      O_SEQS_SCHEDULED, O_STEPS, O_TRACE_SKIP, OF_KV_ALLOC_S, OF_KV_DATA_S, OF_MAX_ITL, ON, P_BLOCKS,
                      P_COH_N, P_COH_PARTS, P_COH_V, P_ITL_BIN, P_LANE, P_NRUN, P_NWAIT, P_PC_SHARED, P_PEAK, P_S,
                      P_S_BLOCK, P_S_SPLIT, P_STATE, P_STEPS, P_STORED, P_USED, Q_BUSY, Q_BUSY_S, Q_LAST_DECODE,
-                     Q_STAGE, Q_STEP_START, R_OUTPUT, R_W, VLLM)
-from .tally import integrate, itl_bin_near, record
+                     Q_STAGE, Q_STEP_START, R_OUTPUT, R_W, VLLM, F_LAST, L_FRESH, P_COH_STEPPED, P_HEAPN,
+                     P_LHEAD, P_NFRESH, P_NPRE, P_NSAMPLED, P_NSCHED, P_XHEAD, R_FRESH, R_REPLICA, R_STATE,
+                     S_DECODE, STATIC)
+from .tally import integrate, itl_bin, itl_bin_near, record
 
 
 @engine_jit
@@ -80,9 +81,18 @@ def through_stages(PF, g, cfg, cf, start, stage_s, tokens):
 # ---------------------------------------------------------------- quiet decode steps of a pipeline
 
 @engine_jit
+def decoding_alone(PI, SLOTS, r, cfg):
+    """fastforward.quiet, except that members decoding for the first time are allowed: their own
+    inter-token gaps are taken here as complete_cohort takes them."""
+    return (PI[r, P_STATE] == ON and PI[r, P_COH_STEPPED] == 1 and PI[r, P_NSCHED] == 0 and PI[r, P_NPRE] == 0
+            and (PI[r, P_NWAIT] == 0 or cfg[C_POLICY] == STATIC) and PI[r, P_LHEAD] < 0 and PI[r, P_XHEAD] < 0
+            and PI[r, P_NSAMPLED] == 0 and PI[r, P_HEAPN] > 0)
+
+
+@engine_jit
 def quiet_until(PI, PF, SLOTS, g, cfg):
     """Until when the lanes of replica row g that step their decode cohort alone
-    (fastforward.quiet's conditions) can run on their own: the end of the first step of a lane
+    (decoding_alone) can run on their own: the end of the first step of a lane
     that does more (inf when none does); -1 when none is quiet, something waits for the replica,
     or an idle lane has requests."""
     if PI[g, P_NWAIT] != 0 or PI[g, P_STATE] != ON:
@@ -93,7 +103,7 @@ def quiet_until(PI, PF, SLOTS, g, cfg):
         if PF[r, Q_BUSY] == np.inf:
             if PI[r, P_NRUN] != 0:
                 return -1.0
-        elif quiet(PI, SLOTS, r, cfg):
+        elif decoding_alone(PI, SLOTS, r, cfg):
             quiet_lanes += 1
         elif PF[r, Q_BUSY] < until:
             until = PF[r, Q_BUSY]
@@ -101,7 +111,7 @@ def quiet_until(PI, PF, SLOTS, g, cfg):
 
 
 @engine_jit
-def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, itl_hist, itl_edges, trace, oi, of,
+def decode_run(RI, RF, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, itl_hist, itl_edges, trace, oi, of,
                mix, scratch):
     """The quiet steps of replica row g's lanes, in the order they end, each followed by the lane's
     next step, up to the next event elsewhere (t_other: another replica's, or the end of a step of
@@ -143,11 +153,22 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, g, cfg, cf, t, t_other, others_used, i
         t = tb
         PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
         m = PI[r, P_COH_N]
+        fresh = 0
+        for i in range(PI[r, P_NFRESH]):  # members decoding for the first time: their own gap
+            q = SLOTS[r, L_FRESH, i]
+            if RI[q, R_FRESH] == 1 and RI[q, R_STATE] == S_DECODE and RI[q, R_REPLICA] == r:
+                RI[q, R_FRESH] = 0
+                first_gap = t - RF[q, F_LAST]
+                itl_hist[itl_bin(first_gap)] += 1
+                max_itl = max(max_itl, first_gap)
+                fresh += 1
+        PI[r, P_NFRESH] = 0
         gap = t - PF[r, Q_LAST_DECODE]
-        b = itl_bin_near(gap, PI[r, P_ITL_BIN], itl_edges)
-        PI[r, P_ITL_BIN] = b
-        itl_hist[b] += m
-        max_itl = max(max_itl, gap)
+        if m > fresh:  # everyone else decoded in the lane's previous step
+            b = itl_bin_near(gap, PI[r, P_ITL_BIN], itl_edges)
+            PI[r, P_ITL_BIN] = b
+            itl_hist[b] += m - fresh
+            max_itl = max(max_itl, gap)
         S += 1  # cohort.advance
         PI[r, P_S] = S
         PI[r, P_S_BLOCK] = nb
