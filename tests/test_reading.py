@@ -232,3 +232,14 @@ def test_a_long_chart_title_is_broken_into_lines_a_phone_shows_whole():
     assert " ".join(title) == "The recommended stage along the path never goes back"  # nothing lost
     short = spec(charts.line([dict(a=1, b=2)], "a", "b", "a", "b", "Decode throughput against batch"))
     assert short["title"] == "Decode throughput against batch"
+
+
+def test_the_kv_sweeps_caption_names_where_the_cache_first_runs_out_not_the_worst_point():
+    # the chart reached 100% at 2,048 output tokens while the caption said "At 4,096 ... the cache runs out"
+    from core.lab.sweeps import output_caption
+    rows = [dict(output_tokens=o, peak_kv=p, preemptions=n) for o, p, n in
+            ((512, 0.1, 0), (1024, 0.25, 0), (2048, 1.0, 40), (4096, 1.0, 3234))]
+    assert output_caption(rows).startswith("From 2,048 output tokens the cache runs out")
+    assert "3,234 preemptions at 4,096" in output_caption(rows)
+    full = [dict(r, preemptions=0) for r in rows[:3]] + [rows[3]]
+    assert output_caption(full).startswith("At 2,048 output tokens the cache is full at its peak")

@@ -139,10 +139,21 @@ def overloaded_caption(rows: list[dict]) -> str:
 
 
 def output_caption(rows: list[dict]) -> str:
-    worst = max(rows, key=lambda r: r["preemptions"]) if rows else None
-    if worst and worst["preemptions"]:
-        return (f"At {worst['output_tokens']:,} output tokens the cache runs out: {worst['preemptions']:,} "
-                f"preemptions recompute evicted requests.")
+    """Where along the sweep the cache first fills and first runs out (the chart's line reaches 100%
+    there), not only where the most requests were preempted."""
+    full = next((r for r in rows if r["peak_kv"] >= 0.99), None)
+    short = next((r for r in rows if r["preemptions"]), None)
+    if short:
+        worst = max(rows, key=lambda r: r["preemptions"])
+        text = (f"From {short['output_tokens']:,} output tokens the cache runs out: running requests are preempted "
+                f"and recomputed ({worst['preemptions']:,} preemptions at {worst['output_tokens']:,}).")
+        if full and full["output_tokens"] < short["output_tokens"]:
+            text = (f"At {full['output_tokens']:,} output tokens the cache is full at its peak without preempting "
+                    f"anyone. " + text)
+        return text
+    if full:
+        return (f"From {full['output_tokens']:,} output tokens the cache is full at its peak, but no request had to "
+                f"be preempted.")
     return "No preemptions across the sweep: the cache holds every running sequence."
 
 
