@@ -178,15 +178,15 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     load = float(summary["utilisation"])
     r = nearest(gpu, model, load, data["runs"])
     shown = [m for m in METRIC_WORDS if m in r["errors"]]
-    # the figure is the largest error (a card's figure holds about 16 characters: 'E2E 1.7% under,
-    # TTFT ...' was cut off); the others are in the note under it and, exact, in the help
+    # the figure is the largest error, the one to plan with: a card's figure holds about 16 characters
+    # and its note about 40 at 1440 px ('E2E 1.7% under, TTFT ...' was cut off); every error is in the help
     worst = max(shown[:2], key=lambda m: abs(r["errors"][m]))
     value = f"{METRIC_WORDS[worst].split()[-1]} {_off_short(r['errors'][worst])}"
-    others = "".join(f"{METRIC_WORDS[m].split()[-1]} {_off_short(r['errors'][m])}; " for m in shown[:2] if m != worst)
     left = r.get("errors_model_left_out") or {}
     family = (f"same GPU family ({gpu.arch})" if gpu.arch == r["arch"]
               else f"no {gpu.arch or 'such'} GPU validated, nearest family {r['arch']}")
-    help_ = (f"How far the simulator was over or under the measurement on the real run nearest this setting: {family}; model "
+    help_ = (f"How far the simulator was over or under the measurement on the real run nearest this setting (the card "
+             f"shows the largest of its errors): {family}; model "
              f"{r['model_name']} ({r['params_b']:g}B) against {model.name} ({model.params() / 1e9:.1f}B); "
              f"simulated load {r['load']:.0%} of capacity against {load:.0%} here. Run {r['id']} "
              f"({r['engine']} {r['engine_version']}, tp={r['tp']}, {r['workload']} workload; source: "
@@ -198,6 +198,6 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
              + (". The host constants were fitted to this run" if r["set"] == "held in"
                 else ". This run was held out of the host constants' fit") + " (calibration/VALIDATION.md).")
     cards.append(dict(label="Nearest validated run", value=value,
-                      note=f"{others}{r['model_name']} on {_short_gpu(r['gpu_name'])}, load {r['load']:.0%}",
+                      note=f"{r['model_name']} on {_short_gpu(r['gpu_name'])}, load {r['load']:.0%}",
                       help=help_))
     return cards
