@@ -284,7 +284,7 @@ def decode_roofline(rows: list[dict], roof: list[dict], ridges: dict[str, float]
     with its name and batch."""
     df = pd.DataFrame([dict(batch=r["batch"], tok_s=r["tok_s"], curve="Lab cost model") for r in rows]
                       + [dict(batch=r["batch"], tok_s=r["tok_s"], curve="roofline, weights only") for r in roof])
-    xs, xa = log_scale(list(df["batch"]) + list(ridges.values()), sorted(set(df["batch"])))
+    xs, xa = log_scale(list(df["batch"]) + list(ridges.values()), sorted({r["batch"] for r in rows}))
     ys, ya = log_scale(df["tok_s"])
     lines = alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("batch:Q", title="decode batch (sequences, log scale)", scale=xs, axis=alt.Axis(**xa)),
@@ -296,11 +296,14 @@ def decode_roofline(rows: list[dict], roof: list[dict], ridges: dict[str, float]
         tooltip=[alt.Tooltip("batch:Q", title="batch (sequences)"), "curve:N",
                  alt.Tooltip("tok_s:Q", title="tokens/s", format=",.0f")])
     chart = lines
-    for name, batch in ridges.items():  # labels run up the left of their lines: close ridges never collide
+    # labels run up the left of their lines from the plot's foot, below the curves (tokens/s grow with
+    # the batch, so the lower right is empty), and close ridges never collide
+    for name, batch in ridges.items():
         ridge = pd.DataFrame({"batch": [batch], "text": [f"{name}: {batch:,.0f}"]})
         chart += alt.Chart(ridge).mark_rule(color=COLORS["bad"], strokeDash=[2, 2]).encode(x="batch:Q")
-        chart += alt.Chart(ridge).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3,
-                                            color=COLORS["bad"]).encode(x="batch:Q", y=alt.value(0), text="text:N")
+        chart += alt.Chart(ridge).mark_text(angle=270, align="left", baseline="bottom", dx=4, dy=-3,
+                                            color=COLORS["bad"]).encode(x="batch:Q", y=alt.YValue("height"),
+                                                                        text="text:N")
     return framed(chart, 260, "Decode throughput of one replica against batch size")
 
 

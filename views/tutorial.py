@@ -30,7 +30,10 @@ def batch_chart():
     if facts["shown"] is None:
         return None
     rows = cache.sweep(facts["shown"], "batch")
-    return charts.decode_roofline(rows, tutorial.roofline(facts["shown"], [r["batch"] for r in rows]),
+    # the roofline at the datasheet ridge too, so that its knee is drawn where the line marks it
+    knee = [round(facts["ridge_batch"])] if rows and facts["ridge_batch"] < rows[-1]["batch"] else []
+    roof = tutorial.roofline(facts["shown"], sorted({r["batch"] for r in rows} | set(knee)))
+    return charts.decode_roofline(rows, roof,
                                   {"datasheet ridge": facts["ridge_batch"], "measured ridge": facts["ridge_eff_batch"]})
 
 
