@@ -139,7 +139,10 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         "slots", "Batch slot saturation", p90, slots, "sequences", r, _status(r, 0.7, 0.95),
         f"90% of the time a replica runs at most {p90:.0f} of its {slots} sequence slots.",
         "Raise max batch (if KV blocks allow) or add replicas.",
-        detail=f"Mean running per replica {float(running.mean()) if len(running) else 0:.1f}"))
+        # a mean over the sampled steps, prefill-only ones too: the decode gauge's running batch counts
+        # only steps that decode, so the two differ a little and each says which it is
+        detail=f"Mean running per replica {float(running.mean()) if len(running) else 0:.1f}, over every step "
+               f"(prefill-only steps too)"))
 
     t = s["ttft_ms"]["p99"] / inputs.ttft_p99_ms
     out.append(Gauge(
