@@ -87,8 +87,11 @@ def _module_files(target: Path) -> set[Path]:
 
 
 def _uses_jit(path: Path) -> bool:
+    data = path.read_bytes()
+    if b"jit" not in data:  # most modules: no need to parse them (a start reads every module here)
+        return False
     return any(isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[-1] == "jit"
-               for n in ast.walk(ast.parse(path.read_bytes())))
+               for n in ast.walk(ast.parse(data)))
 
 
 def sources() -> list[Path]:
