@@ -6,7 +6,8 @@ server's memory. A second scenario runs the heaviest in-range work in one sessio
 100,000 requests of long outputs) while another session moves a slider and the health check is
 polled.
 
-usage: python bench/load.py [--sessions 1,5,10,20] [--changes 4] [--heavy] [--out bench/results/load.json]
+usage: python bench/load.py [--sessions 1,5,10,20] [--changes 4] [--heavy] [--no-load] [--out bench/results/load.json]
+  --heavy: the heavy scenario, and the same light session and health probes without it (the baseline)
 
 Results are checked, not only timed: after each move a session's URL, its slider and its
 Throughput card must agree with each other, and the card must equal what core computes for that
@@ -150,44 +151,47 @@ def poll_health(url: str, stop: threading.Event, out: list) -> None:
         stop.wait(0.05)  # a health probe every 50 ms (the measurement's own pace, not synchronisation)
 
 
-async def heavy_and_light(url: str, changes: int, timeout_ms: float) -> dict:
+async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy: bool = True) -> dict:
     from playwright.async_api import async_playwright
     async with async_playwright() as p:
         exe = chromium_executable()
         browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
             await p.chromium.launch(args=CHROME_ARGS)
-        heavy_ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
-        heavy = await heavy_ctx.new_page()
-        await heavy.goto(f"{url}/{HEAVY_URL}")
-        # the heavy run is under way when its progress bar shows
-        await heavy.wait_for_selector("[data-testid='stProgress']", timeout=timeout_ms)
-        bar_text = await heavy.locator("[data-testid='stProgress']").first.inner_text()
+        bar_text, still_running = None, False
+        if with_heavy:
+            heavy_ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
+            heavy = await heavy_ctx.new_page()
+            await heavy.goto(f"{url}/{HEAVY_URL}")
+            # the heavy run is under way when its progress bar shows
+            await heavy.wait_for_selector("[data-testid='stProgress']", timeout=timeout_ms)
+            bar_text = await heavy.locator("[data-testid='stProgress']").first.inner_text()
         light = await session(browser, url, 3.0, changes, timeout_ms)
-        still_running = await heavy.locator("[data-testid='stProgress']").count() > 0
+        if with_heavy:
+            still_running = await heavy.locator("[data-testid='stProgress']").count() > 0
         # Stop: the run ends and the page says so
         t0 = time.perf_counter()
         stopped = None
         if still_running:
-            await heavy.get_by_role("button", name="Stop").first.click()
+            await heavy.get_by_role("button", name="Stop this run").click()
             await heavy.wait_for_selector("[data-testid='stAlertContentInfo']:has-text('Stopped')", timeout=timeout_ms)
             stopped = time.perf_counter() - t0
         await browser.close()
     return dict(light=light, heavy_still_running=still_running, heavy_bar_text=bar_text, stop_s=stopped)
 
 
-def run_heavy(changes: int, timeout_ms: float = 300_000) -> dict:
+def run_heavy(changes: int, timeout_ms: float = 300_000, with_heavy: bool = True) -> dict:
     with streamlit_process() as (url, proc):
         stop, health = threading.Event(), []
         poller = threading.Thread(target=poll_health, args=(url, stop, health), daemon=True)
         poller.start()
-        got = asyncio.run(heavy_and_light(url, changes, timeout_ms))
+        got = asyncio.run(heavy_and_light(url, changes, timeout_ms, with_heavy))
         stop.set()
         poller.join()
         got.update(health_p50_s=percentile(health, 0.5), health_p99_s=percentile(health, 0.99),
                    health_max_s=max(health), health_probes=len(health), server_mb=rss_mb(proc.pid),
                    light_p50_s=percentile(got["light"]["times"], 0.5), light_max_s=max(got["light"]["times"], default=None),
                    leaks=check([got["light"]]))
-    print(f"heavy ({HEAVY_URL}) running: {got['heavy_bar_text']!r}; another session's slider moves: "
+    print(f"{'heavy (' + HEAVY_URL + ')' if with_heavy else 'no heavy session'} running: {got['heavy_bar_text']!r}; another session's slider moves: "
           f"{', '.join(f'{t:.2f}' for t in got['light']['times'])} s; health check p50 "
           f"{got['health_p50_s'] * 1e3:.0f} ms, p99 {got['health_p99_s'] * 1e3:.0f} ms, max "
           f"{got['health_max_s'] * 1e3:.0f} ms over {got['health_probes']} probes; Stop ended the run in "
@@ -202,6 +206,7 @@ def main(argv: list[str]) -> None:
     out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "load.json"
     result = dict(when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cores=__import__("os").cpu_count())
     if "--heavy" in argv:
+        result["without_heavy"] = run_heavy(changes, with_heavy=False)  # the same measurement, for comparison
         result["heavy"] = run_heavy(changes)
     if "--no-load" not in argv:
         result.update(run_load(levels, changes))

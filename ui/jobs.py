@@ -9,7 +9,7 @@ work (more than HEAVY_REQUEST_RUNS simulated requests in all: a 100,000-request 
 20,000-request runs) runs on a pool of WORKERS threads, fewer than the cores, so that one core
 always serves the light work of every other session, the health check and the event loop (the
 engine releases Python's lock while it runs). The page shows a progress bar, what the run is doing
-and its place in the queue, and a Stop button; when the person moves a slider, opens another page
+and its place in the queue, and a "Stop this run" button; when the person moves a slider, opens another page
 or closes the tab, the script is interrupted at the bar's next update and the run is cancelled
 within one engine step (core.progress). A session's script waits on one piece of work at a time,
 so a session holds at most one worker; sessions asking for the same result wait on one run, which
@@ -75,6 +75,7 @@ def _start(key, what: str, fn: Callable, args: tuple) -> _Run:
     run = _Run(progress.Job(what))
 
     def work():
+        _lower_priority()
         run.started = True
         value = run.job.run(fn, *args)
         results.put(key, value)
@@ -88,6 +89,15 @@ def _start(key, what: str, fn: Callable, args: tuple) -> _Run:
     run.future = _pool.submit(work)
     run.future.add_done_callback(done)
     return run
+
+
+def _lower_priority() -> None:
+    """A worker thread yields the CPU to page threads and the event loop when both want it (Linux:
+    a thread's own nice value); elsewhere it runs at the server's priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
 
 
 def _ahead(run: _Run) -> int:
@@ -115,7 +125,7 @@ def _wait(key, what: str, fn: Callable, args: tuple):
     try:
         with box.container():
             bar = st.progress(0.0, text=f"{what}...")
-            st.button("Stop", key=f"{label}-stop", on_click=_stop, args=(key,), icon=":material/stop:",
+            st.button("Stop this run", key=f"{label}-stop", on_click=_stop, args=(key,), icon=":material/stop:",
                       help="Stop this run; moving a slider or opening another page stops it too")
         while True:
             try:
