@@ -61,7 +61,7 @@ async def session(browser, url: str, rate: float, changes: int, timeout_ms: floa
     out = dict(rate=rate, times=[], seen=[], errors=[])
     try:
         t0 = time.perf_counter()
-        await page.goto(f"{url}/?rate={rate}")
+        await page.goto(f"{url}/?rate={rate}", timeout=timeout_ms)
         await page.wait_for_selector(THROUGHPUT, timeout=timeout_ms)
         await idle(page, timeout_ms)
         out["first_s"] = time.perf_counter() - t0
@@ -161,7 +161,7 @@ async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy:
         if with_heavy:
             heavy_ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
             heavy = await heavy_ctx.new_page()
-            await heavy.goto(f"{url}/{HEAVY_URL}")
+            await heavy.goto(f"{url}/{HEAVY_URL}", timeout=timeout_ms)
             # the heavy run is under way when its progress bar shows
             await heavy.wait_for_selector("[data-testid='stProgress']", timeout=timeout_ms)
             bar_text = await heavy.locator("[data-testid='stProgress']").first.inner_text()

@@ -1,21 +1,45 @@
-"""Several people on one server at once (the load benchmark, bench/load.py, at 5 sessions): each
-opens the Lab at its own request rate and moves the slider; no page errs, and every state a
-session shows (URL, slider, Throughput card) is its own, as core computes it for that session's
-inputs."""
+"""Several people on one server at once (the load benchmark, bench/load.py, at 5 sessions), and a
+long run a person watches and stops."""
 import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+from playwright.sync_api import sync_playwright
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import load  # noqa: E402
-from live_app import streamlit_process  # noqa: E402
+from live_app import launch, streamlit_process  # noqa: E402
 
 
-def test_five_sessions_at_once_each_see_only_their_own_inputs_and_results():
-    with streamlit_process() as (url, _proc):
-        results = asyncio.run(load.sessions_level(url, 5, changes=1, timeout_ms=240_000))
+@pytest.fixture(scope="module")
+def url():
+    with streamlit_process() as (address, _proc):
+        yield address
+
+
+def test_five_sessions_at_once_each_see_only_their_own_inputs_and_results(url):
+    # each opens the Lab at its own request rate and moves the slider; every state a session shows
+    # (URL, slider, Throughput card) is its own, as core computes it for that session's inputs
+    results = asyncio.run(load.sessions_level(url, 5, changes=1, timeout_ms=240_000))
     assert [r["errors"] for r in results] == [[]] * 5
     assert all(len(r["seen"]) == 2 for r in results)  # the first page and one slider move each
     assert len({r["seen"][-1]["slider"] for r in results}) == 5
     assert load.check(results) == []
+
+
+def test_a_long_run_shows_what_it_does_and_stops_when_asked(url):
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1200})
+        page.goto(f"{url}/bottlenecks?requests=100000&output=2048")
+        bar = page.locator("[data-testid='stProgress']").filter(has_text="of 100,000 requests served")
+        bar.wait_for(timeout=240_000)
+        assert "Simulating the deployment" in bar.inner_text()
+        page.get_by_role("button", name="Stop this run").click()
+        page.wait_for_selector("[data-testid='stAlertContentInfo']:has-text('Stopped: Simulating the deployment')",
+                               timeout=120_000)
+        assert page.locator("[data-testid='stProgress']").count() == 0
+        assert page.get_by_role("button", name="Run it again").count() == 1
+        browser.close()
