@@ -208,7 +208,8 @@ def stage_bars(rows: list[dict], metric: str, title: str, unit: str, target: flo
                         legend=alt.Legend(orient="top", title=None, columns=2)),  # four entries: one row ran off a phone
         tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("name:N", title="design"),
                  alt.Tooltip(f"{metric}:Q", format=",.3g", title=f"{title} ({unit})")])
-    missing = alt.Chart(df).mark_text(dy=-8, color=COLORS["muted"]).encode(
+    # on two lines: side by side on a phone, two one-line labels ran into each other
+    missing = alt.Chart(df).mark_text(baseline="bottom", dy=-3, lineBreak=" ", color=COLORS["muted"]).encode(
         x=x, y=alt.Y("base:Q"), text=alt.Text("label:N"))
     layers = [bars, missing]
     if target:
