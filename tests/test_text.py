@@ -54,8 +54,10 @@ def test_a_benchmarks_error_reads_in_words_not_signed_percentages():
 def test_the_command_lines_calibration_table_says_its_errors_in_words(capsys):
     from core.cli.yourdata import _table
     rows = [dict(metric="TTFT median", unit="ms", measured=100.0, simulated=112.3, error=0.123),
-            dict(metric="TPOT median", unit="ms", measured=20.0, simulated=19.0, error=-0.05)]
+            dict(metric="TPOT median", unit="ms", measured=20.0, simulated=19.0, error=-0.05),
+            dict(metric="Output throughput", unit="tok/s", measured=673.92, simulated=635.36, error=-0.057)]
     after = [dict(r, simulated=r["measured"], error=0.0) for r in rows]
     table = "\n".join(_table(rows, after))
     assert not re.search(r"[-+]\d+(\.\d+)?%", table), table  # it read "+12.3%" and "-5.0%"
     assert "12% higher" in table and "5% lower" in table and "the same" in table
+    assert re.search(r"\(tok/s\) +673\.92", table)  # a long label no longer runs into its figure

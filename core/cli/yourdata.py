@@ -164,10 +164,12 @@ def cmd_calibrate(args) -> None:
 
 def _table(before: list[dict], after: list[dict] | None) -> list[str]:
     """Measured against simulated (and calibrated), each comparison in words ('12% higher')."""
-    head = f"  {'metric':<22}{'measured':>11}{'simulated':>11}  {'vs measured':<16}"
+    labels = [f"{r['metric']} ({r['unit']})" for r in before]
+    w = max([len("metric")] + [len(x) for x in labels]) + 1  # 'Output throughput (tok/s)' ran into its figure
+    head = f"  {'metric':<{w}}{'measured':>11}{'simulated':>11}  {'vs measured':<16}"
     lines = [(head + (f"{'calibrated':>11}  {'vs measured':<16}" if after else "")).rstrip()]
     for i, r in enumerate(before):
-        line = (f"  {r['metric'] + ' (' + r['unit'] + ')':<22}{r['measured']:11.2f}{r['simulated']:11.2f}  "
+        line = (f"  {labels[i]:<{w}}{r['measured']:11.2f}{r['simulated']:11.2f}  "
                 f"{against(r['error']):<16}")
         if after:
             a = after[i]
