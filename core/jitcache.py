@@ -224,7 +224,7 @@ def status() -> dict:
     install()
     folder = _state["folder"]
     m = shipped() or {}
-    ready = bool(folder and any(folder.rglob("run-*.nbi")))
+    ready = bool(folder and any(folder.rglob("loop.run-*.nbi")))  # the engine's entry point is kept
     return dict(folder=str(folder) if folder else None, writable=folder is not None, seeded=_state["seeded"],
                 ready=ready, shipped_problem=why_not_shipped(), compile_s_where_built=m.get("compile_s"),
                 built_on=m.get("built_on"))

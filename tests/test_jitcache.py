@@ -77,7 +77,7 @@ def test_a_fresh_clone_loads_the_engine_without_compiling(tmp_path):
     # an empty temporary folder, as on a fresh clone or a restarted host: the shipped engine is
     # copied there and every function the app calls loads from it
     got = run_in_fresh_process(ROOT, "from core.serving import warmup\nwarmup.compile_all()\nresult = 1", tmp_path)
-    assert got["status"]["seeded"] and got["status"]["shipped_problem"] is None
+    assert got["status"]["seeded"] and got["status"]["ready"] and got["status"]["shipped_problem"] is None
     assert got["misses"] == 0, "a specialisation the app uses is missing from core/compiled/: extend warmup.py"
     assert got["hits"] > 0
 

@@ -9,7 +9,7 @@ def first_start_message(status: dict) -> str:
     if status["ready"]:
         return "Loading the compiled simulator (about a second)..."
     took = status.get("compile_s_where_built")
-    how_long = (f"it took {took:.0f} s on the {status['built_on']} machine it was built on, longer on a busy one"
+    how_long = (f"it took {took:.0f} s where it was built ({status['built_on']}), longer on a busy machine"
                 if took else "about a minute on one laptop core")
     why = status.get("shipped_problem") or "no compiled copy is kept here yet"
     keep = ("first start only: it is kept for later starts" if status["writable"] else
