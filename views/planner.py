@@ -141,11 +141,11 @@ def open_in_lab(row: dict) -> None:
 
 
 a, pin, b, c = st.columns(4)
-if a.button("Open the selected row in the Lab", icon=":material/science:", disabled=chosen is None,
+if a.button("Open in the Lab", icon=":material/science:", disabled=chosen is None,
             on_click=open_in_lab, args=(rows[chosen] if chosen is not None else None,)):
     st.switch_page("views/lab.py", query_params={})
 with pin:
-    compare.pin_button(rows[chosen] if chosen is not None else None, "planner", "Pin the selected row for Compare")
+    compare.pin_button(rows[chosen] if chosen is not None else None, "planner")  # short: a quarter-width button
 b.download_button("Download CSV", table.to_csv(index=False), "plan.csv", "text/csv", icon=":material/download:")
 c.download_button("Download JSON", json.dumps(p.to_json(), indent=1, default=float), "plan.json", "application/json",
                   icon=":material/download:")
