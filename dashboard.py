@@ -3,11 +3,12 @@
 Navigation and the shared sidebar live here, so the inputs stay put on every page; each page in
 views/ reads them with ui.state.inputs(). (Not a folder named pages/: Streamlit would also
 register that as a legacy multipage app, and a direct link to one of its pages would then open
-it without this sidebar.)
+it without this sidebar.) A link's parameters are checked before any widget reads them
+(ui.links), and an exception no view expected becomes a short message with an id (ui.guard).
 """
 import streamlit as st
 
-from ui import cache, state
+from ui import cache, guard, links, state
 
 st.set_page_config(page_title="LLM Serving Design Lab", page_icon="ui/favicon.png", layout="wide")
 
@@ -25,6 +26,12 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-state.sidebar()
-cache.warm_up()
-page.run()
+try:
+    links.read()  # before any widget: a bad value in a link is a notice, not a traceback
+    state.sidebar()
+    links.write(page.url_path)
+    links.show_notices()
+    cache.warm_up()
+    page.run()
+except Exception as e:  # st.stop and st.rerun are not Exceptions: they pass
+    guard.report(e)

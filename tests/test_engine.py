@@ -184,9 +184,9 @@ def test_streaming_sample_records_every_token():
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(policy="fifo"), "policy"), (dict(router="random"), "router"), (dict(max_seqs=0), "at least 1"),
+    (dict(policy="fifo"), "policy"), (dict(router="random"), "router"), (dict(max_seqs=0), "max batch must be a whole number from 1"),
     (dict(gpus=3, tp=2), "multiple of tp"), (dict(max_model_len=300_000), "context"),
-    (dict(ttft_slo_ms=0), "TTFT"), (dict(model="llama-3.1-70b", gpus=1), "tp=2"),
+    (dict(ttft_slo_ms=0), "time-to-first-token target must be a number from"), (dict(model="llama-3.1-70b", gpus=1), "tp=2"),
 ])
 def test_bad_configurations_raise_value_errors(kw, match):
     with pytest.raises(ValueError, match=match):

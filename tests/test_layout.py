@@ -12,7 +12,7 @@ import core
 ROOT = Path(__file__).parent.parent
 # Each layer may import from the layers after it in this list, never from those before it.
 LAYERS = ["views", "ui", "core.cli", "core.lab", "core.planner", "core.serving", "core.engine", "core.physics",
-          "core.jit|core.jitcache|core.memo|core.progress|core.text"]
+          "core.jit|core.jitcache|core.memo|core.progress|core.text|core.bounds"]
 
 
 def layer(module: str) -> int | None:

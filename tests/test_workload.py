@@ -74,7 +74,7 @@ def test_the_diurnal_preset_peaks_mid_period_and_keeps_the_mean():
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(rate=0), "above 0"), (dict(n_requests=0), "at least 1"), (dict(arrival="weekly"), "arrival process"),
+    (dict(rate=0), "request rate must be a number from 0.001"), (dict(n_requests=0), "number of simulated requests"), (dict(arrival="weekly"), "arrival process"),
     (dict(length_dist="zipf"), "length distribution"), (dict(prompt_mean=0), "prompt length"),
     (dict(prompt_mean=4000, output_mean=200, max_total_tokens=4096), "maximum model length"),
     (dict(arrival="gamma", cv=50), "coefficient of variation")])

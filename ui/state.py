@@ -1,29 +1,31 @@
 """The sidebar: the seed's workload inputs, its two toggles and an Advanced section.
 
-Every widget is keyed and bound to the URL's query parameters, so the sidebar survives page
-changes and a shared link reproduces the view. `inputs()` reads the widgets into a LabInputs;
+Every widget is keyed, so the sidebar survives page changes; ui.links reads a shared link into it
+(checked first) and writes it back to the URL, so a link reproduces the view. The values each widget
+offers come from the one table of ranges (core/bounds.py). `inputs()` reads the widgets into a LabInputs;
 `load()` sets them (scenario cards, rule buttons), to take effect on the next run.
 """
 from __future__ import annotations
 
 import streamlit as st
 
+from core import bounds
 from core.physics import catalog
 from core.lab import sweeps
 from core.lab.inputs import LabInputs
-from core.serving.workload import LENGTH_DISTS
-from ui import widgets, yourgpu, yourmodel
+from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
+from ui import links, widgets, yourgpu, yourmodel
 
 DEFAULTS = LabInputs()
-TOKENS = [1, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768,
-          65536, 131072, 262144]
-TARGETS_MS = [25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10000, 30000]
-SIZES_B = [1, 1.5, 2, 3, 5, 8, 13, 20, 34, 50, 70, 100, 150, 200, 300, 405, 500, 700, 1000]
-CUSTOM = "Custom size (slider)"
+TOKENS = bounds.sidebar_options("prompt")
+TARGETS_MS = bounds.sidebar_options("ttft")
+SIZES_B = bounds.sidebar_options("size_b")
+CUSTOM = links.CUSTOM
 MODEL_CHOICES = catalog.model_ids() + [CUSTOM]
-WEIGHT_CHOICES = ["bf16", "fp8", "int4"]  # fp16 is bf16's size and speed: not a choice of its own
-GPU_COUNTS = list(range(1, 17)) + [20, 24, 32, 48, 64]  # every count a planned deployment may need
+WEIGHT_CHOICES = list(links.DTYPES)  # fp16 is bf16's size and speed: not a choice of its own
+GPU_COUNTS = bounds.sidebar_options("gpus")  # every count a planned deployment may need
 TRACE_KEY = "trace_csv"
+TRACE_MAX_MB = TRACE_MAX_BYTES // 2**20  # the uploader's own limit: the parser's
 UPLOAD_GENERATION = "trace_upload_generation"
 
 
@@ -44,9 +46,7 @@ def kv_label(kv_dtype: str) -> str:
     return catalog.kv_format(kv_dtype).label
 
 
-def gpu_label(gid: str) -> str:
-    g = catalog.get_gpu(gid)
-    return f"{g.name} ({g.memory_gib:g} GiB)"
+gpu_label = links.gpu_label
 
 
 def sidebar() -> None:
@@ -54,116 +54,110 @@ def sidebar() -> None:
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
-    sb.slider("Request rate (req/s)", 0.0, 100.0, DEFAULTS.rate, 0.1, key="rate", bind="query-params",
+    sb.slider("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), DEFAULTS.rate, 0.1, key="rate",
               help="New generation requests arriving per second. Each runs autoregressively until its output "
                    "is complete.")
-    sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt", bind="query-params",
+    sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt",
                      help="Input length processed in the prefill phase; sets the starting size of each KV cache. "
                           "With shared system prompts or conversations (Advanced), the user's own message of each "
                           "turn.")
-    sb.select_slider("Avg output tokens", TOKENS[1:], DEFAULTS.output_tokens, key="output", bind="query-params",
+    sb.select_slider("Avg output tokens", bounds.sidebar_options("output"), DEFAULTS.output_tokens, key="output",
                      help="Tokens generated one at a time in the decode phase; the KV cache grows for each.")
     choices = yourmodel.options(catalog.model_ids(), CUSTOM)
     sb.selectbox("Model size", choices, choices.index(DEFAULTS.model), format_func=_model_label,
-                 key="model", bind="query-params",
+                 key="model",
                  help="Parameter count. Weights at 16-bit take ~2 bytes each and must fit in GPU memory before "
                       "any KV cache. Your own model: upload or paste its config.json under Advanced.")
     own = yourmodel.caption()
     if own:
         sb.caption(own)
     if st.session_state.get("model") == CUSTOM:
-        sb.select_slider("Parameters (billions)", SIZES_B, 70, key="size_b", bind="query-params",
+        sb.select_slider("Parameters (billions)", SIZES_B, 70, key="size_b",
                          help="A dense model of this size, shaped by interpolating the Llama-3 family (layers, "
                               "hidden size, 8 KV heads): an interpolation, not a released model.")
-    sb.select_slider("GPU count", GPU_COUNTS, DEFAULTS.gpus, key="gpus", bind="query-params",
+    sb.select_slider("GPU count", GPU_COUNTS, DEFAULTS.gpus, key="gpus",
                      help="GPUs available to serve the model. More GPUs add memory and compute, via replicas or "
                           "tensor-parallel shards.")
     sb.selectbox("GPU type", yourgpu.options(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=gpu_label,
-                 key="gpu", bind="query-params")
+                 key="gpu")
     sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, int(DEFAULTS.ttft_p99_ms), key="ttft",
-                     bind="query-params",
                      help="Latency budget from request arrival to the first streamed token; the prefill phase "
                           "must fit inside it.")
-    sb.toggle("Continuous batching + paged attention", DEFAULTS.continuous_batching, key="cb", bind="query-params",
+    sb.toggle("Continuous batching + paged attention", DEFAULTS.continuous_batching, key="cb",
               help="In-flight batching admits and retires requests every step; paged attention stores the KV "
                    "cache in fixed pages to avoid fragmentation.")
-    sb.toggle("Tensor-parallel sharding", DEFAULTS.tensor_parallel, key="tp_on", bind="query-params",
+    sb.toggle("Tensor-parallel sharding", DEFAULTS.tensor_parallel, key="tp_on",
               help="Split each layer across GPUs so a model larger than one GPU can run, at the cost of per-step "
                    "collective communication.")
     with sb.expander("Advanced"):
-        st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked", bind="query-params",
+        st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked",
                   disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
                   help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
                        "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own. Needs continuous "
                        "batching: a static batch prefills its members together.")
-        st.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192, 16384],
-                         DEFAULTS.max_batched_tokens, key="budget", bind="query-params",
+        st.select_slider("Token budget per step", bounds.sidebar_options("budget"),
+                         DEFAULTS.max_batched_tokens, key="budget",
                          help="Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
                               "prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
                               "Sarathi-Serve run it. Default 2,048: vLLM V1's online-serving default on A100s and "
                               "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
-        st.select_slider("Max batch (sequences per step)", [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
-                         DEFAULTS.max_seqs, key="max_seqs", bind="query-params")
-        st.select_slider("KV block size (tokens)", [1, 8, 16, 32, 64, 128, 256], DEFAULTS.block_size, key="block",
-                         bind="query-params")
-        st.selectbox("Tensor-parallel degree", [0, 2, 4, 8, 16], 0, key="tp",
-                     format_func=lambda v: "auto (the planner's choice)" if v == 0 else str(v), bind="query-params")
-        st.selectbox("Pipeline stages per replica", [0, 1, 2, 4, 8], 0, key="pp",
-                     format_func=lambda v: "auto (across nodes only)" if v == 0 else str(v), bind="query-params",
+        st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
+                         DEFAULTS.max_seqs, key="max_seqs")
+        st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block")
+        st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", format_func=links.TP_CHOICES.get)
+        st.selectbox("Pipeline stages per replica", bounds.sidebar_options("pp_choice"), 0, key="pp",
+                     format_func=links.PP_CHOICES.get,
                      help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
                           "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
                           "than a node runs tensor parallel within each node and one stage per node.")
-        st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache", bind="query-params",
+        st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache",
                   disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
                   help="Reuse the KV blocks of a prompt's prefix that an earlier request computed (a shared "
                        "system prompt, a conversation's earlier turns) instead of prefilling them again; cached "
                        "blocks no request holds are evicted least recently used when memory is needed. vLLM V1 "
                        "turns it on by default. Needs paged KV (continuous batching).")
-        st.select_slider("Shared system prompts", [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
-                         DEFAULTS.system_prompts, key="sys_prompts", bind="query-params",
+        st.select_slider("Shared system prompts", bounds.sidebar_options("system_prompts"),
+                         DEFAULTS.system_prompts, key="sys_prompts",
                          help="Distinct system prompts the requests start with, each request one of them at random "
                               "(0: no prompt shares a prefix). The prompt length above is then the user's own "
                               "message, after the system prompt.")
-        st.select_slider("System prompt tokens", TOKENS[1:], DEFAULTS.system_prompt_tokens, key="sys_tokens",
-                         bind="query-params", disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
+        st.select_slider("System prompt tokens", bounds.sidebar_options("system_prompt_tokens"), DEFAULTS.system_prompt_tokens, key="sys_tokens", disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
                          help="Length of each shared system prompt.")
-        st.select_slider("Turns per conversation", [1, 2, 3, 4, 6, 8, 12, 16], DEFAULTS.turns, key="turns",
-                         bind="query-params",
+        st.select_slider("Turns per conversation", bounds.sidebar_options("turns"), DEFAULTS.turns, key="turns",
                          help="A chat sends each turn's prompt with every earlier turn and answer in it, so a later "
                               "turn's prompt starts with what the cache may still hold. 1: single requests.")
-        st.select_slider("Seconds between turns", [1, 2, 5, 10, 20, 30, 60, 120, 300, 600], int(DEFAULTS.turn_gap_s),
-                         key="turn_gap", bind="query-params", disabled=st.session_state.get("turns", 1) <= 1,
+        st.select_slider("Seconds between turns", bounds.sidebar_options("turn_gap"), int(DEFAULTS.turn_gap_s),
+                         key="turn_gap", disabled=st.session_state.get("turns", 1) <= 1,
                          help="From one turn of a conversation to the next (the Lab's assumption: a person reading "
                               "and typing; the next turn does not wait for a slow answer).")
         st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
-                     bind="query-params",
                      help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
                           "presets with cited statistics (their shapes; the averages above still apply).")
-        st.select_slider("p99 time-per-output-token target (ms)", [5, 10, 15, 20, 30, 50, 75, 100, 200, 500],
-                         int(DEFAULTS.tpot_ms), key="tpot", bind="query-params")
-        st.select_slider("Simulated requests", [200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
-                         DEFAULTS.requests, key="requests", bind="query-params")
-        st.number_input("Seed", 0, 10_000, DEFAULTS.seed, key="seed", bind="query-params")
-        st.selectbox("Router", ["lor", "rr", "kv"], 0, key="router", bind="query-params",
-                     format_func={"lor": "least outstanding requests", "rr": "round robin",
-                                  "kv": "least KV load"}.get)
-        st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", bind="query-params", format_func=weights_label,
+        st.select_slider("p99 time-per-output-token target (ms)", bounds.sidebar_options("tpot"),
+                         int(DEFAULTS.tpot_ms), key="tpot")
+        st.select_slider("Simulated requests", bounds.sidebar_options("requests"),
+                         DEFAULTS.requests, key="requests")
+        st.number_input("Seed", *bounds.sidebar_range("seed"), DEFAULTS.seed, key="seed")
+        st.selectbox("Router", list(links.ROUTERS), 0, key="router", format_func=links.ROUTERS.get)
+        st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", format_func=weights_label,
                      help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
                           "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "
                           "at the 16-bit rate. fp8 needs a GPU with FP8 support (Ada, Hopper, Blackwell, MI300).")
-        st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", bind="query-params", format_func=kv_label,
+        st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", format_func=kv_label,
                      help="An fp8 cache stores a token in half the bytes of a 16-bit one: twice the blocks in the "
                           "same memory, and half the bytes each decode step reads. Needs FP8 support.")
-        upload = st.file_uploader("Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens; optionally "
-                                  "conversation_id, prefix_id, prefix_tokens)", type=["csv"],
-                                  key=f"trace_upload_{st.session_state.get(UPLOAD_GENERATION, 0)}")
+        upload = st.file_uploader(f"Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens; optionally "
+                                  f"conversation_id, prefix_id, prefix_tokens; at most {TRACE_MAX_ROWS:,} requests "
+                                  f"and {TRACE_MAX_MB} MB)", type=["csv"],
+                                  key=f"trace_upload_{st.session_state.get(UPLOAD_GENERATION, 0)}",
+                                  max_upload_size=TRACE_MAX_MB)
         st.session_state[TRACE_KEY] = (upload.getvalue().decode("utf-8", errors="replace")
                                        if upload is not None else None)
         if st.session_state[TRACE_KEY] is not None:
             try:
                 st.caption(sweeps.trace_replaces(st.session_state[TRACE_KEY]))
             except ValueError as e:
-                st.caption(f"This trace cannot be replayed: {e}.")
+                st.caption(f"This trace cannot be replayed: {widgets.message(e)}")
         yourgpu.section()
         yourmodel.section()
 
@@ -206,13 +200,7 @@ def valid_inputs() -> LabInputs:
     return current
 
 
-# widget key -> LabInputs field, for load()
-_FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", "gpus": "gpus", "gpu": "gpu",
-           "ttft": "ttft_p99_ms", "cb": "continuous_batching", "tp_on": "tensor_parallel", "chunked": "chunked_prefill",
-           "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp", "pp": "pp",
-           "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
-           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
-           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s"}
+FIELDS = links.FIELDS  # widget key -> LabInputs field
 
 
 def load(values: dict) -> None:
@@ -221,7 +209,7 @@ def load(values: dict) -> None:
     A replayed trace would replace that workload, so it is put down too."""
     ss = st.session_state
     whole = {**DEFAULTS.to_dict(), **values}
-    for key, field in _FIELDS.items():
+    for key, field in FIELDS.items():
         v = whole[field]
         if key in ("ttft", "tpot", "turn_gap"):
             v = int(v)

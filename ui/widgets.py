@@ -5,6 +5,7 @@ import html
 
 import streamlit as st
 
+from core.bounds import DataError
 from core.lab.gauges import Gauge
 from core.serving import metrics
 
@@ -83,9 +84,26 @@ def split_growing(value: str) -> tuple[str, bool]:
     return value, False
 
 
+def literal(text: str) -> str:
+    """`text` as a Markdown code span: shown as typed, never read as Markdown, HTML, a link or an
+    image (an uploaded file's or a link's own words may be any of those)."""
+    text = " ".join(str(text).split())
+    run = best = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    fence = "`" * (best + 1)  # longer than any run of backticks inside
+    return f"{fence} {text} {fence}"
+
+
+def message(e: Exception) -> str:
+    """An exception's message for a page: data a person uploaded or linked is quoted as plain text."""
+    return literal(str(e)) if isinstance(e, DataError) else str(e)
+
+
 def show_error(e: Exception, what: str = "This view") -> None:
     """Bad input is an answer, not a crash: say what to change."""
-    st.error(f"{what} cannot be simulated as set: {e}", icon=":material/block:")
+    st.error(f"{what} cannot be simulated as set: {message(e)}", icon=":material/block:")
 
 
 def overload(summary: dict, what: str = "This run") -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.physics import catalog, hardware
+from ui import widgets
 
 KEY = "custom_gpus"  # ids this session registered
 
@@ -52,15 +53,15 @@ def _upload() -> None:
 def section() -> None:
     """Draw inside the sidebar's Advanced expander."""
     st.number_input("Your price ($ per GPU-hour; 0: list price)", 0.0, 1000.0, step=0.1, format="%.2f", key="price",
-                    bind="query-params",
                     help="Replaces the chosen GPU's list price in every cost figure (the Lab, the Planner, Compare).")
-    st.file_uploader("Your GPU: datasheet or hardware profile (JSON)", type=["json"], key="gpu_upload",
+    st.file_uploader("Your GPU: datasheet or hardware profile (JSON)", type=["json"], key="gpu_upload", max_upload_size=1,
                      on_change=_upload,
                      help='A datasheet: {"name": "My GPU", "memory_gib": 80, "hbm_tbps": 3.35, "bf16_tflops": 989, '
                           '"fp8_tflops": 1979, "link_gbps_per_dir": 450, "price_usd_per_gpu_hour": 2.5}; a profile: '
                           'the file `python -m core calibrate --out` or the Benchmark view writes.')
     if st.session_state.get("gpu_message"):
-        st.error(f"That GPU file cannot be used: {st.session_state['gpu_message']}", icon=":material/block:")
+        st.error(f"That GPU file cannot be used: {widgets.literal(st.session_state['gpu_message'])}",
+                 icon=":material/block:")  # the message may quote the file
     with st.popover("Enter a GPU's datasheet", icon=":material/edit:"):
         with st.form("datasheet", border=False):
             st.text_input("Name", "My GPU", key="ds_name")

@@ -29,13 +29,15 @@ data, name = upload.getvalue(), upload.name
 try:
     runs = B.parse(data, name)
 except ValueError as e:
-    st.error(f"This file cannot be read: {e}", icon=":material/block:")
+    st.error(f"This file cannot be read: {widgets.literal(e)}", icon=":material/block:")  # it may quote the file
     st.stop()
 
 run = runs[0]
 if len(runs) > 1:
     run = st.selectbox("Run", runs, format_func=lambda r: r.label(), key="bench_run")
-st.caption(f"{run.label()}" + (f"; model {run.model_id}" if run.model_id else "; the file does not name its model")
+# the file's own words (its label, its model) as plain text, never Markdown or links
+st.caption(widgets.literal(run.label()) + (f"; model {widgets.literal(run.model_id)}" if run.model_id else
+                                           "; the file does not name its model")
            + f"; {run.duration_s:.0f} s; per-request data: {'yes' if run.detailed else 'no (summary only)'}.")
 
 st.subheader("The deployment it ran on")

@@ -1,6 +1,7 @@
 """Compare: up to four pinned deployments side by side on the sidebar's workload and targets."""
 import streamlit as st
 
+from core import bounds
 from core.lab import compare as C
 from core.physics import catalog
 from ui import cache, compare, state, widgets, yourgpu
@@ -24,12 +25,12 @@ with b.expander("Set a deployment by hand"):
         gpus_list = yourgpu.options()
         gpu = c1.selectbox("GPU", gpus_list, gpus_list.index(inputs.gpu.split("@")[0])
                            if inputs.gpu.split("@")[0] in gpus_list else 0, format_func=lambda g: catalog.get_gpu(g).name)
-        n = c2.select_slider("GPUs", [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], max(1, inputs.gpus))
+        n = c2.select_slider("GPUs", bounds.sidebar_options("gpus"), inputs.gpus)  # the sidebar's counts, every one
         tp = c3.select_slider("tp", [1, 2, 4, 8, 16], 1)
         dtype = c1.selectbox("Weights", catalog.WEIGHT_DTYPES, format_func=state.weights_label)
         kv_dtype = c3.selectbox("KV cache", catalog.KV_DTYPES, format_func=state.kv_label)
         policy = c2.selectbox("Scheduling", C.POLICIES, format_func=C.POLICY_WORDS.get)
-        budget = c3.select_slider("Token budget per step", [256, 512, 1024, 2048, 4096, 8192], 2048)
+        budget = c3.select_slider("Token budget per step", bounds.sidebar_options("budget"), 2048)
         pre = c1.select_slider("Prefill GPUs (0: no split)", [0, 1, 2, 4, 8, 16], 0)
         pp = c2.select_slider("Pipeline stages (pp)", [1, 2, 4, 8], 1,
                               help="Stages of tp GPUs each per replica; a replica takes tp x pp GPUs (no split)")

@@ -12,6 +12,11 @@ st.markdown("Why this changes: six choices the design makes as the workload grow
 
 inputs = state.valid_inputs()
 rules = content.rules()
+try:
+    tradeoffs.check_work(inputs)
+except ValueError as e:
+    widgets.show_error(e, "This workload")
+    st.stop()
 
 for t in content.tradeoffs():
     st.subheader(t["title"])

@@ -11,7 +11,11 @@ st.markdown("Reason about it one step at a time: each stage below is simulated o
             "next step.")
 
 inputs = state.valid_inputs()
-outcomes = cache.stages(inputs)  # a spinner, or a progress bar with Stop when long (ui/jobs.py)
+try:
+    outcomes = cache.stages(inputs)  # a spinner, or a progress bar with Stop when long (ui/jobs.py)
+except ValueError as e:  # more work than a page may take: the message names the knob
+    widgets.show_error(e, "This workload")
+    st.stop()
 rec = stages.simplest_stage(outcomes, inputs)
 notes, rules = content.stage_notes(), content.rules()
 

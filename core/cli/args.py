@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .. import bounds
+
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, status 2 (argparse prints usage + message otherwise)
@@ -16,21 +18,16 @@ class UsageError(Exception):
     pass
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} must not be negative")
-    return v
-
-
-def number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+def bounded(name: str):
+    """The argument type of input `name` of the one table of ranges (core/bounds.py): finite,
+    inside its range, whole where it counts something."""
+    def parse(text: str):
+        try:
+            return bounds.parse(name, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
 
 
 def emit(result: dict, as_json: bool, lines: list[str]) -> None:

@@ -10,7 +10,7 @@ import sys
 from .. import jitcache
 from ..physics import catalog, costmodel, memory
 from . import plan, simulate, yourdata
-from .args import Parser, UsageError, emit, number, positive_int
+from .args import Parser, UsageError, bounded, emit
 
 
 # ---------------------------------------------------------------- commands
@@ -70,7 +70,7 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default=None, help="GPU id (see `catalog`); h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (GPUs per replica)")
+    p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree (GPUs per replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
@@ -89,10 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("steptime", help="time of one engine step for a token mix")
     _add_shape_args(p)
-    p.add_argument("--decode-batch", type=positive_int, default=0, help="decoding sequences in the step")
-    p.add_argument("--context", type=positive_int, default=0, help="tokens each decoding sequence attends to")
-    p.add_argument("--prefill-tokens", type=positive_int, default=0, help="new tokens of one prefill chunk")
-    p.add_argument("--prefill-cached", type=positive_int, default=0, help="tokens already cached before the chunk")
+    p.add_argument("--decode-batch", type=bounded("decode_batch"), default=0, help="decoding sequences in the step")
+    p.add_argument("--context", type=bounded("context"), default=0, help="tokens each decoding sequence attends to")
+    p.add_argument("--prefill-tokens", type=bounded("prefill_tokens"), default=0, help="new tokens of one prefill chunk")
+    p.add_argument("--prefill-cached", type=bounded("prefill_cached"), default=0, help="tokens already cached before the chunk")
     p.add_argument("--launch", default="auto", choices=sorted(costmodel.LAUNCH_MODES),
                    help="CUDA graphs, eager, or auto (graphs for decode-only steps)")
     p.add_argument("--attention", default="sdpa", choices=costmodel.ATTN_KERNELS,
@@ -104,11 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("memory", help="per-GPU memory plan and KV blocks")
     _add_shape_args(p)
-    p.add_argument("--block-size", type=positive_int, default=16, help="tokens per KV block")
-    p.add_argument("--mem-util", type=number, default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
-    p.add_argument("--max-batched-tokens", type=positive_int, default=8192, help="token budget of one step")
-    p.add_argument("--max-seqs", type=positive_int, default=256, help="sequences per step")
-    p.add_argument("--pp", type=positive_int, default=1, help="pipeline stages (the plan is the fullest stage's GPU)")
+    p.add_argument("--block-size", type=bounded("block"), default=16, help="tokens per KV block")
+    p.add_argument("--mem-util", type=bounded("mem_util"), default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
+    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=8192, help="token budget of one step")
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="sequences per step")
+    p.add_argument("--pp", type=bounded("pp"), default=1, help="pipeline stages (the plan is the fullest stage's GPU)")
     p.set_defaults(func=cmd_memory)
 
     p = sub.add_parser("compile", help="compile the engine into core/compiled/, the cache that ships with the "

@@ -10,7 +10,8 @@ from ..planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
 from ..serving import export
-from .args import emit, number, positive_int
+from .. import bounds
+from .args import bounded, emit
 from .yourdata import add_hardware_args
 
 
@@ -24,7 +25,7 @@ def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
         gpu, sep, price = item.partition("=")
         if not sep:
             raise ValueError(f"--price takes GPU=DOLLARS_PER_HOUR (h100=2.49), not '{item}'")
-        out.append((gpu.strip(), number(price)))
+        out.append((gpu.strip(), bounds.parse("price", price, f"--price {gpu.strip()}")))
     return tuple(out)
 
 
@@ -33,35 +34,35 @@ def register(sub) -> None:
     p.add_argument("--gpu", default=None, help="GPU ids to search, comma-separated (h100,h200)")
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
-    p.add_argument("--rate", type=number, required=True, help="mean request rate, req/s")
-    p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens")
-    p.add_argument("--output", type=number, default=None, help="mean output tokens")
+    p.add_argument("--rate", type=bounded("rate"), required=True, help="mean request rate, req/s")
+    p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens")
+    p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens")
     p.add_argument("--length-dist", default="lognormal", choices=LENGTH_DISTS)
-    p.add_argument("--spread", type=number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
-    p.add_argument("--requests", type=positive_int, default=2000, help="requests simulated per candidate")
-    p.add_argument("--seed", type=positive_int, default=0)
-    p.add_argument("--ttft-p99-ms", type=number, default=1000.0)
-    p.add_argument("--tpot-p99-ms", type=number, default=100.0)
-    p.add_argument("--attainment", type=number, default=0.99,
+    p.add_argument("--spread", type=bounded("spread"), default=0.5, help="uniform: +-fraction; lognormal: sigma")
+    p.add_argument("--requests", type=bounded("requests"), default=2000, help="requests simulated per candidate")
+    p.add_argument("--seed", type=bounded("seed"), default=0)
+    p.add_argument("--ttft-p99-ms", type=bounded("ttft"), default=1000.0)
+    p.add_argument("--tpot-p99-ms", type=bounded("tpot"), default=100.0)
+    p.add_argument("--attainment", type=bounded("attainment"), default=0.99,
                    help="share of requests that must meet both targets (0.99: 99%%)")
-    p.add_argument("--max-gpus", type=positive_int, default=16)
+    p.add_argument("--max-gpus", type=bounded("max_gpus"), default=16)
     p.add_argument("--dtypes", "--weights", dest="dtypes", default=",".join(DEFAULT_DTYPES),
                    help=f"weight dtypes to search, comma-separated, of {','.join(DTYPES)} (int4: AWQ/GPTQ, group 128)")
     p.add_argument("--kv-dtypes", default=",".join(DEFAULT_KV_DTYPES),
                    help=f"KV cache dtypes to search, comma-separated, of {','.join(KV_DTYPES)} (fp8: twice the blocks)")
     p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a list price (repeatable)")
-    p.add_argument("--max-seqs", type=positive_int, default=256)
-    p.add_argument("--system-prompts", type=positive_int, default=0,
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256)
+    p.add_argument("--system-prompts", type=bounded("system_prompts"), default=0,
                    help="distinct system prompts the prompts start with (0: none shared)")
-    p.add_argument("--system-prompt-tokens", type=positive_int, default=0, help="tokens of each system prompt")
-    p.add_argument("--turns", type=positive_int, default=1, help="turns per conversation (each holds the earlier ones)")
-    p.add_argument("--turn-gap", type=number, default=30.0, help="seconds from one turn to the next")
+    p.add_argument("--system-prompt-tokens", type=bounded("system_prompt_tokens"), default=0, help="tokens of each system prompt")
+    p.add_argument("--turns", type=bounded("turns"), default=1, help="turns per conversation (each holds the earlier ones)")
+    p.add_argument("--turn-gap", type=bounded("turn_gap"), default=30.0, help="seconds from one turn to the next")
     p.add_argument("--no-prefix-caching", action="store_true", help="recompute every prompt")
     p.add_argument("--executor", default="local", choices=EXECUTORS,
                    help="local: a process pool on this machine; inline: this process; ray: a Ray cluster")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray; default: start one)")
-    p.add_argument("--workers", type=positive_int, default=None, help="local pool size (default: the CPU count)")
+    p.add_argument("--workers", type=bounded("workers"), default=None, help="local pool size (default: the CPU count)")
     p.add_argument("--csv", default=None, metavar="DIR", help="write the searched deployments as CSV and the plan as JSON")
     add_hardware_args(p, many=True)
     p.add_argument("--json", action="store_true")

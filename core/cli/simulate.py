@@ -10,7 +10,7 @@ from ..serving.metrics import overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from ..text import count
-from .args import emit, number, positive_int
+from .args import bounded, emit
 from .yourdata import add_hardware_args, write_simulation_csv
 
 
@@ -19,61 +19,61 @@ def register(sub) -> None:
     p.add_argument("--gpu", default=None, help="GPU id; h100@1.85 for your price per GPU-hour")
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of a replica")
-    p.add_argument("--pp", type=positive_int, default=1,
+    p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree of a replica")
+    p.add_argument("--pp", type=bounded("pp"), default=1,
                    help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")
-    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp x pp, one replica)")
+    p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp x pp, one replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
                    help="KV cache: bf16, or fp8 (half the bytes a token, twice the blocks; needs FP8 support)")
-    p.add_argument("--rate", type=number, default=5.0, help="mean request rate, req/s")
-    p.add_argument("--prompt", type=number, default=None, help="mean prompt tokens (default: the distribution's)")
-    p.add_argument("--output", type=number, default=None, help="mean output tokens (default: the distribution's)")
-    p.add_argument("--requests", type=positive_int, default=1000)
+    p.add_argument("--rate", type=bounded("rate"), default=5.0, help="mean request rate, req/s")
+    p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens (default: the distribution's)")
+    p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens (default: the distribution's)")
+    p.add_argument("--requests", type=bounded("requests"), default=1000)
     p.add_argument("--policy", default="vllm", choices=layout.POLICIES)
     p.add_argument("--length-dist", default="fixed", choices=LENGTH_DISTS)
-    p.add_argument("--spread", type=number, default=0.5, help="uniform: +-fraction; lognormal: sigma")
+    p.add_argument("--spread", type=bounded("spread"), default=0.5, help="uniform: +-fraction; lognormal: sigma")
     p.add_argument("--arrival", default="poisson", choices=ARRIVALS)
-    p.add_argument("--cv", type=number, default=1.0, help="coefficient of variation of gamma gaps")
-    p.add_argument("--block-size", type=positive_int, default=16)
-    p.add_argument("--max-seqs", type=positive_int, default=256)
-    p.add_argument("--max-batched-tokens", type=positive_int, default=8192,
+    p.add_argument("--cv", type=bounded("cv"), default=1.0, help="coefficient of variation of gamma gaps")
+    p.add_argument("--block-size", type=bounded("block"), default=16)
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256)
+    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=8192,
                    help="token budget of a step (default: vLLM's server default on an 80 GB-class GPU)")
-    p.add_argument("--chunk", type=positive_int, default=None,
+    p.add_argument("--chunk", type=bounded("chunk"), default=None,
                    help="longest prefill chunk of a step (default: the token budget, as vLLM V1 and Sarathi-Serve)")
-    p.add_argument("--max-model-len", type=positive_int, default=None)
-    p.add_argument("--mem-util", type=number, default=MEM_UTIL)
-    p.add_argument("--ttft-slo-ms", type=number, default=1000.0)
-    p.add_argument("--tpot-slo-ms", type=number, default=100.0)
-    p.add_argument("--seed", type=positive_int, default=0)
+    p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None)
+    p.add_argument("--mem-util", type=bounded("mem_util"), default=MEM_UTIL)
+    p.add_argument("--ttft-slo-ms", type=bounded("ttft"), default=1000.0)
+    p.add_argument("--tpot-slo-ms", type=bounded("tpot"), default=100.0)
+    p.add_argument("--seed", type=bounded("seed"), default=0)
     p.add_argument("--trace", default=None, help="CSV file: arrival_s,prompt_tokens,output_tokens, optionally "
                    "conversation_id, prefix_id, prefix_tokens (what prefix caching can reuse)")
-    p.add_argument("--system-prompts", type=positive_int, default=0,
+    p.add_argument("--system-prompts", type=bounded("system_prompts"), default=0,
                    help="distinct system prompts the prompts start with (0: none shared)")
-    p.add_argument("--system-prompt-tokens", type=positive_int, default=0,
+    p.add_argument("--system-prompt-tokens", type=bounded("system_prompt_tokens"), default=0,
                    help="tokens of each system prompt, ahead of the user's message (--prompt)")
-    p.add_argument("--turns", type=positive_int, default=1,
+    p.add_argument("--turns", type=bounded("turns"), default=1,
                    help="turns per conversation: each turn's prompt holds the earlier turns and their answers")
-    p.add_argument("--turn-gap", type=number, default=30.0, help="seconds from one turn to the next")
+    p.add_argument("--turn-gap", type=bounded("turn_gap"), default=30.0, help="seconds from one turn to the next")
     p.add_argument("--no-prefix-caching", action="store_true",
                    help="recompute every prompt (vLLM's --no-enable-prefix-caching)")
     p.add_argument("--router", default="rr", choices=layout.ROUTERS)
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
-    p.add_argument("--prefill-gpus", type=positive_int, default=0)
-    p.add_argument("--prefill-tp", type=positive_int, default=None)
-    p.add_argument("--decode-tp", type=positive_int, default=None)
+    p.add_argument("--prefill-gpus", type=bounded("prefill_gpus"), default=0)
+    p.add_argument("--prefill-tp", type=bounded("tp"), default=None)
+    p.add_argument("--decode-tp", type=bounded("tp"), default=None)
     p.add_argument("--rate-schedule", default=None, help="'t0:r0,t1:r1,...' seconds:req/s (overrides --rate)")
-    p.add_argument("--diurnal", type=number, default=None, metavar="PERIOD_S",
+    p.add_argument("--diurnal", type=bounded("diurnal"), default=None, metavar="PERIOD_S",
                    help="a day of load compressed into PERIOD_S seconds around --rate")
     p.add_argument("--autoscale", action="store_true", help="start and drain replicas on a load target")
-    p.add_argument("--min-replicas", type=positive_int, default=1)
+    p.add_argument("--min-replicas", type=bounded("min_replicas"), default=1)
     p.add_argument("--scale-metric", default="concurrency", choices=SCALE_METRICS,
                    help="concurrency: requests per replica; kv: share of KV blocks in use")
-    p.add_argument("--scale-target", type=number, default=64.0, help="per-replica target of the metric")
-    p.add_argument("--scale-interval", type=number, default=5.0, help="seconds between autoscaler decisions")
-    p.add_argument("--startup-s", type=number, default=30.0, help="fixed replica start-up before weight loading")
-    p.add_argument("--load-gbps", type=number, default=5.0, help="weight loading bandwidth per GPU, GB/s")
+    p.add_argument("--scale-target", type=bounded("scale_target"), default=64.0, help="per-replica target of the metric")
+    p.add_argument("--scale-interval", type=bounded("scale_interval"), default=5.0, help="seconds between autoscaler decisions")
+    p.add_argument("--startup-s", type=bounded("startup_s"), default=30.0, help="fixed replica start-up before weight loading")
+    p.add_argument("--load-gbps", type=bounded("load_gbps"), default=5.0, help="weight loading bandwidth per GPU, GB/s")
     p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
     p.add_argument("--csv", default=None, metavar="DIR", help="write requests.csv, steps.csv and run.json here")
     add_hardware_args(p)
@@ -87,7 +87,7 @@ def config_from_args(args) -> SimConfig:
         raise ValueError("give either --rate-schedule or --diurnal, not both")
     if args.rate_schedule:
         schedule = parse_schedule(args.rate_schedule)
-    elif args.diurnal:
+    elif args.diurnal is not None:
         schedule = diurnal_schedule(args.rate, args.diurnal)
     spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, arrival=args.arrival, cv=args.cv,
                         prompt_mean=args.prompt, output_mean=args.output, length_dist=args.length_dist,

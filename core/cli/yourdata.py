@@ -8,7 +8,7 @@ from ..physics import catalog, hardware, hfconfig
 from ..serving import benchfile, calibrate, export, replay
 from ..serving.simulate import SimConfig
 from ..text import against
-from .args import emit, positive_int
+from .args import bounded, emit
 
 SIZE_HINT = f"at most {benchfile.MAX_BYTES // 1024**2} MB"
 
@@ -90,17 +90,17 @@ def register(sub) -> None:
     p.add_argument("result", help="`vllm bench serve --save-result` JSON or SGLang bench_serving JSON lines")
     p.add_argument("--gpu", default=None, help="the GPU the benchmark ran on (catalog id; h100@1.85 for your price)")
     p.add_argument("--model", default=None, help="model id (default: read from the file where it names one)")
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree of one replica")
-    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs in all (default: tp, one replica)")
+    p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree of one replica")
+    p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp, one replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="the benchmark's weights: bf16, fp8 or int4 (AWQ/GPTQ)")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES, help="the benchmark's KV cache dtype")
     p.add_argument("--policy", default="sarathi", choices=("sarathi", "vllm"),
                    help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own")
-    p.add_argument("--max-batched-tokens", type=positive_int, default=2048, help="the engine's token budget per step")
-    p.add_argument("--max-seqs", type=positive_int, default=256, help="the engine's sequences per step")
-    p.add_argument("--line", type=positive_int, default=None, help="which run of a JSON-lines file (1-based line)")
-    p.add_argument("--seed", type=positive_int, default=0, help="seed of drawn arrivals and lengths")
+    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=2048, help="the engine's token budget per step")
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="the engine's sequences per step")
+    p.add_argument("--line", type=bounded("line"), default=None, help="which run of a JSON-lines file (1-based line)")
+    p.add_argument("--seed", type=bounded("seed"), default=0, help="seed of drawn arrivals and lengths")
     p.add_argument("--name", default=None, help="profile name (default: '<gpu> calibrated')")
     p.add_argument("--out", default=None, metavar="FILE", help="write the calibrated hardware profile here")
     p.add_argument("--compare-only", action="store_true", help="compare without fitting")

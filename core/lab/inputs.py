@@ -15,11 +15,12 @@ through, on the same workload:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from .. import memo
+from .. import bounds, memo
 from ..physics import catalog, pipeline
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
-from ..serving.simulate import SimConfig, SimResult, fitted_max_model_len, simulate
+from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
+                                trace_max_model_len)
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 STAGES = {
@@ -29,6 +30,11 @@ STAGES = {
     4: "Tensor-parallel sharding",
     5: "Prefill/decode disaggregation",
 }
+
+# Engine steps one simulation behind a page may take, estimated before it runs and enforced while it
+# does (SimConfig.max_steps): 70-250 ns a step (bench/engine_speed.py) make it 1-2.5 s, so that a
+# page of several runs answers within seconds; the refusal names the knob that brings a run back.
+PAGE_STEPS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,8 @@ class LabInputs:
         catalog.check_formats(catalog.get_gpu(self.gpu), self.dtype, self.kv_dtype)
         if self.gpus < 1:
             raise ValueError("the GPU count must be at least 1")
-        if self.trace_csv is not None:
-            load_trace(self.trace_csv)  # raises with the offending line
+        if self.trace_csv is not None:  # raises with the offending line, or the request beyond the context
+            trace_max_model_len(load_trace(self.trace_csv), catalog.get_model(self.model))
             return
         if not self.rate > 0:
             raise ValueError(f"request rate must be above 0 req/s, not {self.rate:g}: move the request-rate slider up")
@@ -202,7 +208,7 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),
                      workload=workload(inputs), trace_csv=inputs.trace_csv, router=inputs.router,
                      ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms,
-                     prefix_caching=inputs.prefix_caching, **kw)
+                     prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS, **kw)
 
 
 def continuous_policy(inputs: LabInputs) -> str:
@@ -264,6 +270,29 @@ def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:
         raise ValueError(f"disaggregation needs a prefill and a decode replica of tp={base} each: raise the GPU "
                          f"count to {2 * base} or more")
     return out
+
+
+def check_page_work(configs: list[SimConfig], what: str) -> None:
+    """Refuse, before running any of them, the simulations behind one page part (a sweep, the five
+    stages, the trade-offs) when their estimated engine steps together exceed PAGE_STEPS, naming the
+    knob that brings them back within it. A configuration that cannot run is left to say so itself."""
+    total = 0.0
+    for cfg in configs:
+        try:
+            total += estimate(cfg)
+        except ValueError:
+            continue
+    if total <= PAGE_STEPS:
+        return
+    n = configs[0].workload.n_requests
+    if configs[0].trace_csv is not None:
+        knob = "replay a shorter trace"
+    else:
+        fits = [r for r in bounds.sidebar_options("requests") if r <= n * PAGE_STEPS / total]
+        knob = (f"lower the simulated requests (Advanced) to {fits[-1]:,} or fewer" if fits else
+                "shorten the outputs or raise the max batch")
+    raise ValueError(f"{what} would take about {total:,.0f} engine steps in all ({len(configs)} simulations), over "
+                     f"a page's budget of {PAGE_STEPS:,}: {knob}")
 
 
 # the simulations shared by the Lab's pages in one server process: 128 MB holds about 10 runs of

@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..physics import catalog
-from ..planner.plan import cheapest
+from ..planner.plan import StepMeter, cheapest
 from ..planner.search import ShapeResult, closeness, outcome
 from ..planner.space import Budget, Deployment, Engine, Targets, Workload
 from ..serving.metrics import GROWING
+from ..serving.simulate import estimate
 from ..text import count, fmt_ms
-from .inputs import STAGES, LabInputs, workload
+from .inputs import PAGE_STEPS, STAGES, LabInputs, _base, continuous_policy, min_tp, workload
 
 MAX_GPUS_SUGGESTED = 64  # how far "more GPUs" looks
 
@@ -36,13 +37,32 @@ class Recommendation:
         return "No deployment on these GPUs meets the targets"
 
 
+# The recommendation runs dozens of simulations: each may take SEARCH_STEPS engine steps (a tenth
+# of a second to a second; the sidebar's default 2,000 requests stay whole), the searches PAGE_STEPS in all
+SEARCH_STEPS = 1_000_000
+
+
+def search_requests(inputs: LabInputs) -> int:
+    """Requests per simulation of the recommendation's search: the sidebar's, or fewer (at least 20)
+    when one simulation of them would take more than SEARCH_STEPS engine steps (estimated first)."""
+    if inputs.trace_csv is not None:
+        return inputs.requests
+    try:
+        steps = estimate(_base(inputs, tp=max(1, min_tp(inputs) or 1), policy=continuous_policy(inputs)))
+    except ValueError:
+        return inputs.requests
+    if steps <= SEARCH_STEPS:
+        return inputs.requests
+    return max(20, int(inputs.requests * SEARCH_STEPS / steps))
+
+
 def planner_workload(inputs: LabInputs, requests: int | None = None, attainment: float = 0.99) -> Workload:
     """The sidebar's workload and targets as the planner takes them (optionally with another number
     of requests per simulation, or another share of requests that must meet both targets)."""
-    spec = workload(inputs) if requests is None else replace(workload(inputs), n_requests=requests)
+    spec = replace(workload(inputs), n_requests=search_requests(inputs) if requests is None else requests)
     return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment),
                     Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router,
-                           prefix_caching=inputs.prefix_caching), inputs.trace_csv)
+                           prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS), inputs.trace_csv)
 
 
 def lab_budget(inputs: LabInputs, **changes) -> Budget:
@@ -60,7 +80,8 @@ def _describe(r: ShapeResult, w: Workload) -> str:
 def recommend(inputs: LabInputs) -> Recommendation:
     inputs.validate()
     w, budget = planner_workload(inputs), lab_budget(inputs)
-    best, searched = cheapest(w, budget)
+    meter = StepMeter(PAGE_STEPS)  # the searches below share a page's budget
+    best, searched = cheapest(w, budget, meter)
     sims = sum(r.simulated for r in searched)
     gpu = catalog.get_gpu(inputs.gpu).name
     if best is not None:
@@ -72,7 +93,7 @@ def recommend(inputs: LabInputs) -> Recommendation:
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
                               light_stage=d.stage)
     near = nearest(w, budget, searched)
-    changes = smallest_changes(inputs, w, near)
+    changes = smallest_changes(inputs, w, near, meter)
     if near:
         near_text = f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}."
     else:
@@ -101,13 +122,14 @@ def nearest(w: Workload, budget: Budget, searched: list[ShapeResult]) -> ShapeRe
     return tried[0] if tried else None
 
 
-def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -> list[tuple[str, Deployment]]:
+def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None,
+                     meter: StepMeter | None = None) -> list[tuple[str, Deployment]]:
     """What would meet the targets, each the cheapest of its kind: more GPUs of this type, fp8
     weights on these GPUs, another GPU type at this count, a looser target."""
     out = []
     gpus = inputs.gpus * 2
     while gpus <= MAX_GPUS_SUGGESTED:
-        best, _ = cheapest(w, lab_budget(inputs, max_gpus=gpus))
+        best, _ = cheapest(w, lab_budget(inputs, max_gpus=gpus), meter)
         if best is not None:
             out.append((f"{best.deployment.gpus} {inputs.gpu.upper()} ({best.deployment.label().split(': ', 1)[1]})",
                         best.deployment))
@@ -115,14 +137,14 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None) -
         gpus *= 2
     gpu = catalog.get_gpu(inputs.gpu)
     if inputs.dtype not in ("fp8", "int4") and gpu.supports_fp8:
-        best, _ = cheapest(w, lab_budget(inputs, dtypes=("fp8",)))
+        best, _ = cheapest(w, lab_budget(inputs, dtypes=("fp8",)), meter)
         if best is not None:
             out.append((f"fp8 weights on these GPUs ({best.deployment.label()})", best.deployment))
     others = []
     for g in catalog.gpu_ids():
         if g == inputs.gpu:
             continue
-        best, _ = cheapest(w, lab_budget(inputs, gpu_types=(g,)))
+        best, _ = cheapest(w, lab_budget(inputs, gpu_types=(g,)), meter)
         if best is not None:
             others.append((best.deployment.gpus * catalog.get_gpu(g).price_usd_per_gpu_hour, best.deployment))
     if others:

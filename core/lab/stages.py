@@ -9,7 +9,7 @@ from ..serving.metrics import growing, overload
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import change_size, count, fmt_ms, in_sentence, sentence
 from .content import components
-from .inputs import STAGES, LabInputs, auto_tp, disagg_splits, run, stage_config, target_slack
+from .inputs import STAGES, LabInputs, auto_tp, check_page_work, disagg_splits, run, stage_config, target_slack
 
 
 def misses(summary: dict, inputs: LabInputs) -> list[str]:
@@ -65,6 +65,15 @@ def run_stage(inputs: LabInputs, stage: int) -> StageOutcome:
 def evaluate_stages(inputs: LabInputs, stop_when_met: bool = False) -> list[StageOutcome]:
     """Every stage simulated on the workload; with stop_when_met, only up to the first that meets
     the targets, and stage 1 settled by the utilisation law when it is plainly overloaded."""
+    if not stop_when_met:
+        configs = []
+        for stage in STAGES:
+            try:
+                configs.append(stage_config(inputs, stage))
+            except ValueError:
+                continue
+        if configs:
+            check_page_work(configs, "Simulating the five stages")
     outcomes = []
     for stage in STAGES:
         o = serial_overload(inputs) if stage == 1 and stop_when_met else None

@@ -12,7 +12,7 @@ from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_p
 from ..serving.simulate import steptime
 from ..text import fmt_ms
 from ..serving.workload import load_trace
-from .inputs import LabInputs, current, current_config, run
+from .inputs import LabInputs, check_page_work, current, current_config, run
 
 
 def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
@@ -25,10 +25,11 @@ def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
     lo = min(0.25 * inputs.rate, 0.1 * cap_rate)
     hi = max(2.0 * inputs.rate, 1.3 * cap_rate)
     rows = []
-    for r in np.geomspace(lo, hi, points):
-        x = replace(inputs, rate=float(r))
+    configs = _configs([replace(inputs, rate=float(r)) for r in np.geomspace(lo, hi, points)])
+    check_page_work([c for _, c in configs], "This sweep")
+    for x, cfg in configs:
         try:
-            s = run(current_config(x)).summary
+            s = run(cfg).summary
         except ValueError:
             continue
         rows.append(dict(rate=x.rate, ttft_p99_ms=s["ttft_ms"]["p99"], tpot_p50_ms=s["tpot_ms"]["p50"],
@@ -42,15 +43,28 @@ def sweep_output(inputs: LabInputs, points: int = 8) -> list[dict]:
     progress.expect(points)
     rows = []
     room = catalog.get_model(inputs.model).max_context - inputs.prompt_tokens
-    for f in np.geomspace(0.25, min(16.0, max(room / max(inputs.output_tokens, 1), 0.25)), points):
-        x = replace(inputs, output_tokens=max(1, int(inputs.output_tokens * f)))
+    configs = _configs([replace(inputs, output_tokens=max(1, int(inputs.output_tokens * f)))
+                        for f in np.geomspace(0.25, min(16.0, max(room / max(inputs.output_tokens, 1), 0.25)), points)])
+    check_page_work([c for _, c in configs], "This sweep")
+    for x, cfg in configs:
         try:
-            s = run(current_config(x)).summary
+            s = run(cfg).summary
         except ValueError:
             continue
         rows.append(dict(output_tokens=x.output_tokens, peak_kv=s["peak_kv_blocks_used"] / max(s["kv_blocks_total"], 1),
                          preemptions=s["preemptions"], kv_utilization=s["kv_utilization"]))
     return rows
+
+
+def _configs(points: list[LabInputs]) -> list[tuple[LabInputs, object]]:
+    """(inputs, configuration) of each sweep point that can run at all."""
+    out = []
+    for x in points:
+        try:
+            out.append((x, current_config(x)))
+        except ValueError:
+            continue
+    return out
 
 
 def sweep_tp(inputs: LabInputs) -> list[dict]:

@@ -10,7 +10,7 @@ from ..serving.workload import diurnal_schedule
 from ..text import change, count, factor, fmt_ms, secs
 from . import readings
 from .content import tradeoffs
-from .inputs import LabInputs, auto_tp, current_config, min_tp, run
+from .inputs import LabInputs, auto_tp, check_page_work, current_config, min_tp, run
 from .stages import run_stage
 
 
@@ -45,6 +45,19 @@ def ab(inputs: LabInputs, tradeoff_id: str) -> ABResult:
 def _gpus(n: int, inputs: LabInputs) -> str:
     """'4 H100 GPUs': a count of the sidebar's GPU type."""
     return f"{n} {inputs.gpu.split('@')[0].upper()} GPU" + ("" if n == 1 else "s")
+
+
+def check_work(inputs: LabInputs) -> None:
+    """Refuse, before any runs, trade-offs whose simulations together exceed a page's budget."""
+    configs = []
+    for t in tradeoffs():
+        try:
+            off, on, _ = _ab_configs(inputs, t["id"])
+        except ValueError:
+            continue
+        configs += [on] if t["id"] == "streaming" else [off, on]
+    if configs:
+        check_page_work(configs, "Simulating the trade-offs")
 
 
 def _fits_one_gpu(inputs: LabInputs) -> bool:

@@ -129,21 +129,33 @@ def plan(w: Workload, budget: Budget, executor: str = "local", workers: int | No
     return Plan(w, budget, results, time.perf_counter() - t0, executor)
 
 
-def cheapest(w: Workload, budget: Budget) -> tuple[ShapeResult | None, list[ShapeResult]]:
+class StepMeter:
+    """Engine steps a page's searches may still take, shared by every search it runs."""
+
+    def __init__(self, steps: float = math.inf):
+        self.left = steps
+
+
+def cheapest(w: Workload, budget: Budget, meter: StepMeter | None = None) -> tuple[ShapeResult | None, list[ShapeResult]]:
     """The cheapest passing deployment alone, by branch and bound in this process: shapes in the
     order of the least they could cost, each searched only below the best cost found so far. Also
-    returns every shape searched (the nearest miss is among them when nothing passes)."""
+    returns every shape searched (the nearest miss is among them when nothing passes). A page's
+    searches stop once their simulations have taken what `meter` allows."""
+    meter = meter or StepMeter()
     w.check()
     budget.check()
     prompt_q = prompt_quantile(w, w.targets.attainment)
     best, best_key, searched = None, None, []
     for shape in sorted(shapes(w, budget), key=lambda s: preference(s, budget.price(s.gpu))):
+        if meter.left < 0:
+            break
         price = budget.price(shape.gpu)
         if best_key is not None and preference(shape, price) > best_key:
             continue  # even its smallest size would not beat the answer found
         limit = best_key[0] if best_key else math.inf
         r = search_shape(shape, w, budget, prompt_q, max_cost=limit, rate_search=False)
         searched.append(r)
+        meter.left -= sum(o.steps for o in r.tried)
         if r.meets and (best is None or rank(r, w, budget) < rank(best, w, budget)):
             best, best_key = r, preference(r.deployment, price)
     return best, searched

@@ -35,6 +35,7 @@ class Outcome:
     preemptions: int
     misses: tuple[str, ...] = ()
     error: str | None = None
+    steps: int = 0  # engine steps the simulation took (a search's work)
 
 
 @lru_cache(maxsize=4096)
@@ -56,7 +57,7 @@ def outcome(d: Deployment, w: Workload) -> Outcome:
     out_tok = s["completed_tok_s"] / max(s["completed_req_s"], 1e-12)  # mean output tokens per request
     return Outcome(d, w.spec.rate, meets, bool(s["stable"]), float(s["slo_attainment"]), float(s["ttft_ms"]["p99"]),
                    float(s["tpot_ms"]["p99"]), float(served), float(s["offered_req_s"]), served * out_tok,
-                   int(s["preemptions"]), tuple(misses))
+                   int(s["preemptions"]), tuple(misses), steps=int(s["steps"]))
 
 
 def slack(o: Outcome, w: Workload) -> float:

@@ -94,6 +94,7 @@ class Engine:
     block_size: int = 16
     router: str = "lor"  # least outstanding requests
     prefix_caching: bool = True  # vLLM V1's default
+    max_steps: int = 50_000_000  # engine steps one simulation may take (SimConfig.max_steps); a page sets its own
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
-                    prefix_caching=w.engine.prefix_caching)
+                    prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps)
     if d.disagg:
         cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
                       decode_tp=d.tp)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import progress
+from .. import bounds, progress
 from ..engine import layout as L
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
@@ -120,7 +120,7 @@ def model_len_for(longest: float, model: catalog.Model) -> int:
     """A max model length that holds `longest` tokens: a power of two, at least 2048, within the
     model's context."""
     n = 2048
-    while n < longest:
+    while n < min(longest, model.max_context):  # min: an infinite length must not loop forever
         n *= 2
     return min(n, model.max_context)
 
@@ -225,18 +225,21 @@ def validate(cfg: SimConfig) -> None:
     if cfg.router not in L.ROUTERS:
         raise ValueError(f"unknown router '{cfg.router}': choose rr (round robin), lor (least outstanding "
                          f"requests) or kv (least KV load)")
-    if cfg.max_seqs < 1:
-        raise ValueError(f"max sequences per step must be at least 1, not {cfg.max_seqs}")
-    if cfg.max_batched_tokens < 1 or (cfg.chunk is not None and cfg.chunk < 1):
-        raise ValueError("max batched tokens and chunk size must each be at least 1 token")
+    # every number against the one table of ranges (core/bounds.py), before any of it sizes an array
+    for name, value in (("max_seqs", cfg.max_seqs), ("budget", cfg.max_batched_tokens), ("chunk", cfg.chunk),
+                        ("max_model_len", cfg.max_model_len), ("gpus", cfg.gpus), ("tp", cfg.tp),
+                        ("tp", cfg.prefill_tp), ("tp", cfg.decode_tp), ("prefill_gpus", cfg.prefill_gpus),
+                        ("mem_util", cfg.mem_util), ("ttft", cfg.ttft_slo_ms), ("tpot", cfg.tpot_slo_ms),
+                        ("min_replicas", cfg.min_replicas), ("scale_target", cfg.scale_target),
+                        ("scale_interval", cfg.scale_interval_s), ("startup_s", cfg.startup_fixed_s),
+                        ("load_gbps", cfg.load_gbps)):
+        if value is not None:
+            bounds.check(name, value)
     if cfg.policy == "sarathi" and cfg.max_batched_tokens < cfg.max_seqs:
         raise ValueError(f"max batched tokens ({cfg.max_batched_tokens}) must be at least max sequences "
                          f"({cfg.max_seqs}), so that every running sequence can decode in a step (vLLM's rule)")
     if not 0 <= cfg.watermark < 0.5:
         raise ValueError(f"watermark {cfg.watermark} must be a fraction within 0..0.5 of the blocks")
-    for name, v in (("TTFT target", cfg.ttft_slo_ms), ("TPOT target", cfg.tpot_slo_ms)):
-        if not v > 0:
-            raise ValueError(f"{name} must be above 0 ms, not {v}")
     if cfg.autoscale and cfg.disagg:
         raise ValueError("autoscaling works on a colocated deployment: turn off disaggregation to autoscale")
     if cfg.scale_metric not in SCALE_METRICS:
@@ -248,15 +251,14 @@ def validate(cfg: SimConfig) -> None:
     if cfg.pp > 1 and (cfg.disagg or cfg.autoscale):
         raise ValueError("pipeline parallelism (pp > 1) is simulated on a colocated deployment of fixed replicas: "
                          "turn off disaggregation and autoscaling, or set pp=1")
-    if not 1 <= cfg.block_size <= 1024:
-        raise ValueError(f"block size {cfg.block_size} tokens is outside 1..1024 (vLLM's default is 16)")
+    bounds.check("block", cfg.block_size)
     if cfg.trace_cap < 16 or cfg.trace_cap % 2:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
 
-def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: Workload | None = None) -> SimResult:
-    """Run one simulation; `eff` replaces the fitted cost-model constants (for calibration), a ready
-    `workload` the one cfg.workload would generate (a replayed benchmark's own requests)."""
+def _prepare(cfg: SimConfig, eff=None, workload: Workload | None = None):
+    """Everything a run needs before the engine starts: checked inputs, the requests, the max model
+    length and the pools."""
     validate(cfg)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     spec = cfg.workload
@@ -273,6 +275,20 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: 
     pools = _pools(cfg, gpu, model, max_len, eff)
     if cfg.autoscale and not 1 <= cfg.min_replicas <= pools[0].replicas:
         raise ValueError(f"minimum replicas must be within 1..{pools[0].replicas} (GPUs / tp)")
+    return gpu, model, wl, max_len, pools
+
+
+def estimate(cfg: SimConfig) -> float:
+    """Engine steps the simulation of `cfg` would take, estimated without running it (estimated_steps)."""
+    _, _, wl, _, pools = _prepare(cfg)
+    return estimated_steps(cfg, wl, pools)[0]
+
+
+def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: Workload | None = None) -> SimResult:
+    """Run one simulation; `eff` replaces the fitted cost-model constants (for calibration), a ready
+    `workload` the one cfg.workload would generate (a replayed benchmark's own requests)."""
+    gpu, model, wl, max_len, pools = _prepare(cfg, eff, workload)
+    check_work(cfg, wl, pools)
 
     t0 = time.perf_counter()
     arrays = _build(cfg, wl, pools, max_len, gpu, model, eff)
@@ -292,6 +308,40 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: 
     if arrays["oi"][L.O_DEADLOCK]:
         raise RuntimeError("the simulation stopped with requests unserved (engine deadlock)")
     return _result(cfg, wl, pools, arrays, wall, gpu, max_len, eff)
+
+
+def estimated_steps(cfg: SimConfig, wl: Workload, pools: list[Pool]) -> tuple[float, float]:
+    """(engine steps the run will take, sequences in a typical step), estimated before running it:
+    every output token is one sequence in one step, and a step holds at most the max batch (one
+    sequence serially) and about as many as are in flight: by Little's law the arrival rate times
+    the time a request spends decoding, its output at the batch-of-one step time."""
+    slots = 1 if cfg.policy == "serial" else cfg.max_seqs
+    decoders = pools[-1]
+    span = float(wl.arrival_s[-1] - wl.arrival_s[0]) if wl.n > 1 else 0.0
+    rate = wl.n / span if span > 0 else math.inf
+    step_s = steptime(cfg, tp=decoders.tp, decode_batch=1, context=int(wl.prompt_tokens.mean()))["step_ms"] / 1e3
+    in_flight = rate * float(wl.output_tokens.mean()) * step_s / decoders.replicas
+    batch = min(slots, max(1.0, in_flight))
+    steps = float(wl.output_tokens.sum()) / batch
+    if cfg.autoscale:
+        steps += span / cfg.scale_interval_s  # each decision costs about a step
+    return steps, batch
+
+
+def check_work(cfg: SimConfig, wl: Workload, pools: list[Pool]) -> None:
+    """Refuse, before running, a run whose estimated engine steps exceed cfg.max_steps (a page's
+    budget, or the command line's), naming the knob that brings it back within it."""
+    steps, batch = estimated_steps(cfg, wl, pools)
+    if steps <= cfg.max_steps:
+        return
+    fits = int(wl.n * cfg.max_steps / steps)
+    knob = (f"lower the number of requests to at most {fits:,}" if fits >= 1 else
+            "shorten the outputs")
+    if cfg.policy != "serial" and batch >= cfg.max_seqs:  # the max batch is what holds the steps back
+        knob += " or raise the max batch"
+    raise ValueError(f"this run would take about {steps:,.0f} engine steps ({wl.n:,} requests of "
+                     f"{float(wl.output_tokens.mean()):,.0f} output tokens on average, about {batch:,.0f} a step), over "
+                     f"the budget of {cfg.max_steps:,}: {knob}")
 
 
 def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) -> dict:

@@ -12,12 +12,14 @@ as chat clients do. The prompt-length input is then the user's own message of ea
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
+
+from .. import bounds
+from ..bounds import DataError
 
 ARRIVALS = ("poisson", "gamma", "fixed")
 LENGTH_DISTS = ("fixed", "uniform", "exponential", "lognormal", "sharegpt", "longprompt")
@@ -99,33 +101,26 @@ class Workload:
 # ---------------------------------------------------------------- validation
 
 def validate(spec: WorkloadSpec) -> None:
-    if not isinstance(spec.n_requests, (int, np.integer)) or spec.n_requests < 1:
-        raise ValueError(f"number of requests must be at least 1, not {spec.n_requests}")
-    if spec.n_requests > 5_000_000:
-        raise ValueError(f"{spec.n_requests} requests is more than the simulator keeps in memory: use at most 5,000,000")
-    if not (spec.rate > 0 and math.isfinite(spec.rate)):
-        raise ValueError(f"request rate must be above 0 req/s, not {spec.rate}")
+    bounds.check("requests", spec.n_requests)
+    bounds.check("rate", spec.rate)
+    bounds.check("seed", spec.seed)
     if spec.arrival not in ARRIVALS:
         raise ValueError(f"unknown arrival process '{spec.arrival}': choose {', '.join(ARRIVALS)}")
-    if spec.arrival == "gamma" and not (0.05 <= spec.cv <= 20):
-        raise ValueError(f"coefficient of variation {spec.cv} is outside 0.05..20 (1 is Poisson-like, >1 bursty)")
+    if spec.arrival == "gamma":
+        bounds.check("cv", spec.cv)
     if spec.length_dist not in LENGTH_DISTS:
         raise ValueError(f"unknown length distribution '{spec.length_dist}': choose {', '.join(LENGTH_DISTS)}")
-    for name, v, lo in (("number of system prompts", spec.prefix_groups, 0), ("system prompt length", spec.prefix_tokens, 0),
-                        ("turns per conversation", spec.turns, 1)):
-        if not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"{name} must be a whole number >= {lo}, not {v}")
+    bounds.check("system_prompts", spec.prefix_groups)
+    bounds.check("system_prompt_tokens", spec.prefix_tokens)
+    bounds.check("turns", spec.turns)
     if spec.prefix_groups > 0 and spec.prefix_tokens < 1:
         raise ValueError("shared system prompts need a length of at least 1 token (or set their number to 0)")
-    if spec.turns > 1 and not (spec.turn_gap_s >= 0 and math.isfinite(spec.turn_gap_s)):
-        raise ValueError(f"the time between turns must be >= 0 s, not {spec.turn_gap_s}")
+    if spec.turns > 1:
+        bounds.check("turn_gap", spec.turn_gap_s)
+    bounds.check("prompt", spec.message_means()[0])
+    bounds.check("output", spec.message_means()[1])
     p, o = spec.means()
-    if not spec.message_means()[0] >= 1:
-        raise ValueError(f"average prompt length must be at least 1 token, not {spec.message_means()[0]}")
-    if not o >= 1:
-        raise ValueError(f"average output length must be at least 1 token, not {o}")
-    if spec.max_total_tokens < 2:
-        raise ValueError("max model length must be at least 2 tokens")
+    bounds.check("max_model_len", spec.max_total_tokens)
     if spec.length_dist == "fixed" and spec.longest_fixed() > spec.max_total_tokens:
         raise ValueError(f"a request of {spec.longest_fixed() - round(o)} prompt + {round(o)} output tokens "
                          f"exceeds the maximum model length of {spec.max_total_tokens}: shorten it (or the system "
@@ -143,6 +138,10 @@ def validate(spec: WorkloadSpec) -> None:
 def check_schedule(schedule) -> None:
     if not schedule:
         return
+    for t, r in schedule:
+        bounds.check("arrival_s", t, "a rate schedule's time")
+        if r != 0:
+            bounds.check("rate", r, "a rate schedule's rate")
     times = [t for t, _ in schedule]
     if times[0] != 0:
         raise ValueError("a rate schedule starts at time 0 (write it as '0:r0,t1:r1,...')")
@@ -173,8 +172,7 @@ def diurnal_schedule(mean_rate: float, period_s: float, segments: int = 24, swin
     times the mean, lowest at the start ("night") and highest half-way ("afternoon")."""
     if not 0 <= swing < 1:
         raise ValueError("diurnal swing must be within 0..1")
-    if period_s <= 0:
-        raise ValueError("diurnal period must be above 0 s")
+    bounds.check("diurnal", period_s)
     return tuple((period_s * i / segments,
                   mean_rate * (1 - swing * math.cos(2 * math.pi * (i + 0.5) / segments))) for i in range(segments))
 
@@ -182,6 +180,15 @@ def diurnal_schedule(mean_rate: float, period_s: float, segments: int = 24, swin
 # ---------------------------------------------------------------- generation
 
 def generate(spec: WorkloadSpec) -> Workload:
+    wl = _generate(spec)
+    if wl.arrival_s[-1] > bounds.TABLE["arrival_s"]["max"]:
+        raise ValueError(f"{wl.n:,} requests at this rate arrive over {wl.arrival_s[-1]:,.0f} s, beyond the "
+                         f"{bounds.TABLE['arrival_s']['max']:,} s the simulator's clock resolves to a microsecond: "
+                         f"raise the request rate or lower the number of requests")
+    return wl
+
+
+def _generate(spec: WorkloadSpec) -> Workload:
     validate(spec)
     rng = np.random.default_rng(spec.seed)
     n = spec.n_requests
@@ -294,57 +301,104 @@ TRACE_HEADER = ("arrival_s", "prompt_tokens", "output_tokens")
 TRACE_OPTIONAL = ("conversation_id", "prefix_id", "prefix_tokens")
 
 
+# An uploaded trace is data from a stranger: bounded before it is read. 200,000 requests replay in a
+# few seconds and are twice the sidebar's largest run; a line of three numbers is under 40 bytes,
+# so 8 MB holds them (and the optional columns) with room for long decimals.
+TRACE_MAX_ROWS = 200_000
+TRACE_MAX_BYTES = 8 * 1024**2
+
+
 def load_trace(text: str, max_total_tokens: int | None = None) -> Workload:
     """Read a CSV trace with columns arrival_s,prompt_tokens,output_tokens (header required), and
     optionally conversation_id (the rows of one conversation are its turns: each prompt holds the
     turns before it), prefix_id and prefix_tokens (the system prompt a prompt starts with, and its
-    length); an empty id is none. Rows may come in any order; they are sorted by arrival. Errors
-    name the offending line."""
-    reader = csv.reader(io.StringIO(text))
-    rows = [(i + 1, r) for i, r in enumerate(reader) if r and any(c.strip() for c in r)]
-    need = ",".join(TRACE_HEADER)
-    if not rows:
-        raise ValueError(f"the trace is empty: it needs a header '{need}' and rows")
-    line, header = rows[0]
-    names = tuple(c.strip().lower() for c in header)
-    extra = names[3:]
-    if names[:3] != TRACE_HEADER or any(c not in TRACE_OPTIONAL for c in extra) or len(set(extra)) < len(extra):
-        raise ValueError(f"trace line {line}: the header must be '{need}', optionally followed by "
-                         f"{', '.join(TRACE_OPTIONAL)}; not '{','.join(header)}'")
-    if ("prefix_id" in extra) != ("prefix_tokens" in extra):
-        raise ValueError(f"trace line {line}: prefix_id and prefix_tokens come together (which system prompt, "
-                         f"and how many tokens it has)")
-    if len(rows) == 1:
-        raise ValueError("the trace has a header but no requests")
-    width = len(names)
-    arr, pr, out, opt = [], [], [], {c: [] for c in extra}
-    for line, r in rows[1:]:
-        if len(r) != width:
-            raise ValueError(f"trace line {line}: expected {width} values ({','.join(names)}), got {len(r)}")
-        try:
-            a, p, o = float(r[0]), int(r[1]), int(r[2])
-        except ValueError:
-            raise ValueError(f"trace line {line}: cannot read '{','.join(r)}' as seconds and two whole token counts") from None
-        if not (a >= 0 and math.isfinite(a)):
-            raise ValueError(f"trace line {line}: arrival time {r[0]} must be a time >= 0 s")
-        if p < 1 or o < 1:
-            raise ValueError(f"trace line {line}: prompt and output must each be at least 1 token")
-        if max_total_tokens and p + o > max_total_tokens:
-            raise ValueError(f"trace line {line}: {p} + {o} tokens exceed the maximum model length of {max_total_tokens}")
-        for c, v in zip(extra, r[3:]):
-            opt[c].append(_trace_int(v.strip(), c, line, p))
-        arr.append(a)
-        pr.append(p)
-        out.append(o)
-    order = np.argsort(np.array(arr), kind="stable")
-    cols = {c: np.array(v, dtype=np.int64)[order] for c, v in opt.items()}
-    wl = Workload(np.array(arr)[order], np.array(pr, dtype=np.int64)[order], np.array(out, dtype=np.int64)[order])
-    if not cols:
+    length); an empty id is none. Rows may come in any order; they are sorted by arrival. The parse
+    streams line by line and stops at the first bad line, naming it; a trace over TRACE_MAX_BYTES or
+    TRACE_MAX_ROWS is refused."""
+    arr, pr, out, opt = _parse_trace(text)
+    if max_total_tokens:
+        over = np.flatnonzero(pr + out > max_total_tokens)
+        if len(over):
+            i = int(over[0])
+            raise DataError(f"trace request {i + 1}: {pr[i]} + {out[i]} tokens exceed the maximum model length of "
+                            f"{max_total_tokens}")
+    order = np.argsort(arr, kind="stable")
+    wl = Workload(arr[order], pr[order], out[order])
+    if not opt:
         return wl
+    cols = {c: v[order] for c, v in opt.items()}
     if "prefix_id" in cols:  # a row without a system prompt has no length for one
         cols["prefix_tokens"] = np.where(cols["prefix_id"] >= 0, cols["prefix_tokens"], 0)
     return replace(wl, prefix_id=cols.get("prefix_id"), prefix_tokens=cols.get("prefix_tokens"),
                    conversation_id=cols.get("conversation_id"))
+
+
+@lru_cache(maxsize=4)  # the pages of one run read the same trace several times
+def _parse_trace_cached(text: str):
+    return _parse_trace_uncached(text)
+
+
+def _parse_trace(text: str):
+    arr, pr, out, opt = _parse_trace_cached(text)
+    return arr.copy(), pr.copy(), out.copy(), {c: v.copy() for c, v in opt.items()}
+
+
+def _lines(text: str):
+    """(line number, line) of the text, one at a time (a bad line stops the parse where it is)."""
+    start, line = 0, 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        raw = text[start:end]
+        start, line = end + 1, line + 1
+        yield line, raw[:-1] if raw.endswith("\r") else raw  # Windows line ends
+
+
+def _parse_trace_uncached(text: str):
+    need = ",".join(TRACE_HEADER)
+    if not isinstance(text, str):
+        raise DataError("a trace is text (CSV)")
+    if len(text) > TRACE_MAX_BYTES:
+        raise DataError(f"the trace is {len(text) / 1e6:.1f} MB, over the limit of {TRACE_MAX_BYTES / 1e6:.1f} MB "
+                        f"({TRACE_MAX_ROWS:,} requests)")
+    names = extra = None
+    arr, pr, out, opt = [], [], [], {}
+    for line, raw in _lines(text):
+        if not raw.strip():
+            continue
+        cells = [c.strip().strip('"').strip() for c in raw.split(",")]
+        if names is None:
+            names = tuple(c.lower() for c in cells)
+            extra = names[3:]
+            if names[:3] != TRACE_HEADER or any(c not in TRACE_OPTIONAL for c in extra) or len(set(extra)) < len(extra):
+                raise DataError(f"trace line {line}: the header must be '{need}', optionally followed by "
+                                f"{', '.join(TRACE_OPTIONAL)}; not '{raw[:200]}'")
+            if ("prefix_id" in extra) != ("prefix_tokens" in extra):
+                raise DataError(f"trace line {line}: prefix_id and prefix_tokens come together (which system prompt, "
+                                f"and how many tokens it has)")
+            opt = {c: [] for c in extra}
+            continue
+        if len(cells) != len(names):
+            raise DataError(f"trace line {line}: expected {len(names)} values ({','.join(names)}), got {len(cells)}")
+        if len(arr) == TRACE_MAX_ROWS:
+            raise DataError(f"trace line {line}: the trace has more than {TRACE_MAX_ROWS:,} requests, the limit")
+        try:
+            a = bounds.parse("arrival_s", cells[0], "the arrival time")
+            p = bounds.parse("prompt_tokens", cells[1], "the prompt length")
+            o = bounds.parse("output_tokens", cells[2], "the output length")
+        except ValueError as e:
+            raise DataError(f"trace line {line}: {e}") from None
+        for c, v in zip(extra, cells[3:]):
+            opt[c].append(_trace_int(v, c, line, p))
+        arr.append(a)
+        pr.append(p)
+        out.append(o)
+    if names is None:
+        raise DataError(f"the trace is empty: it needs a header '{need}' and rows")
+    if not arr:
+        raise DataError("the trace has a header but no requests")
+    return (np.array(arr, dtype=np.float64), np.array(pr, dtype=np.int64), np.array(out, dtype=np.int64),
+            {c: np.array(v, dtype=np.int64) for c, v in opt.items()})
 
 
 def _trace_int(v: str, column: str, line: int, prompt: int) -> int:
@@ -354,11 +408,11 @@ def _trace_int(v: str, column: str, line: int, prompt: int) -> int:
     try:
         x = int(v)
     except ValueError:
-        raise ValueError(f"trace line {line}: {column} '{v}' is not a whole number") from None
+        raise DataError(f"trace line {line}: {column} '{v[:40]}' is not a whole number") from None
     if column == "prefix_tokens" and not 0 <= x <= prompt:
-        raise ValueError(f"trace line {line}: prefix_tokens {x} must be within 0..{prompt} (the prompt's length)")
-    if column != "prefix_tokens" and x < 0:
-        raise ValueError(f"trace line {line}: {column} {x} must be a whole number >= 0 (or empty for none)")
+        raise DataError(f"trace line {line}: prefix_tokens {x} must be within 0..{prompt} (the prompt's length)")
+    if column != "prefix_tokens" and not 0 <= x < 2**62:
+        raise DataError(f"trace line {line}: {column} {x} must be a whole number from 0 to 2^62 (or empty for none)")
     return x
 
 
