@@ -19,31 +19,38 @@ from core.serving import warmup
 from ui import jobs, startup
 
 
+class EngineLoad:
+    """Loading (or compiling) the engine in a thread of its own, started when the first page of a
+    server process imports this module, so that it overlaps the rest of that page's imports and
+    its sidebar; every page waits for it once, in warm_up()."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.problem: str | None = None  # what to do, when it failed
+        self.status = jitcache.status()  # what the first start does: a load or a compile, and why
+        threading.Thread(target=self._load, name="lab-engine-load", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            warmup.compile_all()
+        except Exception as e:  # noqa: BLE001 (any compile failure becomes advice on the page)
+            self.problem = startup.compile_failed_message(e, jitcache.status())
+        finally:
+            self.done.set()
+
+
+engine = EngineLoad()
+
+
 def warm_up() -> None:
-    """Load the compiled engine once per server process (compiling it where no compiled copy
-    fits this machine), saying what happens and for how long; a failed compile stops the page with
-    what to do, never a traceback."""
-    if _loaded.is_set():
-        return
-    with st.spinner(startup.first_start_message(jitcache.status()), show_time=True):
-        problem = _load_engine()
-    if problem:
-        st.error(problem, icon=":material/error:")
+    """Wait for the engine once per page (at once after the first start), saying what happens and
+    for how long; a failed compile stops the page with what to do, never a traceback."""
+    if not engine.done.is_set():
+        with st.spinner(startup.first_start_message(engine.status), show_time=True):
+            engine.done.wait()
+    if engine.problem:
+        st.error(engine.problem, icon=":material/error:")
         st.stop()
-    _loaded.set()
-
-
-_loaded = threading.Event()
-
-
-@st.cache_resource(show_spinner=False)
-def _load_engine() -> str | None:
-    """One load per process, however many sessions wait on it; the failure's text, or None."""
-    try:
-        warmup.compile_all()
-    except Exception as e:  # noqa: BLE001 (any compile failure becomes advice on the page)
-        return startup.compile_failed_message(e, jitcache.status())
-    return None
 
 
 def _requests(inputs: LabInputs) -> int:
