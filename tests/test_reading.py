@@ -243,3 +243,13 @@ def test_the_kv_sweeps_caption_names_where_the_cache_first_runs_out_not_the_wors
     assert "3,234 preemptions at 4,096" in output_caption(rows)
     full = [dict(r, preemptions=0) for r in rows[:3]] + [rows[3]]
     assert output_caption(full).startswith("At 2,048 output tokens the cache is full at its peak")
+
+
+def test_compares_distributions_span_their_data():
+    # 7-8 ms TPOTs sat in the last tenth of a 1-10 ms axis
+    from ui import compare
+    rows = [dict(deployment="1. x", metric="TPOT", ms=7.0 + v / 10, share=v / 10) for v in range(1, 11)]
+    x = compare.distributions_chart(rows, "TPOT").to_dict()["encoding"]["x"]
+    lo, hi = x["scale"]["domain"]
+    assert 5 <= lo <= 7.1 and 8 <= hi <= 10
+    assert all(is_125(v) for v in x["axis"]["values"])
