@@ -183,3 +183,12 @@ def test_fuzzed_command_lines_answer_or_refuse_in_one_line(args):
     assert s["ttft_ms"]["p50"] > 0  # a prefill takes time: 0 ms is the rounding of a clock beyond its range
     assert 0 <= s["slo_attainment"] <= 1 and math.isfinite(s["throughput_tok_s"])
 
+
+
+def test_a_trace_with_the_rate_slider_at_0_gives_the_tradeoffs_a_message():
+    # found by bench/fuzz_views.py: the autoscaling A/B divided by the sidebar's rate (a trace lets it be 0)
+    from core.lab import tradeoffs
+    from core.lab.inputs import LabInputs
+    inputs = LabInputs(rate=0.0, trace_csv=HEADER + "0,100,20\n0.5,100,20\n")
+    tradeoffs.check_work(inputs)
+    assert "rate above 0" in tradeoffs.ab(inputs, "autoscaling").error

@@ -112,6 +112,9 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
     if tid == "autoscaling":
         replicas = max(2, gpus // tp)
         g = replicas * tp
+        if not inputs.rate > 0:  # a replayed trace leaves the rate slider free, even at 0
+            raise ValueError("the autoscaling A/B compresses a day of load around the sidebar's request rate: set a "
+                             "rate above 0 req/s")
         period = inputs.requests / inputs.rate  # the run spans one compressed day
         day = replace(base.workload, rate_schedule=diurnal_schedule(inputs.rate, period))
         fixed = replace(base, gpus=g, workload=day)
