@@ -62,3 +62,11 @@ def test_the_command_lines_calibration_table_says_its_errors_in_words(capsys):
     assert "12% higher" in table and "5% lower" in table and "the same" in table
     ends = {re.search(r"\d+\.\d\d", line).end() for line in table.splitlines()[1:]}
     assert len(ends) == 1  # the measured figures line up: a long label pushed its row's out of the column
+
+
+def test_the_kv_cache_trade_off_says_chunked_prefill_is_off_on_both_sides():
+    # its p50 TTFT (19 ms) differed from the Lab's (36 ms, chunked prefill on) without a word why
+    from core.lab.tradeoffs import _ab_configs
+    off, on, note = _ab_configs(LabInputs(), "kv_cache")
+    assert {off.policy, on.policy} == {"orca", "vllm"} and "Chunked prefill is off on both sides" in note
+    assert "Chunked prefill" not in _ab_configs(LabInputs(chunked_prefill=False), "kv_cache")[2]

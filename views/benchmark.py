@@ -2,9 +2,11 @@
 the cost model calibrated to it as a hardware profile the Lab, the Planner and Compare can use."""
 import json
 import math
+from dataclasses import replace
 
 import streamlit as st
 
+from core.lab.inputs import min_tp
 from core.physics import catalog, hardware
 from core.serving import benchfile, calibrate, export, replay
 from core.serving.simulate import SimConfig
@@ -45,13 +47,19 @@ inputs = state.inputs()
 models = catalog.model_ids()
 guess = replay.guess_model(run.model_id) or inputs.model
 gpus = yourgpu.options()
+gpu0 = inputs.gpu.split("@")[0] if inputs.gpu.split("@")[0] in gpus else gpus[0]
+# the file does not say how the model was sharded: start from the fewest GPUs that hold it, so that a
+# 70B's first answer is a comparison, not "does not fit at tp=1"
+TPS = [1, 2, 4, 8, 16]
+need = min_tp(replace(inputs, model=guess if guess in models else models[0], gpu=gpu0)) or 1
 with st.form("bench_deployment"):
     a, b, c = st.columns(3)
     model = a.selectbox("Model", models, models.index(guess) if guess in models else 0,
                         format_func=lambda m: catalog.get_model(m).label())
-    gpu = b.selectbox("GPU", gpus, gpus.index(inputs.gpu.split("@")[0]) if inputs.gpu.split("@")[0] in gpus else 0,
-                      format_func=lambda g: catalog.get_gpu(g).name)
-    tp = c.selectbox("Tensor parallelism (GPUs per replica)", [1, 2, 4, 8, 16], 0)
+    gpu = b.selectbox("GPU", gpus, gpus.index(gpu0), format_func=lambda g: catalog.get_gpu(g).name)
+    tp = c.selectbox("Tensor parallelism (GPUs per replica)", TPS, next((i for i, t in enumerate(TPS) if t >= need), 0),
+                     help="The file does not record it: the default is the fewest GPUs of this type that hold the "
+                          "model. Set the run's own.")
     a, b, c = st.columns(3)
     chunked = a.toggle("Chunked prefill (vLLM V1's default)", True)
     budget = b.select_slider("Token budget per step", [512, 1024, 2048, 4096, 8192, 16384], 2048,

@@ -4,6 +4,7 @@ import streamlit as st
 from core import bounds
 from core.lab import compare as C
 from core.physics import catalog
+from core.text import fmt_ms
 from ui import cache, compare, state, widgets, yourgpu
 from ui import export as dl
 
@@ -64,8 +65,8 @@ for i, e in enumerate(ok):
 
 st.subheader("Side by side")
 st.caption(f"{inputs.rate:g} req/s, prompts of {inputs.prompt_tokens} and outputs of {inputs.output_tokens} tokens "
-           f"({inputs.length_dist}), {inputs.requests:,} requests; targets p99 TTFT {inputs.ttft_p99_ms:g} ms and "
-           f"p99 TPOT {inputs.tpot_ms:g} ms.")
+           f"({inputs.length_dist}), {inputs.requests:,} requests; targets p99 TTFT {fmt_ms(inputs.ttft_p99_ms)} and "
+           f"p99 TPOT {fmt_ms(inputs.tpot_ms)}.")  # as every other view writes them: '1.00 s', not '1000 ms'
 rows = C.table(entries, inputs)
 st.dataframe(rows, hide_index=True, width="stretch")
 st.subheader("TTFT and TPOT distributions")
