@@ -297,14 +297,15 @@ def decode_roofline(rows: list[dict], roof: list[dict], ridges: dict[str, float]
         tooltip=[alt.Tooltip("batch:Q", title="batch (sequences)"), "curve:N",
                  alt.Tooltip("tok_s:Q", title="tokens/s", format=",.0f")])
     chart = lines
-    # labels run up the left of their lines from the plot's foot, below the curves (tokens/s grow with
-    # the batch, so the lower right is empty), and close ridges never collide
-    for name, batch in ridges.items():
+    # labels run up their lines from the plot's foot, below the curves (tokens/s grow with the batch, so
+    # the lower right is empty): the lowest ridge's on the left of its line, the others' on the right,
+    # so that two close ridges' labels face away from each other
+    for i, (name, batch) in enumerate(sorted(ridges.items(), key=lambda kv: kv[1])):
         ridge = pd.DataFrame({"batch": [batch], "text": [f"{name}: {batch:,.0f}"]})
         chart += alt.Chart(ridge).mark_rule(color=COLORS["bad"], strokeDash=[2, 2]).encode(x="batch:Q")
-        chart += alt.Chart(ridge).mark_text(angle=270, align="left", baseline="bottom", dx=4, dy=-3,
-                                            color=COLORS["bad"]).encode(x="batch:Q", y=alt.YValue("height"),
-                                                                        text="text:N")
+        chart += alt.Chart(ridge).mark_text(angle=270, align="left", baseline="bottom" if i == 0 else "top", dx=4,
+                                            dy=-3 if i == 0 else 3, color=COLORS["bad"]).encode(
+            x="batch:Q", y=alt.YValue("height"), text="text:N")
     return framed(chart, 260, "Decode throughput of one replica against batch size")
 
 
