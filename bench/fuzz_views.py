@@ -17,7 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
+import ui.jobs  # noqa: E402
 from view_fuzz import fuzz  # noqa: E402
+
+# every page's work in its own script run, as a timed page load: AppTest does not poll the worker
+# pool's progress bar (ui/jobs.py runs heavy work there, at a lower priority)
+ui.jobs.HEAVY_REQUEST_RUNS = 10**12
 
 
 def arg(argv: list[str], name: str, default: str) -> str:
@@ -30,9 +35,15 @@ def main(argv: list[str]) -> None:
     out = Path(arg(argv, "--out", str(ROOT / "bench" / "results" / "fuzz_views.json")))
     t0 = time.perf_counter()
 
+    seen = dict(problems=0, slowest=0.0, over_10=0)
+
     def progress(i, o):
+        seen["problems"] += bool(o.problem)
+        seen["over_10"] += o.seconds > 10
+        seen["slowest"] = max(seen["slowest"], o.seconds)
         if o.problem or o.seconds > 10 or i % 50 == 0:
-            print(f"{i:5d} {o.page:24s} {o.seconds:7.2f} s {o.problem or ''}", flush=True)
+            print(f"{i:5d} {o.page:24s} {o.seconds:7.2f} s {o.problem or ''}  [so far: {seen['problems']} problems, "
+                  f"{seen['over_10']} over 10 s, slowest {seen['slowest']:.1f} s]", flush=True)
 
     outcomes = fuzz(sets, seed=seed, timeout_s=timeout, progress=progress)
     problems = [o for o in outcomes if o.problem]
