@@ -344,7 +344,9 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
     points = alt.Chart(df).mark_point(filled=True, size=70).encode(
         x=x, y=y, tooltip=tooltip,
         color=alt.Color("stage:N", scale=alt.Scale(domain=STAGE_NAMES, range=STAGE_COLORS),
-                        legend=alt.Legend(orient="bottom", title=None, columns=5)),
+                        # 'stage' once, then 1-5: five 'stage N' entries ran off a phone ('stage 4 ●')
+                        legend=alt.Legend(orient="bottom", title="stage", titleOrient="left", columns=5,
+                                          labelExpr="replace(datum.label, 'stage ', '')")),
         shape=alt.Shape("kind:N", scale=alt.Scale(domain=["frontier", "meets the targets", "misses"],
                                                   range=["diamond", "circle", "cross"]),
                         # above the chart: beside the stage legend below it, it ran off a half-width chart
