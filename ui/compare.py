@@ -57,7 +57,8 @@ def distributions_chart(rows: list[dict], metric: str):
     chart = alt.Chart(df).mark_line().encode(
         x=alt.X("ms:Q", title=f"{metric} (ms, log scale)", scale=scale, axis=alt.Axis(**axis)),
         y=alt.Y("share:Q", title="share of requests", axis=alt.Axis(format="%")),
-        color=alt.Color("deployment:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=320)),
+        # a label cut at 240 px stays on a phone's screen, its leading number still naming the deployment
+        color=alt.Color("deployment:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=240)),
         tooltip=["deployment", alt.Tooltip("ms:Q", format=",.1f"), alt.Tooltip("share:Q", format=".0%")],
     )
     return charts.framed(chart, 220, metric)  # fit to the column's width only: its height stays the plot's
