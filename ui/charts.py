@@ -223,7 +223,9 @@ def stage_path(rows: list[dict]) -> alt.Chart:
     df = pd.DataFrame(rows)
     chart = alt.Chart(df).mark_line(point=alt.OverlayMarkDef(size=80), interpolate="step-after",
                                     color=COLORS["accent"]).encode(
-        x=alt.X("card:N", sort=None, title="scenario cards, left to right", axis=alt.Axis(labelAngle=0)),
+        # the cards' numbers: six names side by side did not fit a phone, which dropped every other one
+        x=alt.X("card:N", sort=None, title="scenario card, numbered as above",
+                axis=alt.Axis(labelAngle=0, labelExpr="split(datum.label, '.')[0]")),
         y=alt.Y("stage:Q", title="recommended stage", scale=alt.Scale(domain=[0.5, 5.5]),
                 axis=alt.Axis(values=[1, 2, 3, 4, 5], format="d")),
         tooltip=[alt.Tooltip("card:N"), alt.Tooltip("stage:Q"), alt.Tooltip("name:N", title="design")],
