@@ -58,6 +58,7 @@ async def session(browser, url: str, rate: float, changes: int, timeout_ms: floa
     from playwright.async_api import expect
     ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
     page = await ctx.new_page()
+    page.set_default_timeout(timeout_ms)  # 20 renderers on 2 cores answer slowly: the app is what is timed
     out = dict(rate=rate, times=[], seen=[], errors=[])
     try:
         t0 = time.perf_counter()
