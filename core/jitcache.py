@@ -160,6 +160,9 @@ def why_not_shipped() -> str | None:
     if m.get("digest") != digest():
         return ("the simulator's sources changed since the shipped engine was compiled "
                 "(python -m core compile rebuilds it)")
+    cpu = os.environ.get("NUMBA_CPU_NAME", CPU_NAME)
+    if cpu != CPU_NAME:
+        return f"NUMBA_CPU_NAME asks for code for the {cpu} CPU; the shipped engine is for a generic one"
     here = _platform()
     for key, what in (("python", "Python"), ("numba", "numba"), ("triple", "platform")):
         if m.get(key) != here[key]:
