@@ -253,3 +253,18 @@ def test_compares_distributions_span_their_data():
     lo, hi = x["scale"]["domain"]
     assert 5 <= lo <= 7.1 and 8 <= hi <= 10
     assert all(is_125(v) for v in x["axis"]["values"])
+
+
+def test_your_benchmark_names_one_upload_limit():
+    # the uploader said '68MB per file' (MiB) above '67 MB' (millions of bytes): two limits for one
+    from streamlit.testing.v1 import AppTest
+
+    from core.serving import benchfile
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/benchmark.py").run()
+    assert not at.exception
+    mib = benchfile.MAX_BYTES / 1024**2
+    assert any(f"up to {mib:.0f} MiB" in i.value for i in at.info)
+    uploader = next(u for u in at.get("file_uploader") if u.proto.label.startswith("Benchmark result"))
+    assert uploader.proto.max_upload_size_mb == mib  # Streamlit's 'MB' are MiB: the same limit as the parser's

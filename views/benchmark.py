@@ -20,11 +20,14 @@ st.markdown("Bring the result of `vllm bench serve --save-result` (with or witho
             "serves it on the deployment you confirm below, and puts its TTFT, TPOT, ITL, E2E and throughput beside "
             "yours. **Calibrate** then fits the cost model to your hardware and keeps it as a profile.")
 
-limit_mb = math.ceil(benchfile.MAX_BYTES / 1e6)  # the uploader's own limit, not Streamlit's 200 MB default
+# the uploader's own limit, not Streamlit's 200 MB default: Streamlit counts it in MiB and labels it 'MB', so
+# the parser's 64 MiB is 64 here ('68MB per file' above '67 MB' below read as two limits, and let 71 MB through)
+limit_mib = math.ceil(benchfile.MAX_BYTES / 1024**2)
 upload = st.file_uploader("Benchmark result (JSON or JSON lines)", type=["json", "jsonl"], key="bench_file",
-                          max_upload_size=limit_mb)
+                          max_upload_size=limit_mib)
 if upload is None:
-    st.info(f"No file yet: upload one above. The file is read as data only, up to {benchfile.MAX_BYTES / 1e6:.0f} MB.",
+    st.info(f"No file yet: upload one above. The file is read as data only, up to {limit_mib} MiB "
+            f"({benchfile.MAX_BYTES / 1e6:.0f} MB).",
             icon=":material/upload_file:")
     st.stop()
 data, name = upload.getvalue(), upload.name
