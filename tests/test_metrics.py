@@ -94,7 +94,7 @@ def test_the_readme_defines_the_metrics_as_the_pages_do():
 
 def test_an_offline_batch_measures_over_its_whole_run():
     # every request at t = 0: no arrival window, so the rates are over the run (as a benchmark client's)
-    wl = WorkloadSpec(n_requests=200, rate=1e9, prompt_mean=256, output_mean=64, length_dist="fixed", seed=0)
-    s = simulate(SimConfig(gpu="h100", model="llama-3.1-8b", workload=wl)).summary
+    batch = "arrival_s,prompt_tokens,output_tokens\n" + "0,256,64\n" * 200
+    s = simulate(SimConfig(gpu="h100", model="llama-3.1-8b", trace_csv=batch)).summary
     assert np.isfinite(s["throughput_tok_s"]) and s["throughput_tok_s"] > 0
     assert s["throughput_req_s"] <= s["completed_req_s"] * 1.01

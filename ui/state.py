@@ -12,7 +12,7 @@ import streamlit as st
 from core import bounds
 from core.physics import catalog
 from core.lab import sweeps
-from core.lab.inputs import LabInputs
+from core.lab.inputs import LabInputs, with_trace_lengths
 from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
 from ui import links, widgets, yourgpu, yourmodel
 
@@ -163,12 +163,13 @@ def sidebar() -> None:
 
 
 def inputs() -> LabInputs:
-    """The current inputs, from the widgets (defaults where a widget is not drawn)."""
+    """The current inputs, from the widgets (defaults where a widget is not drawn; with a replayed trace,
+    the trace's mean lengths in place of the sliders')."""
     ss = st.session_state
     model = ss.get("model", DEFAULTS.model)
     if model == CUSTOM:
         model = f"dense-{ss.get('size_b', 70):g}b"
-    return LabInputs(
+    return with_trace_lengths(LabInputs(
         rate=float(ss.get("rate", DEFAULTS.rate)), prompt_tokens=int(ss.get("prompt", DEFAULTS.prompt_tokens)),
         output_tokens=int(ss.get("output", DEFAULTS.output_tokens)), model=model, gpus=int(ss.get("gpus", DEFAULTS.gpus)),
         gpu=yourgpu.priced(ss.get("gpu", DEFAULTS.gpu)), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
@@ -186,7 +187,7 @@ def inputs() -> LabInputs:
         system_prompts=int(ss.get("sys_prompts", DEFAULTS.system_prompts)),
         system_prompt_tokens=int(ss.get("sys_tokens", DEFAULTS.system_prompt_tokens)),
         turns=int(ss.get("turns", DEFAULTS.turns)), turn_gap_s=float(ss.get("turn_gap", DEFAULTS.turn_gap_s)),
-        trace_csv=ss.get(TRACE_KEY))
+        trace_csv=ss.get(TRACE_KEY)))
 
 
 def valid_inputs() -> LabInputs:

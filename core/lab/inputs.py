@@ -117,6 +117,20 @@ class LabInputs:
                              f"fewer turns, a shorter system prompt or shorter messages")
 
 
+def with_trace_lengths(inputs: LabInputs) -> LabInputs:
+    """With a replayed trace the sidebar's prompt and output lengths describe requests the run never
+    sees (and may exceed the model's context), so the figures of one typical request (a prompt's
+    prefill, the decode context, the tutorial's numbers) take the trace's mean lengths instead."""
+    if inputs.trace_csv is None:
+        return inputs
+    try:
+        wl = load_trace(inputs.trace_csv)
+    except ValueError:  # validate() names the bad line
+        return inputs
+    return replace(inputs, prompt_tokens=max(1, round(float(wl.prompt_tokens.mean()))),
+                   output_tokens=max(1, round(float(wl.output_tokens.mean()))))
+
+
 def workload(inputs: LabInputs) -> WorkloadSpec:
     return WorkloadSpec(n_requests=inputs.requests, rate=inputs.rate, prompt_mean=inputs.prompt_tokens,
                         output_mean=inputs.output_tokens, length_dist=inputs.length_dist, spread=inputs.spread,
