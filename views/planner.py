@@ -9,7 +9,7 @@ from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog
 from core.planner.plan import plan
 from core.planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
-from core.text import count, fmt_ms, sentence
+from core.text import count, fmt_ms, sentence, usd
 from ui import cache, charts, compare, state, widgets, yourgpu
 
 st.title("Planner")
@@ -99,7 +99,7 @@ else:
     st.subheader(f"Cheapest: {r['deployment']}")
     widgets.headline([
         dict(label="Cost", value=f"${r['usd_per_hour']:,.2f} / h", help="GPUs x price per GPU-hour"),
-        dict(label="Per 1M output tokens", value=f"${r['usd_per_1m_output_tokens']:,.3f}",
+        dict(label="Per 1M output tokens", value=usd(r['usd_per_1m_output_tokens']),
              help=f"at {inputs.rate:g} req/s"),
         dict(label="p99 TTFT", value=fmt_ms(r["ttft_p99_ms"]), target=f"target {fmt_ms(inputs.ttft_p99_ms)}"),
         dict(label="p99 TPOT", value=f"{r['tpot_p99_ms']:.1f} ms", target=f"target {inputs.tpot_ms:g} ms"),

@@ -9,7 +9,7 @@ import numpy as np
 from ..physics import catalog
 from ..serving.metrics import GROWING, served_words
 from ..serving.simulate import SimConfig, SimResult, steptime
-from ..text import fmt_ms, sentence, share
+from ..text import fmt_ms, sentence, share, usd
 from .inputs import LabInputs
 from .readings import DEFINITIONS
 
@@ -186,7 +186,7 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
                    f"tp={s['tp']}. " if s.get("pp", 1) > 1 else
                    f"Each replica shards the model over {s['tp']} GPU(s) (tp={s['tp']}). ") + "Running batch: "
                   f"{s['mean_batch']:.1f} sequences. {d['running_batch']}"),
-        dict(label="Cost per 1M output tokens", value=f"${s['cost_per_1m_tokens_usd']:.2f}",
+        dict(label="Cost per 1M output tokens", value=usd(s['cost_per_1m_tokens_usd']),
              help=f"At ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})."),
     ] + (prefix_cards(s, result.config) if inputs.shares_prefixes() else [])
 

@@ -3,7 +3,7 @@ comparison (the trade-offs' A/B, Compare) picks its rows from."""
 from __future__ import annotations
 
 from ..serving.metrics import growing, served_words
-from ..text import fmt_ms, sentence
+from ..text import fmt_ms, sentence, usd
 
 # What each figure means, as the README states it and a page shows it on hover.
 DEFINITIONS = {
@@ -58,7 +58,7 @@ READ = {
     "queue": _queue,
     "gpus_replicas": lambda s: f"{s['gpus']} / {s['replicas']}",
     "cost_per_hour": lambda s: f"${s['gpus'] * s['price_usd_per_gpu_hour']:.2f}",
-    "cost_per_1m": lambda s: f"${s['cost_per_1m_tokens_usd']:.2f}",
+    "cost_per_1m": lambda s: usd(s['cost_per_1m_tokens_usd']),
     "cost_per_1m_fine": lambda s: f"${s['cost_per_1m_tokens_usd']:.3f}",
 }
 
