@@ -35,10 +35,16 @@ def streamlit_server(timeout_s: float = 120):
         yield url
 
 
+def as_nobody() -> list[str]:
+    """The command prefix that runs a child of root, who may write anywhere, as nobody, so that a
+    read-only folder is read-only to it (util-linux's setpriv, in every Debian and Ubuntu base image)."""
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+
+
 @contextmanager
 def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None = None, prefix: list | None = None):
     """The server's URL and its process (for its memory); `cwd`: the project folder to run,
-    `prefix`: a command to run it under (another user)."""
+    `prefix`: a command to run it under (as_nobody())."""
     port = free_port()
     proc = subprocess.Popen(
         (prefix or []) + [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",

@@ -19,6 +19,8 @@ import pytest
 import core
 from core import jitcache
 
+import live_app
+
 ROOT = Path(__file__).resolve().parent.parent
 
 STATS = """
@@ -39,23 +41,13 @@ print(json.dumps(dict(result=result, hits=hits, misses=misses, status=core.jitca
 """
 
 
-def unprivileged() -> list[str]:
-    """The command prefix that runs a child of root, who may write anywhere, as nobody."""
-    if os.geteuid() != 0:
-        return []
-    if not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv: cannot make a folder read-only")
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
 def run_in_fresh_process(root: Path, body: str, tmp: Path, as_nobody: bool = False, **env) -> dict:
     """Run `body` (which sets `result`) in a new process whose temporary folder is `tmp`, and
     count the jitted functions loaded from disk and compiled."""
     full = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "LLM_LAB_CACHE_DIR", "NUMBA_CPU_NAME",
                                                               "NUMBA_CPU_FEATURES", jitcache.OFF)}
     full.update(TMPDIR=str(tmp), **env)
-    prefix = unprivileged() if as_nobody else []
-    out = subprocess.run(prefix + [sys.executable, "-c", STATS.format(root=str(root), body=body)], env=full,
+    out = subprocess.run((live_app.as_nobody() if as_nobody else []) + [sys.executable, "-c", STATS.format(root=str(root), body=body)], env=full,
                          capture_output=True, text=True, timeout=600, cwd=tmp)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

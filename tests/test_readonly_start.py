@@ -7,22 +7,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
 from playwright.sync_api import sync_playwright
 
-from live_app import launch, streamlit_process, wait_idle
+from live_app import as_nobody, launch, streamlit_process, wait_idle
 
 ROOT = Path(__file__).resolve().parent.parent
 THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMetricValue']"
-
-
-def as_another_user() -> list[str]:
-    """root may write anywhere: run the app as nobody so that read-only means read-only."""
-    if os.geteuid() != 0:
-        return []
-    if not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv: cannot make the project folder read-only")
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def test_the_first_page_works_from_a_read_only_folder_with_an_empty_temporary_folder():
@@ -44,7 +34,7 @@ def test_the_first_page_works_from_a_read_only_folder_with_an_empty_temporary_fo
     env.update(TMPDIR=str(tmp), HOME=str(base / "nohome"))
     try:
         assert not os.access(project, os.W_OK) or os.geteuid() == 0
-        with streamlit_process(cwd=project, env=env, prefix=as_another_user()) as (url, _proc), \
+        with streamlit_process(cwd=project, env=env, prefix=as_nobody()) as (url, _proc), \
                 sync_playwright() as p:
             browser = launch(p)
             page = browser.new_page(viewport={"width": 1400, "height": 1200})
