@@ -21,13 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from live_app import free_port, launch  # noqa: E402
+from live_app import launch, streamlit_process  # noqa: E402
 
 THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMetricValue']"
 
@@ -36,20 +35,8 @@ def visit(project: Path, tmp: Path, extra_env: dict | None = None) -> dict:
     from playwright.sync_api import sync_playwright
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "LLM_LAB_"))}
     env.update(TMPDIR=str(tmp), **(extra_env or {}))
-    port = free_port()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1"],
-                            cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)  # polling until the server answers (what is being timed)
+    with streamlit_process(timeout_s=600, cwd=project, env=env, poll_s=0.05) as (url, _proc):  # 0.05 s: what is timed
         up = time.perf_counter() - t0
         with sync_playwright() as p:
             browser = launch(p)
@@ -60,9 +47,6 @@ def visit(project: Path, tmp: Path, extra_env: dict | None = None) -> dict:
             first = time.perf_counter()
             browser.close()
         return dict(server_up_s=up, first_page_s=first - t1, command_to_first_page_s=first - t0)
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def main(argv: list[str]) -> None:

@@ -42,7 +42,8 @@ def as_nobody() -> list[str]:
 
 
 @contextmanager
-def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None = None, prefix: list | None = None):
+def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None = None, prefix: list | None = None,
+                      poll_s: float = 0.2):
     """The server's URL and its process (for its memory); `cwd`: the project folder to run,
     `prefix`: a command to run it under (as_nobody())."""
     port = free_port()
@@ -62,7 +63,7 @@ def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.2)  # polling the health endpoint until the server answers
+            time.sleep(poll_s)  # polling the health endpoint until the server answers
         yield url, proc
     finally:
         proc.terminate()
