@@ -43,12 +43,12 @@ def as_nobody() -> list[str]:
 
 @contextmanager
 def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None = None, prefix: list | None = None,
-                      poll_s: float = 0.2):
+                      poll_s: float = 0.2, python: str = sys.executable):
     """The server's URL and its process (for its memory); `cwd`: the project folder to run,
-    `prefix`: a command to run it under (as_nobody())."""
+    `prefix`: a command to run it under (as_nobody()), `python`: the environment's interpreter."""
     port = free_port()
     proc = subprocess.Popen(
-        (prefix or []) + [sys.executable, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
+        (prefix or []) + [python, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
                           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats",
                           "false", "--server.fileWatcherType", "none"],
         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

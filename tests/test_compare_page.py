@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def compare_page() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
     at.run()
     at.switch_page("views/compare.py").run()
     assert not at.exception

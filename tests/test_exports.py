@@ -11,7 +11,7 @@ VIEWS = ["views/lab.py", "views/walkthrough.py", "views/bottlenecks.py", "views/
 
 @pytest.fixture(scope="module")
 def at():
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
     at.run()
     assert not at.exception
     return at

@@ -83,7 +83,7 @@ def test_work_run_off_the_page_thread_shows_the_same_page(monkeypatch):
         import ui.jobs
         monkeypatch.setattr(ui.jobs, "HEAVY_REQUEST_RUNS", -1 if heavy else 10**12)
         ui.jobs.results.clear()
-        at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+        at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
         at.query_params["rate"] = "6.5"
         at.run()
         assert not at.exception

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def opened(link: dict, page: str | None = None) -> AppTest:
     """The app as a person opening `link` (query parameters) sees it."""
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
     for k, v in link.items():
         at.query_params[k] = v
     if page:

@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
     at.run()
     assert not at.exception
     return at

@@ -192,7 +192,7 @@ def test_the_planner_credits_the_prefill_a_prefix_cache_saves_and_simulates_with
 def test_the_lab_shows_hit_rate_and_prefill_saved_with_units_for_shared_system_prompts():
     from pathlib import Path
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=300)
     at.run()
     assert not any(m.label == "Prefix cache hit rate" for m in at.metric)  # nothing shared, nothing to show
     at.sidebar.select_slider(key="sys_prompts").set_value(5).run()

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
     at.run()
     assert not at.exception
     return at
@@ -180,8 +180,8 @@ def test_the_component_diagram_is_a_list_in_path_order_with_readable_text():
 def test_viewers_get_the_viewer_toolbar_and_an_offline_favicon():
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["client"]["toolbarMode"] == "viewer"
-    dashboard = (ROOT / "dashboard.py").read_text()
-    icon = dashboard.split("page_icon=")[1].split(",")[0].strip("\"' ")
+    script = (ROOT / "navigation.py").read_text()
+    icon = script.split("page_icon=")[1].split(",")[0].strip("\"' ")
     assert not icon.startswith("http") and (ROOT / icon).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -260,7 +260,7 @@ def test_your_benchmark_names_one_upload_limit():
     from streamlit.testing.v1 import AppTest
 
     from core.serving import benchfile
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard.py"), default_timeout=120)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=120)
     at.run()
     at.switch_page("views/benchmark.py").run()
     assert not at.exception

@@ -180,7 +180,7 @@ def test_what_is_left_out_is_not_a_setting_of_the_simulator():
 
 @pytest.fixture(scope="module")
 def page():
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=120)
     at.run()
     at.switch_page(PAGE).run()
     assert not at.exception
@@ -198,7 +198,7 @@ def test_page_shows_every_rule_with_its_button_and_the_assumptions(page):
 
 
 def test_every_show_in_the_lab_button_opens_the_lab_on_its_demo():
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=120)
     at.run()
     for rid in IDS:
         demo = RULES[rid]["demo"]

@@ -87,7 +87,7 @@ def test_validation_file_matches_the_report_and_names_its_sources():
 
 
 def test_the_lab_shows_the_bands_and_the_nearest_run_with_units():
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
     at.run()
     assert not at.exception
     cards = {m.label: m for m in at.metric}

@@ -150,7 +150,7 @@ def test_inputs_no_deployment_can_take_raise_a_clear_error():
 @pytest.fixture(scope="module")
 def app():
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=120)
     at.run()
     at.switch_page(PAGE).run()
     return at

@@ -97,7 +97,7 @@ class Outcome:
 
 
 def new_app(timeout_s: float) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "dashboard.py"), default_timeout=timeout_s)
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=timeout_s)
     at.run()
     return at
 

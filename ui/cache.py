@@ -63,9 +63,19 @@ def _what(inputs: LabInputs, doing: str) -> str:
 
 
 # runs per call, roughly: the Lab's view simulates the toggles' deployment and the recommendation's
+def _lab_view_key(inputs: LabInputs) -> tuple:
+    return "lab_view", inputs, CORE_VERSION
+
+
 def lab_view(inputs: LabInputs) -> dict:
-    return jobs.compute(("lab_view", inputs, CORE_VERSION), _what(inputs, "Simulating the deployment"),
+    return jobs.compute(_lab_view_key(inputs), _what(inputs, "Simulating the deployment"),
                         report.lab_view, inputs, is_heavy=jobs.heavy(_requests(inputs), 5))
+
+
+def prefill_lab_view(inputs: LabInputs) -> dict:
+    """The Lab's view of `inputs`, computed outside any page (a server's start: ui.prewarm) into the
+    cache every session reads."""
+    return jobs.prefill(_lab_view_key(inputs), report.lab_view, inputs)
 
 
 def stages(inputs: LabInputs) -> list:

@@ -71,6 +71,15 @@ def compute(key: tuple, what: str, fn: Callable, *args, is_heavy: bool = False):
     return _wait(key, what, fn, args)
 
 
+def prefill(key: tuple, fn: Callable, *args):
+    """fn(*args) into the shared results under `key`, from a thread that is no page's (no spinner)."""
+    hit, value = results.get(key)
+    if not hit:
+        value = fn(*args)
+        results.put(key, value)
+    return value
+
+
 def _start(key, what: str, fn: Callable, args: tuple) -> _Run:
     run = _Run(progress.Job(what))
 

@@ -7,6 +7,8 @@ offers come from the one table of ranges (core/bounds.py). `inputs()` reads the 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import streamlit as st
 
 from core import bounds
@@ -50,7 +52,7 @@ gpu_label = links.gpu_label
 
 
 def sidebar() -> None:
-    """Draw the inputs (call once per run, from dashboard.py)."""
+    """Draw the inputs (call once per run, from navigation.py)."""
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
@@ -162,17 +164,17 @@ def sidebar() -> None:
         yourmodel.section()
 
 
-def inputs() -> LabInputs:
+def inputs(ss: Mapping | None = None) -> LabInputs:
     """The current inputs, from the widgets (defaults where a widget is not drawn; with a replayed trace,
-    the trace's mean lengths in place of the sliders')."""
-    ss = st.session_state
+    the trace's mean lengths in place of the sliders'); `ss`: widget values in place of this session's."""
+    ss = st.session_state if ss is None else ss
     model = ss.get("model", DEFAULTS.model)
     if model == CUSTOM:
         model = f"dense-{ss.get('size_b', 70):g}b"
     return with_trace_lengths(LabInputs(
         rate=float(ss.get("rate", DEFAULTS.rate)), prompt_tokens=int(ss.get("prompt", DEFAULTS.prompt_tokens)),
         output_tokens=int(ss.get("output", DEFAULTS.output_tokens)), model=model, gpus=int(ss.get("gpus", DEFAULTS.gpus)),
-        gpu=yourgpu.priced(ss.get("gpu", DEFAULTS.gpu)), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
+        gpu=yourgpu.priced(ss.get("gpu", DEFAULTS.gpu), ss.get("price")), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
         continuous_batching=bool(ss.get("cb", DEFAULTS.continuous_batching)),
         tensor_parallel=bool(ss.get("tp_on", DEFAULTS.tensor_parallel)),
         chunked_prefill=bool(ss.get("chunked", DEFAULTS.chunked_prefill)), tp=int(ss.get("tp", 0)),

@@ -33,9 +33,9 @@ def add(gpu: catalog.GPU, select: bool = True) -> None:
         st.session_state["gpu"] = gpu.id
 
 
-def priced(gpu_id: str) -> str:
-    """The chosen GPU at the sidebar's price, when one is set."""
-    price = float(st.session_state.get("price") or 0)
+def priced(gpu_id: str, price: float | None) -> str:
+    """The chosen GPU at the sidebar's price per GPU-hour, when one is set."""
+    price = float(price or 0)
     return f"{gpu_id}@{price:g}" if price > 0 else gpu_id
 
 
