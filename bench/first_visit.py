@@ -10,8 +10,9 @@ the command. A new browser each time: its cache is empty, as a new visitor's is.
 a shared 2-core VM: they vary from run to run by a third or more, so the restart is repeated and
 its median reported with every run.
 
-usage: python bench/first_visit.py [--out bench/results/first_visit.json] [--restarts N] [--cold]
+usage: python bench/first_visit.py [--out bench/results/first_visit.json] [--restarts N] [--commit REV] [--cold]
   --restarts N: restarts to time (default 5)
+  --commit REV: time that commit of the project instead of the checkout's HEAD (a before-and-after)
   --cold: also time the first visit with the shipped compiled engine ignored (LLM_LAB_SHIPPED_CACHE=0),
           i.e. what a fresh clone cost before it shipped
 """
@@ -37,7 +38,9 @@ THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMe
 
 def visit(project: Path, python: str, tmp: Path, extra_env: dict | None = None) -> dict:
     from playwright.sync_api import sync_playwright
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "LLM_LAB_"))}
+    # a user's Python keeps the bytecode it compiles (this VM's environment sets PYTHONDONTWRITEBYTECODE)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NUMBA_", "LLM_LAB_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(TMPDIR=str(tmp), **(extra_env or {}))
     with sync_playwright() as p:
         t0 = time.perf_counter()
@@ -65,6 +68,8 @@ def main(argv: list[str]) -> None:
     try:
         clone, tmp = base / "clone", base / "tmp"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        if "--commit" in argv:
+            subprocess.run(["git", "checkout", "-q", argv[argv.index("--commit") + 1]], cwd=clone, check=True)
         subprocess.run([sys.executable, "-m", "venv", str(clone / ".venv")], check=True)
         subprocess.run([str(clone / ".venv" / "bin" / "pip"), "install", "-q", "-r", "requirements.txt"], cwd=clone,
                        check=True)

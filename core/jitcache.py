@@ -47,11 +47,20 @@ _state: dict = {}
 
 # ---------------------------------------------------------------- what the engine is made of
 
+def _statements(tree: ast.AST):
+    """Every statement in `tree`, however nested (an import is a statement: the expressions, most of
+    a module's nodes, need no visit)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case)):
+            yield node
+            yield from _statements(node)
+
+
 def _imports(path: Path) -> set[Path]:
     """The package's modules that `path` imports (relative or `core.` imports)."""
     out = set()
     pkg_dir = path.parent
-    for node in ast.walk(ast.parse(path.read_bytes())):
+    for node in _statements(ast.parse(path.read_bytes())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg_dir
@@ -91,7 +100,7 @@ def _uses_jit(path: Path) -> bool:
     if b"jit" not in data:  # most modules: no need to parse them (a start reads every module here)
         return False
     return any(isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[-1] == "jit"
-               for n in ast.walk(ast.parse(data)))
+               for n in _statements(ast.parse(data)))
 
 
 def sources() -> list[Path]:

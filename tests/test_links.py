@@ -51,6 +51,8 @@ def test_hand_edited_bad_values_name_the_parameter_the_value_and_what_was_used()
 
 def test_a_link_holds_catalog_ids_not_labels():
     at = opened({})
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
+    at.run()
     at.sidebar.selectbox(key="model").set_value("llama-3.1-405b")
     at.sidebar.selectbox(key="gpu").set_value("h200")
     at.sidebar.selectbox(key="router").set_value("rr")

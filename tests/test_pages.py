@@ -46,6 +46,8 @@ def view(at: AppTest) -> tuple:
 
 def test_every_input_changes_the_view_without_an_exception():
     at = app()
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
+    at.run()
     before = view(at)
     for kind, key, value in CHANGES:
         getattr(at.sidebar, kind)(key=key).set_value(value)
@@ -228,6 +230,8 @@ def test_each_trade_off_section_opens_with_the_gpus_it_ran_on():
 
 def test_a_replica_larger_than_a_node_is_pipelined_across_nodes_and_the_lab_says_so():
     at = app()
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
+    at.run()
     at.sidebar.selectbox(key="model").set_value("llama-3.1-405b")
     at.sidebar.select_slider(key="gpus").set_value(16)
     at.sidebar.toggle(key="tp_on").set_value(True)
@@ -236,3 +240,22 @@ def test_a_replica_larger_than_a_node_is_pipelined_across_nodes_and_the_lab_says
     assert not at.exception
     assert any("pipeline parallel across" in i.value for i in at.info)
     assert any("tp=8 x pp=2 on 16 H100" in c.value for c in at.caption)
+
+
+def test_an_advanced_knob_keeps_its_value_while_its_section_is_closed():
+    # closed, the section's knobs are not drawn (they cost the browser time on every page): their values stay
+    simulated = lambda at: next(c.value for c in at.caption if c.value.startswith("Simulated:"))  # noqa: E731
+    at = app()
+    assert all(s.key != "requests" for s in at.sidebar.select_slider)  # closed: not drawn
+    at.session_state["advanced"] = True
+    at.run()
+    at.sidebar.select_slider(key="requests").set_value(500).run()
+    assert "500 requests" in simulated(at)
+    at.session_state["advanced"] = False
+    at.run()
+    assert all(s.key != "requests" for s in at.sidebar.select_slider)  # not drawn
+    at.sidebar.slider(key="rate").set_value(3.0).run()  # another input moves: the closed knob still counts
+    assert not at.exception and "500 requests" in simulated(at) and at.query_params["requests"] == "500"
+    at.session_state["advanced"] = True
+    at.run()
+    assert at.sidebar.select_slider(key="requests").value == 500

@@ -195,6 +195,8 @@ def test_the_lab_shows_hit_rate_and_prefill_saved_with_units_for_shared_system_p
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=300)
     at.run()
     assert not any(m.label == "Prefix cache hit rate" for m in at.metric)  # nothing shared, nothing to show
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
+    at.run()
     at.sidebar.select_slider(key="sys_prompts").set_value(5).run()
     cards = {m.label: m for m in at.metric}
     assert not at.exception

@@ -129,6 +129,7 @@ def test_the_planner_searches_the_formats_a_gpu_runs_and_puts_70b_in_int4_on_one
 def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_fp8_on_an_a100():
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=300)
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
     at.run()
     for key, value in (("model", "llama-3.1-70b"), ("dtype", "int4"), ("kv_dtype", "fp8")):
         at.sidebar.selectbox(key=key).set_value(value)

@@ -25,6 +25,8 @@ def app() -> AppTest:
 
 def test_a_scenario_card_loads_its_whole_workload_so_its_badge_and_the_lab_agree():
     at = app()
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
+    at.run()
     # inputs the card leaves unset, moved away from their defaults first
     at.sidebar.select_slider(key="max_seqs").set_value(4)
     at.sidebar.select_slider(key="requests").set_value(500)

@@ -91,63 +91,11 @@ def sidebar() -> None:
     sb.toggle("Tensor-parallel sharding", DEFAULTS.tensor_parallel, key="tp_on",
               help="Split each layer across GPUs so a model larger than one GPU can run, at the cost of per-step "
                    "collective communication.")
-    with sb.expander("Advanced"):
-        st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked",
-                  disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
-                  help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
-                       "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own. Needs continuous "
-                       "batching: a static batch prefills its members together.")
-        st.select_slider("Token budget per step", bounds.sidebar_options("budget"),
-                         DEFAULTS.max_batched_tokens, key="budget",
-                         help="Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
-                              "prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
-                              "Sarathi-Serve run it. Default 2,048: vLLM V1's online-serving default on A100s and "
-                              "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
-        st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
-                         DEFAULTS.max_seqs, key="max_seqs")
-        st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block")
-        st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", format_func=links.TP_CHOICES.get)
-        st.selectbox("Pipeline stages per replica", bounds.sidebar_options("pp_choice"), 0, key="pp",
-                     format_func=links.PP_CHOICES.get,
-                     help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
-                          "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
-                          "than a node runs tensor parallel within each node and one stage per node.")
-        st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache",
-                  disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
-                  help="Reuse the KV blocks of a prompt's prefix that an earlier request computed (a shared "
-                       "system prompt, a conversation's earlier turns) instead of prefilling them again; cached "
-                       "blocks no request holds are evicted least recently used when memory is needed. vLLM V1 "
-                       "turns it on by default. Needs paged KV (continuous batching).")
-        st.select_slider("Shared system prompts", bounds.sidebar_options("system_prompts"),
-                         DEFAULTS.system_prompts, key="sys_prompts",
-                         help="Distinct system prompts the requests start with, each request one of them at random "
-                              "(0: no prompt shares a prefix). The prompt length above is then the user's own "
-                              "message, after the system prompt.")
-        st.select_slider("System prompt tokens", bounds.sidebar_options("system_prompt_tokens"), DEFAULTS.system_prompt_tokens, key="sys_tokens", disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
-                         help="Length of each shared system prompt.")
-        st.select_slider("Turns per conversation", bounds.sidebar_options("turns"), DEFAULTS.turns, key="turns",
-                         help="A chat sends each turn's prompt with every earlier turn and answer in it, so a later "
-                              "turn's prompt starts with what the cache may still hold. 1: single requests.")
-        st.select_slider("Seconds between turns", bounds.sidebar_options("turn_gap"), int(DEFAULTS.turn_gap_s),
-                         key="turn_gap", disabled=st.session_state.get("turns", 1) <= 1,
-                         help="From one turn of a conversation to the next (the Lab's assumption: a person reading "
-                              "and typing; the next turn does not wait for a slow answer).")
-        st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
-                     help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
-                          "presets with cited statistics (their shapes; the averages above still apply).")
-        st.select_slider("p99 time-per-output-token target (ms)", bounds.sidebar_options("tpot"),
-                         int(DEFAULTS.tpot_ms), key="tpot")
-        st.select_slider("Simulated requests", bounds.sidebar_options("requests"),
-                         DEFAULTS.requests, key="requests")
-        st.number_input("Seed", *bounds.sidebar_range("seed"), DEFAULTS.seed, key="seed")
-        st.selectbox("Router", list(links.ROUTERS), 0, key="router", format_func=links.ROUTERS.get)
-        st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", format_func=weights_label,
-                     help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
-                          "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "
-                          "at the 16-bit rate. fp8 needs a GPU with FP8 support (Ada, Hopper, Blackwell, MI300).")
-        st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", format_func=kv_label,
-                     help="An fp8 cache stores a token in half the bytes of a 16-bit one: twice the blocks in the "
-                          "same memory, and half the bytes each decode step reads. Needs FP8 support.")
+    # the knobs are drawn only while the section is open: closed, their 18 widgets would cost the browser
+    # about half a second on every page (bench/first_visit.py)
+    with sb.expander("Advanced", key="advanced", on_change="rerun") as advanced:
+        if advanced.open:
+            _knobs()
         upload = st.file_uploader(f"Replay a trace (CSV: arrival_s,prompt_tokens,output_tokens; optionally "
                                   f"conversation_id, prefix_id, prefix_tokens; at most {TRACE_MAX_ROWS:,} requests "
                                   f"and {TRACE_MAX_MB} MB)", type=["csv"],
@@ -163,6 +111,67 @@ def sidebar() -> None:
         yourgpu.section()
         yourmodel.section()
 
+
+
+def _knobs() -> None:
+    """The Advanced section's engine and workload knobs. Each keeps its value while it is not drawn (a
+    closed section): persist_state="session"."""
+    st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked", persist_state="session",
+              disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
+              help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
+                   "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own. Needs continuous "
+                   "batching: a static batch prefills its members together.")
+    st.select_slider("Token budget per step", bounds.sidebar_options("budget"),
+                     DEFAULTS.max_batched_tokens, key="budget", persist_state="session",
+                     help="Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
+                          "prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
+                          "Sarathi-Serve run it. Default 2,048: vLLM V1's online-serving default on A100s and "
+                          "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
+    st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
+                     DEFAULTS.max_seqs, key="max_seqs", persist_state="session")
+    st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block", persist_state="session")
+    st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", persist_state="session", format_func=links.TP_CHOICES.get)
+    st.selectbox("Pipeline stages per replica", bounds.sidebar_options("pp_choice"), 0, key="pp", persist_state="session",
+                 format_func=links.PP_CHOICES.get,
+                 help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
+                      "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
+                      "than a node runs tensor parallel within each node and one stage per node.")
+    st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache", persist_state="session",
+              disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
+              help="Reuse the KV blocks of a prompt's prefix that an earlier request computed (a shared "
+                   "system prompt, a conversation's earlier turns) instead of prefilling them again; cached "
+                   "blocks no request holds are evicted least recently used when memory is needed. vLLM V1 "
+                   "turns it on by default. Needs paged KV (continuous batching).")
+    st.select_slider("Shared system prompts", bounds.sidebar_options("system_prompts"),
+                     DEFAULTS.system_prompts, key="sys_prompts", persist_state="session",
+                     help="Distinct system prompts the requests start with, each request one of them at random "
+                          "(0: no prompt shares a prefix). The prompt length above is then the user's own "
+                          "message, after the system prompt.")
+    st.select_slider("System prompt tokens", bounds.sidebar_options("system_prompt_tokens"), DEFAULTS.system_prompt_tokens, key="sys_tokens", persist_state="session", disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
+                     help="Length of each shared system prompt.")
+    st.select_slider("Turns per conversation", bounds.sidebar_options("turns"), DEFAULTS.turns, key="turns", persist_state="session",
+                     help="A chat sends each turn's prompt with every earlier turn and answer in it, so a later "
+                          "turn's prompt starts with what the cache may still hold. 1: single requests.")
+    st.select_slider("Seconds between turns", bounds.sidebar_options("turn_gap"), int(DEFAULTS.turn_gap_s),
+                     key="turn_gap", persist_state="session", disabled=st.session_state.get("turns", 1) <= 1,
+                     help="From one turn of a conversation to the next (the Lab's assumption: a person reading "
+                          "and typing; the next turn does not wait for a slow answer).")
+    st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist", persist_state="session",
+                 help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
+                      "presets with cited statistics (their shapes; the averages above still apply).")
+    st.select_slider("p99 time-per-output-token target (ms)", bounds.sidebar_options("tpot"),
+                     int(DEFAULTS.tpot_ms), key="tpot", persist_state="session")
+    st.select_slider("Simulated requests", bounds.sidebar_options("requests"),
+                     DEFAULTS.requests, key="requests", persist_state="session")
+    st.number_input("Seed", *bounds.sidebar_range("seed"), DEFAULTS.seed, key="seed", persist_state="session")
+    st.selectbox("Router", list(links.ROUTERS), 0, key="router", persist_state="session", format_func=links.ROUTERS.get)
+    st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", persist_state="session", format_func=weights_label,
+                 help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
+                      "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "
+                      "at the 16-bit rate. fp8 needs a GPU with FP8 support (Ada, Hopper, Blackwell, MI300).")
+    st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", persist_state="session", format_func=kv_label,
+                 help="An fp8 cache stores a token in half the bytes of a 16-bit one: twice the blocks in the "
+                      "same memory, and half the bytes each decode step reads. Needs FP8 support.")
 
 def inputs(ss: Mapping | None = None) -> LabInputs:
     """The current inputs, from the widgets (defaults where a widget is not drawn; with a replayed trace,
