@@ -38,10 +38,11 @@ CHANGES = [
 
 
 def view(at: AppTest) -> tuple:
-    """What a person reads on the page: headings, text, captions, metrics with their deltas."""
+    """What a person reads on the page: headings, text, captions, metrics with their deltas, the diagram
+    and the gauges."""
     return (tuple(h.value for h in at.subheader), tuple(m.value for m in at.markdown),
             tuple(c.value for c in at.caption), tuple((m.label, m.value, m.delta) for m in at.metric),
-            tuple(e.value for e in at.error))
+            tuple(e.value for e in at.error), tuple(h.value for h in at.html))
 
 
 def test_every_input_changes_the_view_without_an_exception():

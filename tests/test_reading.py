@@ -75,8 +75,8 @@ def test_the_labs_metric_cards_keep_their_reading_order_when_stacked():
     labels = [m.label for m in at.metric]
     assert labels[:8] == ["p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "Throughput", "Goodput",
                           "GPUs / replicas", "Cost per 1M output tokens"]
-    gauges = [c.value for c in at.caption if "**Knob:**" in c.value]
-    assert len(gauges) == 5
+    gauges = sum(h.value.count('class="gauge ') for h in at.html)
+    assert gauges == 5
     assert any("sliders in the sidebar" in m.value for m in at.markdown)
     assert not any("on the left" in m.value for m in at.markdown)
 
@@ -270,3 +270,14 @@ def test_your_benchmark_names_one_upload_limit():
     assert any(f"up to {mib:.0f} MiB" in i.value for i in at.info)
     uploader = next(u for u in at.get("file_uploader") if u.proto.label.startswith("Benchmark result"))
     assert uploader.proto.max_upload_size_mb == mib  # Streamlit's 'MB' are MiB: the same limit as the parser's
+
+
+def test_a_gauge_is_drawn_as_text_with_its_bar_within_the_limit():
+    from core.lab.gauges import Gauge
+    from ui import widgets
+    over = Gauge(id="kv", name="KV cache <pressure>", value=3.0, limit=1.0, unit="", ratio=3.0, status="bad",
+                 why="<img src=x onerror=alert(1)> & more", knob="raise <b>gpus</b>")
+    out = widgets.gauges_html([over], columns=1)
+    assert "<img" not in out and "&lt;img src=x" in out and "&lt;b&gt;gpus" in out
+    assert 'aria-valuenow="100"' in out and "width:100.0%" in out  # three times the limit: a full bar, not 300%
+    assert "limiting" in out and "Peak 300% of KV blocks in use" in out

@@ -9,9 +9,7 @@ from core.bounds import DataError
 from core.lab.gauges import Gauge
 from core.serving import metrics
 
-STATUS_ICON = {"ok": ":material/check_circle:", "warn": ":material/warning:", "bad": ":material/error:"}
 STATUS_WORD = {"ok": "fine", "warn": "getting close", "bad": "limiting"}
-STATUS_COLOR = {"ok": "green", "warn": "orange", "bad": "red"}
 
 
 DIAGRAM_CSS = """<style>
@@ -45,14 +43,48 @@ def diagram_html(path: list[dict]) -> str:
     return DIAGRAM_CSS + '<div role="list" class="lab-path" aria-label="Component path">' + "".join(items) + "</div>"
 
 
+GAUGE_CSS = """<style>
+.lab-gauges{display:grid;grid-template-columns:repeat(var(--cols),minmax(0,1fr));gap:16px;margin:0 0 1rem;
+  font-family:inherit}
+.lab-gauges .gauge{border:1px solid rgba(49,51,63,0.2);border-radius:0.5rem;padding:12px 16px;font-size:16px;
+  line-height:1.5;color:rgb(49,51,63)}
+.lab-gauges .badge{display:inline-block;margin-left:6px;padding:0 8px;border-radius:0.5rem;font-size:14px}
+.lab-gauges .badge.ok{background:#dcfce7;color:#166534}
+.lab-gauges .badge.warn{background:#ffedd5;color:#9a3412}
+.lab-gauges .badge.bad{background:#fee2e2;color:#991b1b}
+.lab-gauges .bar{height:8px;margin:6px 0 8px;border-radius:4px;background:#f0f2f6;overflow:hidden}
+.lab-gauges .bar span{display:block;height:100%;background:#7c3aed}
+.lab-gauges .note{font-size:14px;color:rgba(49,51,63,0.6)}
+@media (max-width:640px){.lab-gauges{grid-template-columns:1fr}}
+</style>"""
+STATUS_MARK = {"ok": "\u2713", "warn": "\u26a0", "bad": "\u2715"}
+
+
+def gauges(items: list[Gauge], columns: int = 2) -> None:
+    """Gauges as one block of HTML, `columns` a row (one on a phone): each its name and status, its
+    reading, a bar, why and the knob. One element, not three Streamlit elements a gauge: drawing the
+    Lab's five as widgets took the browser about half a second on every page (bench/first_visit.py)."""
+    st.html(gauges_html(items, columns))
+
+
 def gauge(g: Gauge) -> None:
-    """A gauge in two elements (a labelled bar, then why and the knob): every element costs the
-    browser time on each slider move."""
-    with st.container(border=True):
-        st.progress(min(max(g.ratio, 0.0), 1.0),
-                    text=f"**{g.name}** :{STATUS_COLOR[g.status]}-badge[{STATUS_ICON[g.status]} "
-                         f"{STATUS_WORD[g.status]}]  \n{g.reading}")
-        st.caption(f"{g.why}  \n:material/tune: **Knob:** {g.knob}" + (f"  \n{g.detail}" if g.detail else ""))
+    gauges([g], columns=1)
+
+
+def gauges_html(items: list[Gauge], columns: int) -> str:
+    parts = []
+    for g in items:
+        share = min(max(g.ratio, 0.0), 1.0)
+        notes = [html.escape(g.why), f"<b>Knob:</b> {html.escape(g.knob)}"] + ([html.escape(g.detail)] if g.detail else [])
+        parts.append(
+            f'<div role="listitem" class="gauge {g.status}"><b>{html.escape(g.name)}</b>'
+            f'<span class="badge {g.status}">{STATUS_MARK[g.status]} {STATUS_WORD[g.status]}</span>'
+            f'<div>{html.escape(g.reading)}</div>'
+            f'<div class="bar" role="meter" aria-label="{html.escape(g.name)}" aria-valuemin="0" aria-valuemax="100" '
+            f'aria-valuenow="{share * 100:.0f}"><span style="width:{share * 100:.1f}%"></span></div>'
+            + "".join(f'<div class="note">{n}</div>' for n in notes) + "</div>")
+    return (GAUGE_CSS + f'<div role="list" class="lab-gauges" style="--cols:{columns}" aria-label="Bottlenecks">'
+            + "".join(parts) + "</div>")
 
 
 def in_rows(items: list, columns: int):

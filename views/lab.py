@@ -51,9 +51,7 @@ st.caption("How far to trust these figures: p99 TTFT and TPOT with every engine 
 widgets.headline(view["trust"], columns=3)
 
 st.subheader("Bottlenecks")
-for col, g in widgets.in_rows(view["gauges"], 2):
-    with col:
-        widgets.gauge(g)
+widgets.gauges(view["gauges"])
 
 st.subheader("Live charts")
 # imported here, below the figures, which need none of it: on a server's first page altair and pandas
