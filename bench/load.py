@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import queue
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -36,6 +37,7 @@ THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMe
 EXCEPTION = "[data-testid='stException']"
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
 RATE_SLIDER = "[data-testid='stSlider']:has-text('Request rate') input[type='range']"
+RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
 HEAVY_URL = "bottlenecks?requests=100000&output=2048"
 
 
@@ -141,52 +143,86 @@ def run_load(levels: list[int], changes: int, timeout_ms: float = 300_000) -> di
 
 # ---------------------------------------------------------------- one heavy session, one light one
 
-def poll_health(url: str, stop: threading.Event, out: list) -> None:
+def poll_health(url: str, stop, out) -> None:
+    """Probe the health check every 50 ms until `stop`; runs in a process of its own, so that the
+    benchmark's own browser driving (in this process) never delays a probe."""
     while not stop.is_set():
         t0 = time.perf_counter()
         try:
             urllib.request.urlopen(f"{url}/_stcore/health", timeout=10).read()
-            out.append(time.perf_counter() - t0)
+            out.put(time.perf_counter() - t0)
         except OSError:
-            out.append(float("inf"))
+            out.put(float("inf"))
         stop.wait(0.05)  # a health probe every 50 ms (the measurement's own pace, not synchronisation)
 
 
 async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy: bool = True) -> dict:
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
     from playwright.async_api import async_playwright
     async with async_playwright() as p:
         exe = chromium_executable()
         browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
             await p.chromium.launch(args=CHROME_ARGS)
         bar_text, still_running = None, False
-        if with_heavy:
-            heavy_ctx = await browser.new_context(viewport={"width": 1400, "height": 1200})
-            heavy = await heavy_ctx.new_page()
+        if with_heavy:  # a browser of its own: a second page in one headless browser is drawn only now and then
+            heavy_browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
+                await p.chromium.launch(args=CHROME_ARGS)
+            heavy = await heavy_browser.new_page(viewport={"width": 1400, "height": 1200})
             await heavy.goto(f"{url}/{HEAVY_URL}", timeout=timeout_ms)
             # the heavy run is under way when its progress bar shows
             await heavy.wait_for_selector("[data-testid='stProgress']", timeout=timeout_ms)
             bar_text = await heavy.locator("[data-testid='stProgress']").first.inner_text()
+        samples: list[tuple[float, bool]] = []  # (when, whether the heavy page's script was running)
+        watching = asyncio.Event()
+
+        async def watch():
+            while with_heavy and not watching.is_set():
+                samples.append((time.perf_counter(), await heavy.locator(RUNNING).count() > 0))
+                await asyncio.sleep(0.2)  # the sampling's own pace
+
+        watcher = asyncio.create_task(watch())
+        light_t0 = time.perf_counter()
         light = await session(browser, url, 3.0, changes, timeout_ms)
-        if with_heavy:
-            still_running = await heavy.locator("[data-testid='stProgress']").count() > 0
+        watching.set()
+        await watcher
+        moving = [shown for t, shown in samples if t >= light_t0 + light.get("first_s", 0.0)]
+        heavy_share = sum(moving) / len(moving) if moving else None  # of the slider moves' time, the heavy run's share
+        if with_heavy:  # between two of its runs the bar is gone for a moment: give the next one time to show
+            try:
+                await heavy.wait_for_selector("[data-testid='stProgress']", timeout=10_000)
+                still_running = True
+            except PlaywrightTimeout:
+                still_running = False
         # Stop: the run ends and the page says so
         t0 = time.perf_counter()
         stopped = None
         if still_running:
-            await heavy.get_by_role("button", name="Stop this run").click()
-            await heavy.wait_for_selector("[data-testid='stAlertContentInfo']:has-text('Stopped')", timeout=timeout_ms)
-            stopped = time.perf_counter() - t0
+            try:  # its last run may end before the click
+                await heavy.get_by_role("button", name="Stop this run").first.click(timeout=10_000)
+                await heavy.wait_for_selector("[data-testid='stAlertContentInfo']:has-text('Stopped')", timeout=timeout_ms)
+                stopped = time.perf_counter() - t0
+            except PlaywrightTimeout:
+                still_running = False
         await browser.close()
-    return dict(light=light, heavy_still_running=still_running, heavy_bar_text=bar_text, stop_s=stopped)
+        if with_heavy:
+            await heavy_browser.close()
+    return dict(light=light, heavy_still_running=still_running, heavy_bar_text=bar_text, stop_s=stopped,
+                heavy_share_of_moves=heavy_share)
 
 
 def run_heavy(changes: int, timeout_ms: float = 300_000, with_heavy: bool = True) -> dict:
     with streamlit_process() as (url, proc):
-        stop, health = threading.Event(), []
-        poller = threading.Thread(target=poll_health, args=(url, stop, health), daemon=True)
+        stop, probes = multiprocessing.Event(), multiprocessing.Queue()
+        poller = multiprocessing.Process(target=poll_health, args=(url, stop, probes), daemon=True)
         poller.start()
         got = asyncio.run(heavy_and_light(url, changes, timeout_ms, with_heavy))
         stop.set()
+        health = []
+        while poller.is_alive() or not probes.empty():
+            try:
+                health.append(probes.get(timeout=1))
+            except queue.Empty:
+                pass
         poller.join()
         got.update(health_p50_s=percentile(health, 0.5), health_p99_s=percentile(health, 0.99),
                    health_max_s=max(health), health_probes=len(health), server_mb=rss_mb(proc.pid),
@@ -196,7 +232,9 @@ def run_heavy(changes: int, timeout_ms: float = 300_000, with_heavy: bool = True
           f"{', '.join(f'{t:.2f}' for t in got['light']['times'])} s; health check p50 "
           f"{got['health_p50_s'] * 1e3:.0f} ms, p99 {got['health_p99_s'] * 1e3:.0f} ms, max "
           f"{got['health_max_s'] * 1e3:.0f} ms over {got['health_probes']} probes; Stop ended the run in "
-          f"{got['stop_s'] if got['stop_s'] is None else round(got['stop_s'], 2)} s; errors {got['light']['errors']}",
+          f"{got['stop_s'] if got['stop_s'] is None else round(got['stop_s'], 2)} s; heavy run in flight "
+          f"{'-' if got['heavy_share_of_moves'] is None else format(got['heavy_share_of_moves'], '.0%')} of the slider "
+          f"moves' time; errors {got['light']['errors']}",
           flush=True)
     return got
 

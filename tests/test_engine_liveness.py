@@ -1,6 +1,5 @@
 """The engine never stops with requests unserved: every in-range configuration serves every
 request, or is refused up front with a ValueError saying what to change."""
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
