@@ -130,6 +130,7 @@ def test_the_command_line_takes_a_config_file(tmp_path):
 def test_the_lab_takes_a_pasted_config_and_says_what_it_counts():
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=180)
+    at.session_state["model_paste_open"] = True  # the popover's form is drawn only while it is open
     at.run()
     at.text_area(key="model_paste").input("{\"model_type\": \"llama\"}")
     next(b for b in at.button if b.label == "Use this model").click().run()

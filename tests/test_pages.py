@@ -260,3 +260,17 @@ def test_an_advanced_knob_keeps_its_value_while_its_section_is_closed():
     at.session_state["advanced"] = True
     at.run()
     assert at.sidebar.select_slider(key="requests").value == 500
+
+
+def test_a_gpu_entered_by_its_datasheet_becomes_the_labs_gpu():
+    at = app()
+    assert all(i.key != "ds_name" for i in at.sidebar.text_input)  # the form is drawn only while open
+    at.session_state["datasheet_open"] = True
+    at.run()
+    at.sidebar.text_input(key="ds_name").input("Lab test GPU")
+    at.sidebar.number_input(key="ds_memory_gib").set_value(48.0)
+    next(b for b in at.sidebar.button if b.label == "Add this GPU").click().run()
+    assert not at.exception and not at.sidebar.error
+    gpu = at.sidebar.selectbox(key="gpu")
+    assert "Lab test GPU" in gpu.options[gpu.index]  # chosen, and the Lab simulated on it:
+    assert "48 GiB" in gpu.options[gpu.index] and any(m.value for m in at.main.metric)

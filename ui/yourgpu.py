@@ -62,7 +62,11 @@ def section() -> None:
     if st.session_state.get("gpu_message"):
         st.error(f"That GPU file cannot be used: {widgets.literal(st.session_state['gpu_message'])}",
                  icon=":material/block:")  # the message may quote the file
-    with st.popover("Enter a GPU's datasheet", icon=":material/edit:"):
+    # the form is drawn only while its popover is open: closed, its nine elements would be sent and drawn on
+    # every page (entries not yet added are dropped when it closes, as a dialog's are)
+    with st.popover("Enter a GPU's datasheet", icon=":material/edit:", key="datasheet_open", on_change="rerun") as pop:
+        if not pop.open:
+            return
         with st.form("datasheet", border=False):
             st.text_input("Name", "My GPU", key="ds_name")
             a, b = st.columns(2)

@@ -59,11 +59,14 @@ def section() -> None:
                      on_change=_upload, max_upload_size=1,  # MB, the least it takes; the parser refuses above 256 KB
                      help="Llama, Mistral, Qwen2/2.5/3, Mixtral, Qwen-MoE, DeepSeek-V2/V3, Gemma and Phi-3 "
                           "configs. The file is read as data (JSON), never run.")
-    with st.popover("Paste a config.json", icon=":material/content_paste:"):
-        with st.form("model_paste_form", border=False):
-            st.text_area("config.json", key="model_paste", height=200,
-                         placeholder='{"model_type": "llama", "hidden_size": 4096, ...}')
-            st.form_submit_button("Use this model", on_click=_paste)
+    # drawn only while open, as the GPU datasheet's form is (ui/yourgpu.py)
+    with st.popover("Paste a config.json", icon=":material/content_paste:", key="model_paste_open",
+                    on_change="rerun") as pop:
+        if pop.open:
+            with st.form("model_paste_form", border=False):
+                st.text_area("config.json", key="model_paste", height=200,
+                             placeholder='{"model_type": "llama", "hidden_size": 4096, ...}')
+                st.form_submit_button("Use this model", on_click=_paste)
     if st.session_state.get(MESSAGE):
         st.error(f"That config cannot be used: {st.session_state[MESSAGE]}", icon=":material/block:")
 
