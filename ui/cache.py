@@ -62,11 +62,11 @@ def _what(inputs: LabInputs, doing: str) -> str:
     return f"{doing} ({_requests(inputs):,} requests per run)"
 
 
-# runs per call, roughly: the Lab's view simulates the toggles' deployment and the recommendation's
 def _lab_view_key(inputs: LabInputs) -> tuple:
     return "lab_view", inputs, CORE_VERSION
 
 
+# runs per call, roughly: the Lab's view simulates the toggles' deployment and the recommendation's
 def lab_view(inputs: LabInputs) -> dict:
     return jobs.compute(_lab_view_key(inputs), _what(inputs, "Simulating the deployment"),
                         report.lab_view, inputs, is_heavy=jobs.heavy(_requests(inputs), 5))

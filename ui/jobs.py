@@ -65,14 +65,13 @@ def compute(key: tuple, what: str, fn: Callable, *args, is_heavy: bool = False):
         return value
     if not is_heavy:
         with st.spinner(f"{what}...", show_time=True):
-            value = fn(*args)
-        results.put(key, value)
-        return value
+            return prefill(key, fn, *args)
     return _wait(key, what, fn, args)
 
 
 def prefill(key: tuple, fn: Callable, *args):
-    """fn(*args) into the shared results under `key`, from a thread that is no page's (no spinner)."""
+    """fn(*args), kept in the shared results under `key`; on its own (no spinner), from a thread that
+    is no page's: a server's warm-up (ui/prewarm.py)."""
     hit, value = results.get(key)
     if not hit:
         value = fn(*args)

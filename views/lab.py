@@ -2,7 +2,7 @@
 import streamlit as st
 
 from core.lab.report import describe_config
-from ui import cache, compare, export, state, widgets
+from ui import cache, charts, compare, export, state, widgets
 
 st.title("LLM Serving Design Lab")
 st.markdown(
@@ -54,10 +54,6 @@ st.subheader("Bottlenecks")
 widgets.gauges(view["gauges"])
 
 st.subheader("Live charts")
-# imported here, below the figures, which need none of it: on a server's first page altair and pandas
-# take about a second to import, and the figures reach the browser first
-from ui import charts  # noqa: E402
-
 # one chart at a time: only the open tab's chart is built and sent, which keeps a slider move fast
 CHARTS = {
     "Queue and batch": lambda: charts.queue_and_batch(res),
