@@ -47,7 +47,8 @@ def run_in_fresh_process(root: Path, body: str, tmp: Path, as_nobody: bool = Fal
     full = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "LLM_LAB_CACHE_DIR", "NUMBA_CPU_NAME",
                                                               "NUMBA_CPU_FEATURES", jitcache.OFF)}
     full.update(TMPDIR=str(tmp), **env)
-    out = subprocess.run((live_app.as_nobody() if as_nobody else []) + [sys.executable, "-c", STATS.format(root=str(root), body=body)], env=full,
+    prefix = live_app.as_nobody() if as_nobody else []
+    out = subprocess.run(prefix + [sys.executable, "-c", STATS.format(root=str(root), body=body)], env=full,
                          capture_output=True, text=True, timeout=600, cwd=tmp)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

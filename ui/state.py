@@ -129,10 +129,12 @@ def _knobs() -> None:
                           "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
     st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
                      DEFAULTS.max_seqs, key="max_seqs", persist_state="session")
-    st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block", persist_state="session")
-    st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", persist_state="session", format_func=links.TP_CHOICES.get)
-    st.selectbox("Pipeline stages per replica", bounds.sidebar_options("pp_choice"), 0, key="pp", persist_state="session",
-                 format_func=links.PP_CHOICES.get,
+    st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block",
+                     persist_state="session")
+    st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", persist_state="session",
+                 format_func=links.TP_CHOICES.get)
+    st.selectbox("Pipeline stages per replica", bounds.sidebar_options("pp_choice"), 0, key="pp",
+                 persist_state="session", format_func=links.PP_CHOICES.get,
                  help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
                       "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
                       "than a node runs tensor parallel within each node and one stage per node.")
@@ -147,16 +149,20 @@ def _knobs() -> None:
                      help="Distinct system prompts the requests start with, each request one of them at random "
                           "(0: no prompt shares a prefix). The prompt length above is then the user's own "
                           "message, after the system prompt.")
-    st.select_slider("System prompt tokens", bounds.sidebar_options("system_prompt_tokens"), DEFAULTS.system_prompt_tokens, key="sys_tokens", persist_state="session", disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
+    st.select_slider("System prompt tokens", bounds.sidebar_options("system_prompt_tokens"),
+                     DEFAULTS.system_prompt_tokens, key="sys_tokens", persist_state="session",
+                     disabled=not st.session_state.get("sys_prompts", DEFAULTS.system_prompts),
                      help="Length of each shared system prompt.")
-    st.select_slider("Turns per conversation", bounds.sidebar_options("turns"), DEFAULTS.turns, key="turns", persist_state="session",
+    st.select_slider("Turns per conversation", bounds.sidebar_options("turns"), DEFAULTS.turns, key="turns",
+                     persist_state="session",
                      help="A chat sends each turn's prompt with every earlier turn and answer in it, so a later "
                           "turn's prompt starts with what the cache may still hold. 1: single requests.")
     st.select_slider("Seconds between turns", bounds.sidebar_options("turn_gap"), int(DEFAULTS.turn_gap_s),
                      key="turn_gap", persist_state="session", disabled=st.session_state.get("turns", 1) <= 1,
                      help="From one turn of a conversation to the next (the Lab's assumption: a person reading "
                           "and typing; the next turn does not wait for a slow answer).")
-    st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist", persist_state="session",
+    st.selectbox("Length distribution", LENGTH_DISTS, LENGTH_DISTS.index(DEFAULTS.length_dist), key="dist",
+                 persist_state="session",
                  help="How prompt and output lengths vary around their averages. sharegpt and longprompt are "
                       "presets with cited statistics (their shapes; the averages above still apply).")
     st.select_slider("p99 time-per-output-token target (ms)", bounds.sidebar_options("tpot"),

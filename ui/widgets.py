@@ -75,7 +75,8 @@ def gauges_html(items: list[Gauge], columns: int) -> str:
     parts = []
     for g in items:
         share = min(max(g.ratio, 0.0), 1.0)
-        notes = [html.escape(g.why), f"<b>Knob:</b> {html.escape(g.knob)}"] + ([html.escape(g.detail)] if g.detail else [])
+        notes = [html.escape(g.why), f"<b>Knob:</b> {html.escape(g.knob)}"]
+        notes += [html.escape(g.detail)] if g.detail else []
         parts.append(
             f'<div role="listitem" class="gauge {g.status}"><b>{html.escape(g.name)}</b>'
             f'<span class="badge {g.status}">{STATUS_MARK[g.status]} {STATUS_WORD[g.status]}</span>'

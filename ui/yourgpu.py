@@ -64,19 +64,19 @@ def section() -> None:
                  icon=":material/block:")  # the message may quote the file
     # the form is drawn only while its popover is open: closed, its nine elements would be sent and drawn on
     # every page (entries not yet added are dropped when it closes, as a dialog's are)
-    with st.popover("Enter a GPU's datasheet", icon=":material/edit:", key="datasheet_open", on_change="rerun") as pop:
-        if not pop.open:
-            return
-        with st.form("datasheet", border=False):
-            st.text_input("Name", "My GPU", key="ds_name")
-            a, b = st.columns(2)
-            a.number_input("Memory (GiB)", 1.0, 2048.0, 80.0, key="ds_memory_gib")
-            b.number_input("HBM bandwidth (TB/s)", 0.05, 100.0, 3.35, key="ds_hbm_tbps")
-            a.number_input("Dense bf16 (TFLOP/s)", 1.0, 100000.0, 989.0, key="ds_bf16_tflops")
-            b.number_input("Dense fp8 (TFLOP/s; 0: none)", 0.0, 200000.0, 1979.0, key="ds_fp8_tflops")
-            a.number_input("Interconnect (GB/s per direction)", 1.0, 10000.0, 450.0, key="ds_link_gbps_per_dir")
-            b.number_input("Price ($ per GPU-hour)", 0.01, 1000.0, 2.5, key="ds_price_usd_per_gpu_hour")
-            st.form_submit_button("Add this GPU", on_click=_datasheet)
+    with st.popover("Enter a GPU's datasheet", icon=":material/edit:", key="datasheet_open",
+                    on_change="rerun") as pop:
+        if pop.open:
+            with st.form("datasheet", border=False):
+                st.text_input("Name", "My GPU", key="ds_name")
+                a, b = st.columns(2)
+                a.number_input("Memory (GiB)", 1.0, 2048.0, 80.0, key="ds_memory_gib")
+                b.number_input("HBM bandwidth (TB/s)", 0.05, 100.0, 3.35, key="ds_hbm_tbps")
+                a.number_input("Dense bf16 (TFLOP/s)", 1.0, 100000.0, 989.0, key="ds_bf16_tflops")
+                b.number_input("Dense fp8 (TFLOP/s; 0: none)", 0.0, 200000.0, 1979.0, key="ds_fp8_tflops")
+                a.number_input("Interconnect (GB/s per direction)", 1.0, 10000.0, 450.0, key="ds_link_gbps_per_dir")
+                b.number_input("Price ($ per GPU-hour)", 0.01, 1000.0, 2.5, key="ds_price_usd_per_gpu_hour")
+                st.form_submit_button("Add this GPU", on_click=_datasheet)
 
 
 def _datasheet() -> None:
