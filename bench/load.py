@@ -2,9 +2,9 @@
 Streamlit session) on one `streamlit run` server; each opens the Lab at its own request rate and
 moves the rate slider a few times. Measured: the page time of every slider move (key press to the
 re-rendered page), errors, whether any session ever showed another's inputs or results, and the
-server's memory. A second scenario runs the heaviest in-range work in one session (Bottlenecks,
-100,000 requests of long outputs) while another session moves a slider and the health check is
-polled.
+server's memory. A second scenario keeps the heaviest in-range work in flight in one session
+(Bottlenecks on 100,000 requests; each time its page is done, its rate slider moves on and it all
+runs again) while another session moves a slider and the health check is polled.
 
 usage: python bench/load.py [--sessions 1,5,10,20] [--changes 4] [--heavy] [--no-load] [--out bench/results/load.json]
   --heavy: the heavy scenario, and the same light session and health probes without it (the baseline)
@@ -38,7 +38,11 @@ EXCEPTION = "[data-testid='stException']"
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
 RATE_SLIDER = "[data-testid='stSlider']:has-text('Request rate') input[type='range']"
 RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
-HEAVY_URL = "bottlenecks?requests=100000&output=2048"
+BAR_TEXT = "document.querySelector(\"[data-testid='stProgress']\")?.innerText.split(':')[0] ?? null"
+# the heaviest work a page admits: Bottlenecks' 100,000-request run (the largest the sidebar offers),
+# then each sweep's forty-odd workloads of 100,000 requests weighed against the page's budget of engine
+# steps (over it here: refused with the knob to turn); each step of its rate slider asks for all of it again
+HEAVY_URL = "bottlenecks?requests=100000&output=1024&rate=2"
 
 
 def rss_mb(pid: int) -> dict:
@@ -163,7 +167,8 @@ async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy:
         exe = chromium_executable()
         browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
             await p.chromium.launch(args=CHROME_ARGS)
-        bar_text, still_running = None, False
+        bar_texts: list[str] = []
+        heavy_runs = 0
         if with_heavy:  # a browser of its own: a second page in one headless browser is drawn only now and then
             heavy_browser = await p.chromium.launch(executable_path=exe, args=CHROME_ARGS) if exe else \
                 await p.chromium.launch(args=CHROME_ARGS)
@@ -171,42 +176,48 @@ async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy:
             await heavy.goto(f"{url}/{HEAVY_URL}", timeout=timeout_ms)
             # the heavy run is under way when its progress bar shows
             await heavy.wait_for_selector("[data-testid='stProgress']", timeout=timeout_ms)
-            bar_text = await heavy.locator("[data-testid='stProgress']").first.inner_text()
         samples: list[tuple[float, bool]] = []  # (when, whether the heavy page's script was running)
         watching = asyncio.Event()
 
-        async def watch():
+        async def keep_heavy():
+            """The heavy session's person keeps asking for heavy work: each time their page is done,
+            one more step of its rate slider (a new workload: every run and sweep again)."""
+            nonlocal heavy_runs
             while with_heavy and not watching.is_set():
-                samples.append((time.perf_counter(), await heavy.locator(RUNNING).count() > 0))
+                running = await heavy.locator(RUNNING).count() > 0
+                samples.append((time.perf_counter(), running))
+                bar = await heavy.evaluate(BAR_TEXT)
+                if bar and bar not in bar_texts:
+                    bar_texts.append(bar)
+                if not running:
+                    await heavy.locator(RATE_SLIDER).focus()
+                    await heavy.keyboard.press("ArrowRight")
+                    heavy_runs += 1
                 await asyncio.sleep(0.2)  # the sampling's own pace
 
-        watcher = asyncio.create_task(watch())
+        keeper = asyncio.create_task(keep_heavy())
         light_t0 = time.perf_counter()
         light = await session(browser, url, 3.0, changes, timeout_ms)
         watching.set()
-        await watcher
+        await keeper
         moving = [shown for t, shown in samples if t >= light_t0 + light.get("first_s", 0.0)]
         heavy_share = sum(moving) / len(moving) if moving else None  # of the slider moves' time, the heavy run's share
-        if with_heavy:  # between two of its runs the bar is gone for a moment: give the next one time to show
-            try:
-                await heavy.wait_for_selector("[data-testid='stProgress']", timeout=10_000)
-                still_running = True
-            except PlaywrightTimeout:
-                still_running = False
-        # Stop: the run ends and the page says so
-        t0 = time.perf_counter()
         stopped = None
-        if still_running:
-            try:  # its last run may end before the click
+        if with_heavy:  # Stop: one more heavy page, stopped while it runs; the run ends and the page says so
+            await idle(heavy, timeout_ms)
+            await heavy.locator(RATE_SLIDER).focus()
+            await heavy.keyboard.press("ArrowRight")
+            try:  # its runs may all end before the click
                 await heavy.get_by_role("button", name="Stop this run").first.click(timeout=10_000)
+                t0 = time.perf_counter()
                 await heavy.wait_for_selector("[data-testid='stAlertContentInfo']:has-text('Stopped')", timeout=timeout_ms)
                 stopped = time.perf_counter() - t0
             except PlaywrightTimeout:
-                still_running = False
+                pass
         await browser.close()
         if with_heavy:
             await heavy_browser.close()
-    return dict(light=light, heavy_still_running=still_running, heavy_bar_text=bar_text, stop_s=stopped,
+    return dict(light=light, heavy_bar_texts=bar_texts, heavy_pages=heavy_runs, stop_s=stopped,
                 heavy_share_of_moves=heavy_share)
 
 
@@ -228,7 +239,9 @@ def run_heavy(changes: int, timeout_ms: float = 300_000, with_heavy: bool = True
                    health_max_s=max(health), health_probes=len(health), server_mb=rss_mb(proc.pid),
                    light_p50_s=percentile(got["light"]["times"], 0.5), light_max_s=max(got["light"]["times"], default=None),
                    leaks=check([got["light"]]))
-    print(f"{'heavy (' + HEAVY_URL + ')' if with_heavy else 'no heavy session'} running: {got['heavy_bar_text']!r}; another session's slider moves: "
+    heavy_what = f"heavy ({HEAVY_URL}, then {got['heavy_pages']} steps of its rate slider)"
+    print(f"{heavy_what if with_heavy else 'no heavy session'} "
+          f"running: {'; '.join(got['heavy_bar_texts'])}; another session's slider moves: "
           f"{', '.join(f'{t:.2f}' for t in got['light']['times'])} s; health check p50 "
           f"{got['health_p50_s'] * 1e3:.0f} ms, p99 {got['health_p99_s'] * 1e3:.0f} ms, max "
           f"{got['health_max_s'] * 1e3:.0f} ms over {got['health_probes']} probes; Stop ended the run in "

@@ -33,7 +33,7 @@ def test_a_long_run_shows_what_it_does_and_stops_when_asked(url):
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(f"{url}/bottlenecks?requests=100000&output=2048")
+        page.goto(f"{url}/{load.HEAVY_URL}")
         # the page's runs follow one another (the deployment, then each sweep): read whichever shows
         text = page.locator("[data-testid='stProgress']").first.text_content(timeout=240_000)
         assert text.startswith(("Simulating the deployment (100,000 requests per run)",

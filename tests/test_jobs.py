@@ -92,3 +92,32 @@ def test_work_run_off_the_page_thread_shows_the_same_page(monkeypatch):
     heavy = page(heavy=True)
     assert any(label == "Throughput" for label, _ in heavy[0])
     assert heavy == page(heavy=False)
+
+
+class AnswersAtOnce:
+    """A simulator pool whose work is over before `submit` returns: the order a real pool takes
+    when a run is refused on the spot (a sweep over the page's budget), here every time."""
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+        f = Future()
+        f.set_result(fn(*args))
+        return f
+
+
+def test_heavy_work_that_ends_at_once_still_answers_the_page(monkeypatch):
+    # the page registers its run and waits for it; the run may be over first: the page is drawn,
+    # and the run is not left behind as in flight
+    import ui.jobs
+    monkeypatch.setattr(ui.jobs, "HEAVY_REQUEST_RUNS", -1)
+    monkeypatch.setattr(ui.jobs, "_pool", AnswersAtOnce())
+    ui.jobs.results.clear()
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=120)
+    at.query_params["rate"] = "6.6"
+    page = threading.Thread(target=at.run, daemon=True)  # a page that never answers fails, not hangs
+    page.start()
+    page.join(180)
+    assert not page.is_alive(), "the page never answered: it waits on a run that is over"
+    assert not at.exception
+    assert any(m.label == "Throughput" for m in at.metric)
+    assert ui.jobs._inflight == {}

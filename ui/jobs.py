@@ -79,24 +79,27 @@ def prefill(key: tuple, fn: Callable, *args):
     return value
 
 
-def _start(key, what: str, fn: Callable, args: tuple) -> _Run:
-    run = _Run(progress.Job(what))
-
+def _submit(key, run: _Run, fn: Callable, args: tuple) -> None:
+    """Queue `run` on the pool; its future is the run's own, so that a page that finds the run in
+    flight waits on it before the pool has it. Called without _lock held: the work may be over
+    before submit returns (a run refused on the spot), and its end takes _lock."""
     def work():
-        _lower_priority()
-        run.started = True
-        value = run.job.run(fn, *args)
-        results.put(key, value)
-        return value
+        if not run.future.set_running_or_notify_cancel():  # cancelled while queued: nobody waits
+            return
+        try:
+            _lower_priority()
+            run.started = True
+            value = run.job.run(fn, *args)
+            results.put(key, value)
+            run.future.set_result(value)
+        except BaseException as e:  # noqa: BLE001 (the waiting page raises it: a ValueError is shown)
+            run.future.set_exception(e)
+        finally:
+            with _lock:
+                if _inflight.get(key) is run:
+                    del _inflight[key]
 
-    def done(_f, key=key, run=run):
-        with _lock:
-            if _inflight.get(key) is run:
-                del _inflight[key]
-
-    run.future = _pool.submit(work)
-    run.future.add_done_callback(done)
-    return run
+    _pool.submit(work)
 
 
 def _lower_priority() -> None:
@@ -126,9 +129,12 @@ def _wait(key, what: str, fn: Callable, args: tuple):
         st.session_state.pop(_STOPPED, None)
     with _lock:
         run = _inflight.get(key)
-        if run is None or run.job.cancelled:
-            run = _inflight[key] = _start(key, what, fn, args)
+        new = run is None or run.job.cancelled
+        if new:
+            run = _inflight[key] = _Run(progress.Job(what))
         run.waiters += 1
+    if new:
+        _submit(key, run, fn, args)
     box = st.empty()
     try:
         with box.container():
