@@ -87,7 +87,8 @@ class Job:
             share = min(1.0, (self.runs_done + now) / self.runs_expected)
             return share, (f"{self.what}: simulation {min(self.runs_done + 1, self.runs_expected)} of about "
                            f"{self.runs_expected}")
-        if running:
+        if running:  # how many runs follow is unknown (a search): the bar starts again with each, and says so
             n = running[0][2]
-            return min(1.0, now), f"{self.what}: {now:.0%} of {n:,} requests served"
+            run = f"simulation {self.runs_done + 1}, " if self.runs_done else ""
+            return min(1.0, now), f"{self.what}: {run}{now:.0%} of {n:,} requests served"
         return 0.0, f"{self.what}..."

@@ -63,6 +63,18 @@ def test_a_job_reports_its_share_done_in_words():
     assert share == pytest.approx(0.25) and "simulation 2 of about 4" in text
 
 
+def test_a_job_of_unknown_length_says_which_simulation_its_bar_is_on():
+    # a search runs as many simulations as it needs: the bar starts again with each one, and its
+    # text says which one, so that a bar going back is not read as work undone
+    job = progress.Job("Simulating the deployment")
+    with job.simulation(stop=lambda: None, finished=lambda: 0.9, requests=30_000):
+        assert job.progress()[1] == "Simulating the deployment: 90% of 30,000 requests served"
+    with job.simulation(stop=lambda: None, finished=lambda: 0.2, requests=100_000):
+        share, text = job.progress()
+    assert share == pytest.approx(0.2)
+    assert text == "Simulating the deployment: simulation 2, 20% of 100,000 requests served"
+
+
 def test_the_memo_keeps_within_its_bytes_dropping_the_least_recent():
     m = memo.Memo(max_bytes=3_000_000, max_entries=100)
     for i in range(5):
