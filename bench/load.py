@@ -38,7 +38,7 @@ EXCEPTION = "[data-testid='stException']"
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
 RATE_SLIDER = "[data-testid='stSlider']:has-text('Request rate') input[type='range']"
 RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
-BAR_TEXT = "document.querySelector(\"[data-testid='stProgress']\")?.innerText.split(':')[0] ?? null"
+BAR_TEXT = "document.querySelector(\"[data-testid='stProgress']\")?.innerText.split(':')[0].replace(/[.]{3}$/, '') ?? null"
 # the heaviest work a page admits: Bottlenecks' 100,000-request run (the largest the sidebar offers),
 # then each sweep's forty-odd workloads of 100,000 requests weighed against the page's budget of engine
 # steps (over it here: refused with the knob to turn); each step of its rate slider asks for all of it again
