@@ -38,10 +38,11 @@ EXCEPTION = "[data-testid='stException']"
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
 RATE_SLIDER = "[data-testid='stSlider']:has-text('Request rate') input[type='range']"
 RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
-BAR_TEXT = "document.querySelector(\"[data-testid='stProgress']\")?.innerText.split(':')[0].replace(/[.]{3}$/, '') ?? null"
+BAR_TEXT = ("document.querySelector(\"[data-testid='stProgress']\")"  # what the heavy run is doing, in words
+            "?.innerText.split(':')[0].replace(/[.]{3}$/, '') ?? null")
 # the heaviest work a page admits: Bottlenecks' 100,000-request run (the largest the sidebar offers),
-# then each sweep's forty-odd workloads of 100,000 requests weighed against the page's budget of engine
-# steps (over it here: refused with the knob to turn); each step of its rate slider asks for all of it again
+# then its two simulated sweeps' 18 workloads of 100,000 requests weighed against the page's budget of
+# engine steps (over it here: refused with the knob to turn); each step of its rate slider asks for all of it again
 HEAVY_URL = "bottlenecks?requests=100000&output=1024&rate=2"
 
 
@@ -247,8 +248,8 @@ def run_heavy(changes: int, timeout_ms: float = 300_000, with_heavy: bool = True
                    health_max_s=max(health), health_probes=len(health), server_mb=rss_mb(proc.pid),
                    moves_health_p50_s=percentile(during, 0.5), moves_health_p99_s=percentile(during, 0.99),
                    moves_health_max_s=max(during, default=float("nan")), moves_health_probes=len(during),
-                   light_p50_s=percentile(got["light"]["times"], 0.5), light_max_s=max(got["light"]["times"], default=None),
-                   leaks=check([got["light"]]))
+                   light_p50_s=percentile(light["times"], 0.5), light_max_s=max(light["times"], default=None),
+                   leaks=check([light]))
     heavy_what = f"heavy ({HEAVY_URL}, then {got['heavy_pages']} steps of its rate slider)"
     print(f"{heavy_what if with_heavy else 'no heavy session'} "
           f"running: {'; '.join(got['heavy_bar_texts'])}; another session's slider moves: "

@@ -3,6 +3,7 @@ ui/jobs.py)."""
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -111,7 +112,6 @@ class AnswersAtOnce:
     when a run is refused on the spot (a sweep over the page's budget), here every time."""
 
     def submit(self, fn, *args):
-        from concurrent.futures import Future
         f = Future()
         f.set_result(fn(*args))
         return f
