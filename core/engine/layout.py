@@ -113,3 +113,20 @@ NCI = NCI + 2
 G_PP_BYTES_TOKEN, G_PP_S_BYTE, G_PP_LAT, G_PP_S_BYTE_NET, G_PP_LAT_NET = range(NCF, NCF + 5)
 NCF = NCF + 5
 Q_STAGE = NPF  # PF[lane 0, Q_STAGE + j]: when stage j is done with the batches it has been given
+
+# ---- clients (clients.py): open loop, closed loop, or a rate with at most N requests in flight.
+# R_FOLLOW: the request its user sends next, after this one (a conversation's next turn; -1: the
+# stream's next); F_THINK: seconds its user waits after its last token before sending that;
+# P_DHEAD/P_DTAIL: requests the replica finished, yet to go back to their users (through R_NEXT);
+# C_USERS: users of a closed loop (0: open loop)
+R_FOLLOW = NRI
+NRI = NRI + 1
+F_THINK = NRF
+NRF = NRF + 1
+P_DHEAD, P_DTAIL = NPI, NPI + 1
+NPI = NPI + 2
+C_USERS = NCI
+NCI = NCI + 1
+# the loop's integer scratch (work_i): round-robin positions at the gateway and in the decode pool;
+# the stream's next request, users free, entries in the clients' heap
+W_RR, W_RR_DECODE, W_POS, W_FREE, W_HEAPN, NW = range(6)

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
-from . import cohort
+from . import clients, cohort
 from .fastforward import decode_run, quiet
 from .kvcache import blocks_for, can_admit, lookup, paged_growth, register, release_cached, sync, take_hits
 from . import pipeline
@@ -336,6 +336,8 @@ def step_duration(p, mix, scratch):
 @engine_jit
 def finish(RI, RF, PI, KC, r, q, t, static, cfg):
     RF[q, F_FINISH] = t
+    if cfg[C_USERS] > 0:  # its user sees the last token: it goes back to them (clients.hand_back)
+        push_back(RI, PI, r, q, P_DHEAD, P_DTAIL)
     if static:  # keeps its slot and reservation until the batch ends
         RI[q, R_STATE] = S_HELD
         PI[r, P_NHELD] += 1
@@ -546,10 +548,11 @@ def autoscale(PI, PF, cfg, cf, t):
 # ---------------------------------------------------------------- the loop
 
 @step_jit
-def next_event(RF, PI, PF, nxt, next_tick, skip, skip_end):
+def next_event(RF, PI, PF, t_arrival, next_tick, skip, skip_end):
     """The time of the next event other than the step ends of replicas [skip, skip_end): an
-    arrival, another replica's step end, a replica ready, a KV transfer landing, an autoscaler tick."""
-    t_next = RF[nxt, F_ARRIVAL] if nxt < RF.shape[0] else np.inf
+    arrival (t_arrival: clients.next_arrival), another replica's step end, a replica ready, a KV
+    transfer landing, an autoscaler tick."""
+    t_next = t_arrival
     for r in range(PI.shape[0]):
         if (r < skip or r >= skip_end) and PF[r, Q_BUSY] < t_next:
             t_next = PF[r, Q_BUSY]
@@ -607,16 +610,19 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scrat
 
 @engine_jit
 def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream_ids, itl_hist, itl_edges, oi, of,
-        work_i, work_f):
-    """Simulate until every request has finished. Requests must be sorted by arrival.
-    itl_edges: the histogram's bin edges (ITL_BINS + 1, in s); work_i (2 ints) and work_f
+        work_i, work_f, stream, cl_t, cl_q):
+    """Simulate until every request has finished. stream: the requests no earlier turn releases,
+    in the order they fall due (clients.py); cl_t, cl_q: the clients' heap (room for one entry a
+    user). itl_edges: the histogram's bin edges (ITL_BINS + 1, in s); work_i (NW ints) and work_f
     (NM + 10 floats) are scratch space."""
     n = RI.shape[0]
     R = PI.shape[0]
     n_pre = cfg[C_N_PREFILL]
     gate_hi = n_pre if n_pre > 0 else R
-    rr = work_i[0:1]  # round-robin positions at the gateway and in the decode pool
-    rr_decode = work_i[1:2]
+    rr = work_i[W_RR:W_RR + 1]  # round-robin positions at the gateway and in the decode pool
+    rr_decode = work_i[W_RR_DECODE:W_RR_DECODE + 1]
+    work_i[W_POS], work_i[W_FREE], work_i[W_HEAPN] = 0, cfg[C_USERS], 0
+    closed = cfg[C_USERS] > 0
     mix = work_f[0:NM]
     scratch = work_f[NM:NM + 10]
     inf = np.inf
@@ -624,13 +630,13 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
     oi[O_TRACE_STRIDE] = 1
     oi[O_MIN_FREE] = 1 << 62
     t = 0.0
-    nxt = 0
     done = 0
     while done < n:
         if oi[O_STEPS] >= cfg[C_MAX_STEPS]:
             oi[O_STEP_LIMIT] = 1
             break
-        t_next = next_event(RF, PI, PF, nxt, next_tick, -1, -1)
+        t_arrival = clients.next_arrival(RF, stream, cl_t, work_i, cfg)
+        t_next = next_event(RF, PI, PF, t_arrival, next_tick, -1, -1)
         if t_next == inf:
             oi[O_DEADLOCK] = 1
             break
@@ -645,6 +651,8 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
             PF[r, Q_BUSY_S] += t - PF[r, Q_STEP_START]
             done += complete_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, itl_hist, itl_edges, stream_t, stream_ids,
                                   of, rr_decode)
+            if closed:
+                clients.hand_back(RI, RF, PI, r, cl_t, cl_q, work_i)
 
         # ---- replicas and transfers
         for r in range(R):
@@ -654,10 +662,12 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
                 finish_transfers(RI, RF, PI, KC, r, cfg, t)
 
         # ---- arrivals, routed at the gateway
-        while nxt < n and RF[nxt, F_ARRIVAL] <= t:
+        while True:
+            q = clients.arrive(RF, stream, cl_t, cl_q, work_i, cfg, t)
+            if q < 0:
+                break
             r = route(PI, cfg, 0, gate_hi, rr)
-            enqueue(RI, PI, r, nxt)
-            nxt += 1
+            enqueue(RI, PI, r, q)
 
         if t >= next_tick:
             autoscale(PI, PF, cfg, cf, t)
@@ -690,18 +700,19 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
         # ---- its quiet decode steps, back to back, up to the next event elsewhere (until then
         # nothing else in the cluster changes); the next arrival is the cheap first test
         r = soonest
-        if cfg[C_FAST_FORWARD] and PF[r, Q_BUSY] < (RF[nxt, F_ARRIVAL] if nxt < n else inf):
+        t_arrival = clients.next_arrival(RF, stream, cl_t, work_i, cfg)
+        if cfg[C_FAST_FORWARD] and PF[r, Q_BUSY] < t_arrival:
             if cfg[C_PP] == 1:
                 if quiet(PI, SLOTS, r, cfg):
                     t = decode_run(RI, PI, PF, SLOTS, BKT, params[r], r, cfg, t,
-                                   next_event(RF, PI, PF, nxt, next_tick, r, r + 1), total_used - PI[r, P_USED],
+                                   next_event(RF, PI, PF, t_arrival, next_tick, r, r + 1), total_used - PI[r, P_USED],
                                    itl_hist, itl_edges, trace, oi, of, mix, scratch)
             else:  # a pipeline's lanes: their quiet steps in the order they end
                 g = shared_row(PI, r)
                 until = pipeline.quiet_until(PI, PF, SLOTS, g, cfg)
                 if until > PF[r, Q_BUSY]:
                     t = pipeline.decode_run(RI, RF, PI, PF, SLOTS, BKT, params[g], g, cfg, cf, t,
-                                            min(until, next_event(RF, PI, PF, nxt, next_tick, g, g + cfg[C_PP])),
+                                            min(until, next_event(RF, PI, PF, t_arrival, next_tick, g, g + cfg[C_PP])),
                                             total_used - PI[g, P_USED], itl_hist, itl_edges, trace, oi, of, mix,
                                             scratch)
 

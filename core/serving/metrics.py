@@ -1,6 +1,8 @@
 """Summary metrics of a simulation: latency percentiles, throughput, goodput, KV use, cost."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..engine import layout as E
@@ -135,11 +137,15 @@ def tokens_in_window(first: np.ndarray, finish: np.ndarray, out_tok: np.ndarray,
     return float(first_in + ((out_tok - 1) * frac).sum())
 
 
-def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall, cap) -> dict:
+def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall, cap, stream_dry_s=None,
+              due_rate=math.inf) -> dict:
     """The run's figures. Rates (throughput, goodput) are over the steady state (steady_window), so
     goodput (the requests finished in it that met both targets) never exceeds throughput (all the
     requests finished in it), which is what the overload check calls served; utilisation is output
-    tokens/s against the roofline capacity (capacity.py)."""
+    tokens/s against the roofline capacity (capacity.py). A closed loop's steady state ends when its
+    stream of new requests runs dry (stream_dry_s): after that its users retire one by one as their
+    conversations end, and the load falls with them. due_rate: requests/s the workload made due (a
+    closed loop with no rate: inf)."""
     arrival, first, finish = req["arrival_s"], req["first_token_s"], req["finish_s"]
     out_tok = req["output_tokens"]
     ttft = (first - arrival) * 1e3
@@ -154,6 +160,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
     span = max(end - start, 1e-9)
     good = (ttft <= cfg.ttft_slo_ms) & (tpot_all <= cfg.tpot_slo_ms)
     t0, t1 = steady_window(arrival, finish)
+    if stream_dry_s is not None and t0 < stream_dry_s < t1:
+        t1 = stream_dry_s
     window = max(t1 - t0, 1e-9)
     done_in = (finish > t0) & (finish <= t1)
     if t1 <= t0 or not done_in.any():  # nothing finished within it: the whole run
@@ -195,7 +203,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         prefix_cache_evictions=int(PI[:, E.P_PC_EVICTED].sum()),
         mean_batch=float(oi[E.O_SEQS_DECODE_STEPS] / max(oi[E.O_DECODE_STEPS], 1)), steps=int(oi[E.O_STEPS]),
         quiet_steps=int(oi[E.O_QUIET_STEPS]),  # of those, decode steps run back to back (fastforward.py)
-        stable=bool(is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
+        # a closed loop cannot overload: it never has more than its users' requests in the server
+        stable=bool(cfg.workload.closed_loop or is_stable(arrival, finish)), arrival_rate_req_s=lam, makespan_s=span,
         served_req_s=served, offered_req_s=offered,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
         replicas=replicas, gpus=int(sum(p.replicas * p.tp * p.pp for p in pools)), tp=pools[0].tp, pp=pools[0].pp,
@@ -205,6 +214,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         sim_wall_s=wall,
     )
     summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span, (t0, t1), cap)
+    summary["clients"] = clients_summary(cfg, pools, summary, e2e[done_in], (req["scheduled_s"] - arrival)[done_in],
+                                         due_rate)
     if cfg.disagg:
         moved = req["xfer_done_s"] >= 0
         summary["kv_transfer_ms"] = dist((req["xfer_done_s"][moved] - req["xfer_start_s"][moved]) * 1e3)
@@ -259,3 +270,34 @@ def _pool_utilisation(name: str, req: dict, window: tuple[float, float], cap) ->
         return tok_s / max(cap.prompt_tok_s, tok_s, 1e-9)
     tok_s = tokens_in_window(req["first_token_s"], req["finish_s"], req["output_tokens"], t0, t1) / max(t1 - t0, 1e-9)
     return tok_s / max(cap.output_tok_s, tok_s, 1e-9)
+
+
+def clients_summary(cfg, pools, summary: dict, e2e_s: np.ndarray, wait_s: np.ndarray, due: float) -> dict:
+    """How the load was offered, and for a closed loop what limits it. Users in flight (Little's law:
+    requests finished per second times their mean time in the system) must come out at the users
+    less those thinking; `saturates` says in words what stops more users from raising throughput."""
+    spec = cfg.workload
+    if not spec.closed_loop:
+        return dict(mode="open", users=None, think_s=None, think_dist=None, due_rate_req_s=due,
+                    in_flight=summary["throughput_req_s"] * float(e2e_s.mean()) if len(e2e_s) else 0.0,
+                    saturates=None)
+    users = spec.concurrency
+    slots = (1 if cfg.policy == "serial" else cfg.max_seqs) * pools[-1].replicas
+    in_flight = summary["throughput_req_s"] * float(e2e_s.mean()) if len(e2e_s) else 0.0
+    waiting = float(np.median(wait_s)) * 1e3 if len(wait_s) else 0.0
+    if math.isfinite(due) and summary["arrival_rate_req_s"] < 0.95 * due:
+        saturates = (f"the client: requests fall due at {due:.3g} req/s, but {users:,} users waiting for their answers "
+                     f"send only {summary['arrival_rate_req_s']:.3g} req/s")
+    elif users > slots:
+        saturates = (f"batch slots: {users:,} users against {slots:,} sequences the replicas run at once, so the rest "
+                     f"wait in the queue (median {waiting:,.0f} ms): more users lengthen the time to first token, "
+                     f"not the throughput")
+    elif summary["preemptions"] > 0 or summary["min_free_kv_blocks"] <= 0.02 * summary["kv_blocks_total"]:
+        saturates = (f"the KV cache: the users' requests fill the KV blocks ({summary['preemptions']:,} preemptions); "
+                     f"more users wait for blocks or recompute their prompts")
+    else:
+        saturates = None
+    return dict(mode="closed" if math.isinf(spec.rate) else "rate+concurrency", users=users, think_s=spec.think_s,
+                think_dist=spec.think_dist, due_rate_req_s=due, in_flight=in_flight, batch_slots=slots,
+                saturates=saturates)
+

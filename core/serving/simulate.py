@@ -20,7 +20,7 @@ from ..physics import catalog, costmodel, pipeline, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .capacity import capacity
 from .metrics import summarize
-from .workload import Workload, WorkloadSpec, generate, load_trace
+from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
 
 SCALE_METRICS = ("concurrency", "kv")
 
@@ -321,6 +321,8 @@ def estimated_steps(cfg: SimConfig, wl: Workload, pools: list[Pool]) -> tuple[fl
     rate = wl.n / span if span > 0 else math.inf
     step_s = steptime(cfg, tp=decoders.tp, decode_batch=1, context=int(wl.prompt_tokens.mean()))["step_ms"] / 1e3
     in_flight = rate * float(wl.output_tokens.mean()) * step_s / decoders.replicas
+    if cfg.workload.closed_loop:  # never more than the users in flight
+        in_flight = min(in_flight, cfg.workload.concurrency / decoders.replicas)
     batch = min(slots, max(1.0, in_flight))
     steps = float(wl.output_tokens.sum()) / batch
     if cfg.autoscale:
@@ -358,11 +360,12 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RI[stream_ids, L.R_STREAM] = np.arange(len(stream_ids))
     RF = np.full((n, L.NRF), -1.0)
     RF[:, L.F_ARRIVAL] = wl.arrival_s
+    stream, cl_t, cl_q = _clients(cfg, wl, RI, RF, gpu, eff)
 
     PI = np.zeros((R, L.NPI), np.int64)
     PF = np.zeros((R, L.Q_STAGE + pp))
     PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL, L.P_LHEAD,
-           L.P_LTAIL]] = -1
+           L.P_LTAIL, L.P_DHEAD, L.P_DTAIL]] = -1
     PF[:, L.Q_BUSY] = np.inf
     params = np.zeros((R, costmodel.N_PARAMS))
     r = 0
@@ -397,6 +400,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward)
     cfg_i[L.C_PP] = pp
     cfg_i[L.C_PP_NODE] = pipeline.stages_per_node(gpu, pools[0].tp)
+    cfg_i[L.C_USERS] = cfg.workload.concurrency
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
         cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)
@@ -418,11 +422,37 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     itl_edges = 10.0 ** (L.ITL_LO + np.arange(L.ITL_BINS + 1) / L.ITL_PER_DECADE)
     oi = np.zeros(L.NOI, np.int64)
     of = np.zeros(L.NOF)
-    work_i, work_f = np.zeros(2, np.int64), np.zeros(L.NM + 10)
+    work_i, work_f = np.zeros(L.NW, np.int64), np.zeros(L.NM + 10)
     args = (RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
-            of, work_i, work_f)
+            of, work_i, work_f, stream, cl_t, cl_q)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
                 itl_hist=itl_hist, oi=oi, of=of, cfg_i=cfg_i)
+
+
+def _clients(cfg: SimConfig, wl: Workload, RI, RF, gpu, eff=None):
+    """The clients' tables (engine/clients.py): the stream of requests in the order they fall due,
+    and the heap of users thinking. In a closed loop a conversation's later turns leave the stream:
+    each follows its earlier turn from the same user. A user's think time starts when it sees the
+    last token, which reaches it the API server's time after the engine emits it."""
+    spec = cfg.workload
+    n = wl.n
+    RI[:, L.R_FOLLOW] = -1
+    RF[:, L.F_THINK] = 0.0
+    if not spec.closed_loop:
+        return np.arange(n, dtype=np.int64), np.zeros(1), np.zeros(1, np.int64)
+    served_by_api = cfg.engine_overhead == "vllm" and cfg.policy == "sarathi" and cfg.api_server
+    lag = (eff or costmodel.efficiency_for(gpu)).api_ms * 1e-3 if served_by_api else 0.0
+    RF[:, L.F_THINK] = think_times(spec, n) + lag
+    later = np.zeros(n, bool)
+    if wl.conversation_id is not None:
+        conv = wl.conversation_id
+        order = np.lexsort((wl.arrival_s, conv))
+        same = (conv[order][1:] == conv[order][:-1]) & (conv[order][1:] >= 0)
+        RI[order[:-1][same], L.R_FOLLOW] = order[1:][same]
+        later[order[1:][same]] = True
+        RF[later, L.F_ARRIVAL] = np.inf  # known when the earlier turn has its answer
+    users = spec.concurrency
+    return np.flatnonzero(~later).astype(np.int64), np.zeros(users), np.zeros(users, np.int64)
 
 
 def _reused(ids: np.ndarray | None) -> np.ndarray | None:
@@ -523,6 +553,28 @@ def _client_side(cfg, requests, trace, stream_t, stream_ids, eff) -> None:
         stream_t += delay[stream_ids][:, None]  # NaN (no token yet) stays NaN
 
 
+def due_rate_of(wl: Workload) -> float:
+    """Requests/s a workload makes due over its arrival window (inf: all at once)."""
+    span = float(wl.arrival_s[-1] - wl.arrival_s[0]) if wl.n > 1 else 0.0
+    return (wl.n - 1) / span if span > 0 else math.inf
+
+
+def _as_sent(wl: Workload, requests: dict, stream: dict):
+    """A closed loop's requests as its clients sent them: the workload's arrival times are when each
+    was sent (known only once the run has said when users were free), and every per-request array
+    is in that order, as an open loop's are."""
+    order = np.argsort(requests["arrival_s"], kind="stable")
+    requests = {k: v[order] for k, v in requests.items()}
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    stream = dict(stream, request=inverse[stream["request"]])
+    pick = (lambda x: None if x is None else x[order])
+    wl = replace(wl, arrival_s=requests["arrival_s"], prompt_tokens=wl.prompt_tokens[order],
+                 output_tokens=wl.output_tokens[order], prefix_id=pick(wl.prefix_id),
+                 prefix_tokens=pick(wl.prefix_tokens), conversation_id=pick(wl.conversation_id))
+    return wl, requests, stream
+
+
 def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
     RI, RF, PI, PF, oi, of = a["RI"], a["RF"], a["PI"], a["PF"], a["oi"], a["of"]
     # columns of the engine's tables, as views (the tables are not used again)
@@ -543,8 +595,14 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
         _client_side(cfg, requests, trace, a["stream_t"], a["stream_ids"], eff or costmodel.efficiency_for(gpu))
     stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], L.F_ARRIVAL],
                   token_s=a["stream_t"])
+    due_rate, dry = due_rate_of(wl), None
+    if cfg.workload.closed_loop:
+        sent = a["args"][-3]  # the stream, in the order its requests fell due
+        due_rate = due_rate_of(replace(wl, arrival_s=wl.arrival_s[sent]))
+        dry = float(RF[sent[-1], L.F_ARRIVAL])
+        wl, requests, stream = _as_sent(wl, requests, stream)
     cap = capacity(cfg, pools, float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean()), _budget(cfg, max_len),
                    cached=float(PI[:, L.P_PC_HIT].sum()) / wl.n)
-    summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall, cap)
+    summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall, cap, dry, due_rate)
     return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall,
                      dict(PI=PI, KC=a["args"][6]))

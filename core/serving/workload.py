@@ -58,6 +58,18 @@ class WorkloadSpec:
     # seconds from one turn of a conversation to the next (open loop: a slow answer does not delay
     # the next turn); the Lab's assumption, not a measured figure
     turn_gap_s: float = 30.0
+    # clients (core/engine/clients.py). 0: an open loop, requests arrive at `rate` whatever the server
+    # does. N: a closed loop of N users, each sending its next request (a conversation's next turn,
+    # or a new one) think_s after the last token of its previous one; with a finite rate as well,
+    # requests fall due at `rate` and at most N are in flight (vLLM's --request-rate with
+    # --max-concurrency). A closed loop's rate may be inf: users send as fast as they are answered.
+    concurrency: int = 0
+    think_s: float = 0.0
+    think_dist: str = "fixed"  # or "exponential" (mean think_s)
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.concurrency > 0
 
     def message_means(self) -> tuple[float, float]:
         """Mean tokens of a user's own message and of an answer."""
@@ -100,9 +112,18 @@ class Workload:
 
 # ---------------------------------------------------------------- validation
 
+THINK_DISTS = ("fixed", "exponential")
+
+
 def validate(spec: WorkloadSpec) -> None:
     bounds.check("requests", spec.n_requests)
-    bounds.check("rate", spec.rate)
+    if spec.concurrency:
+        bounds.check("concurrency", spec.concurrency)
+        bounds.check("think_time", spec.think_s)
+        if spec.think_dist not in THINK_DISTS:
+            raise ValueError(f"unknown think-time distribution '{spec.think_dist}': choose {', '.join(THINK_DISTS)}")
+    if not (spec.concurrency and spec.rate == math.inf):  # a closed loop needs no rate
+        bounds.check("rate", spec.rate)
     bounds.check("seed", spec.seed)
     if spec.arrival not in ARRIVALS:
         raise ValueError(f"unknown arrival process '{spec.arrival}': choose {', '.join(ARRIVALS)}")
@@ -225,7 +246,20 @@ def _conversations(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> Work
                     conversation_id=(conv[order] if T > 1 else np.full(n, -1)).astype(np.int64))
 
 
+def think_times(spec: WorkloadSpec, n: int) -> np.ndarray:
+    """Seconds each request's user waits after its last token before sending the next (a closed
+    loop's think time; zeros in an open loop). Drawn from a stream of their own, so that the same
+    seed gives the same lengths and due times with or without them."""
+    if not spec.concurrency or spec.think_s == 0:
+        return np.zeros(n)
+    if spec.think_dist == "fixed":
+        return np.full(n, float(spec.think_s))
+    return np.random.default_rng((spec.seed, 0x7417)).exponential(spec.think_s, n)
+
+
 def _arrivals(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
+    if math.isinf(spec.rate) and not spec.rate_schedule:  # a closed loop's requests are all due at once
+        return np.zeros(n)
     if spec.arrival == "poisson":
         gaps = rng.exponential(1.0, n)
     elif spec.arrival == "gamma":
