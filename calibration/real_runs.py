@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import sys
 import time
@@ -112,7 +113,7 @@ def config_for(p: dict, scale: float = 1.0) -> tuple[SimConfig, str, object] | N
                         max_model_len=max_len, workload=spec, async_scheduling=True, prefix_caching=caching, **base)
         return cfg, "blis", wl
     if p["id"].startswith("vllm-ci-latency"):
-        spec = WorkloadSpec(n_requests=int(w["batch_size"]), rate=1e6, arrival="fixed",
+        spec = WorkloadSpec(n_requests=int(w["batch_size"]), rate=math.inf, arrival="fixed",
                             prompt_mean=float(w["input_tokens_mean"]), output_mean=float(w["output_tokens_mean"]),
                             length_dist="fixed")
         # the offline LLM class (no API server); a 2024-25 build, before async scheduling was the default
@@ -123,7 +124,7 @@ def config_for(p: dict, scale: float = 1.0) -> tuple[SimConfig, str, object] | N
         n = int(w.get("num_requests") or 1200)
         # ShareGPT through sglang.bench_serving's filter: the prompt mean is not printed (~220);
         # vLLM 0.6 is the V0 engine: synchronous, multi-step scheduling
-        spec = WorkloadSpec(n_requests=n, rate=1e6 if offline else float(w["rate_rps"]),
+        spec = WorkloadSpec(n_requests=n, rate=math.inf if offline else float(w["rate_rps"]),
                             arrival="fixed" if offline else "poisson", prompt_mean=220.0,
                             output_mean=float(w["output_tokens_mean"]), length_dist="sharegpt", seed=1)
         return SimConfig(policy="vllm", max_seqs=256, max_model_len=4096, workload=spec, async_scheduling=False,

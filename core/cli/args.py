@@ -44,3 +44,28 @@ def jsonable(o):
     if hasattr(o, "tolist"):
         return o.tolist()
     raise TypeError(f"cannot write {type(o).__name__} as JSON")
+
+
+def add_client_args(p: argparse.ArgumentParser) -> None:
+    """How the load is offered: an open loop at --rate, or --concurrency users in a closed loop."""
+    p.add_argument("--concurrency", type=bounded("concurrency"), default=None, metavar="N",
+                   help="a closed loop of N users, each sending its next request when its last one has finished "
+                        "(vLLM's --max-concurrency); with --rate as well, requests fall due at the rate and at most N "
+                        "are in flight")
+    p.add_argument("--think-time", type=bounded("think_time"), default=0.0, metavar="S",
+                   help="seconds a closed loop's user waits after an answer before its next request")
+    p.add_argument("--think-dist", default="fixed", choices=("fixed", "exponential"),
+                   help="think time: the same every time, or exponential around --think-time")
+
+
+def client_fields(args, default_rate: float | None = 5.0) -> dict:
+    """WorkloadSpec's rate and client fields from the arguments: a closed loop without --rate sends
+    as fast as its users are answered (vLLM's default --request-rate inf)."""
+    if args.concurrency is None:
+        if args.think_time:
+            raise ValueError("--think-time is a closed loop's: give --concurrency N as well")
+        if args.rate is None and default_rate is None:
+            raise ValueError("give --rate (requests/s, an open loop) or --concurrency (users, a closed loop)")
+        return dict(rate=args.rate if args.rate is not None else default_rate)
+    return dict(rate=args.rate if args.rate is not None else float("inf"), concurrency=args.concurrency,
+                think_s=args.think_time, think_dist=args.think_dist)

@@ -6,11 +6,11 @@ from pathlib import Path
 from ..engine import layout
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL
-from ..serving.metrics import overload
+from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from ..text import count
-from .args import bounded, emit
+from .args import add_client_args, bounded, client_fields, emit
 from .yourdata import add_hardware_args, write_simulation_csv
 
 
@@ -27,7 +27,9 @@ def register(sub) -> None:
                    help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
                    help="KV cache: bf16, or fp8 (half the bytes a token, twice the blocks; needs FP8 support)")
-    p.add_argument("--rate", type=bounded("rate"), default=5.0, help="mean request rate, req/s")
+    p.add_argument("--rate", type=bounded("rate"), default=None,
+                   help="mean request rate, req/s (default 5; with --concurrency, none: a pure closed loop)")
+    add_client_args(p)
     p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens (default: the distribution's)")
     p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens (default: the distribution's)")
     p.add_argument("--requests", type=bounded("requests"), default=1000)
@@ -88,8 +90,8 @@ def config_from_args(args) -> SimConfig:
     if args.rate_schedule:
         schedule = parse_schedule(args.rate_schedule)
     elif args.diurnal is not None:
-        schedule = diurnal_schedule(args.rate, args.diurnal)
-    spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, arrival=args.arrival, cv=args.cv,
+        schedule = diurnal_schedule(args.rate if args.rate is not None else 5.0, args.diurnal)
+    spec = WorkloadSpec(n_requests=args.requests, **client_fields(args), arrival=args.arrival, cv=args.cv,
                         prompt_mean=args.prompt, output_mean=args.output, length_dist=args.length_dist,
                         spread=args.spread, rate_schedule=schedule, seed=args.seed,
                         prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
@@ -119,6 +121,10 @@ def cmd_simulate(args) -> None:
         f"{s['requests']} requests, {count(s['replicas'], 'replica')} of tp={s['tp']}"
         + (f" x pp={s['pp']}" if s["pp"] > 1 else "") + f" ({count(s['gpus'], 'GPU')}), "
         f"policy {s['policy']}: " + ("stable" if s["stable"] else f"OVERLOADED, {overload(s)}"),
+    ]
+    if clients_words(s):
+        lines.append(f"  clients: {clients_words(s)}")
+    lines += [
         f"  TTFT ms   mean {s['ttft_ms']['mean']:9.1f}  p50 {s['ttft_ms']['p50']:9.1f}  p99 {s['ttft_ms']['p99']:9.1f}",
         f"  TPOT ms   mean {s['tpot_ms']['mean']:9.2f}  p50 {s['tpot_ms']['p50']:9.2f}  p99 {s['tpot_ms']['p99']:9.2f}",
         f"  ITL ms    mean {s['itl_ms']['mean']:9.2f}  p50 {s['itl_ms']['p50']:9.2f}  p99 {s['itl_ms']['p99']:9.2f}",

@@ -20,7 +20,7 @@ the loop drains after the replica's step; so the engine's finish rule needs no c
 import numpy as np
 
 from ..jit import engine_jit
-from .layout import C_USERS, F_ARRIVAL, F_FINISH, F_THINK, P_DHEAD, P_DTAIL, R_FOLLOW, W_FREE, W_HEAPN, W_POS
+from .layout import C_USERS, F_ARRIVAL, F_ASYNC, F_FINISH, F_THINK, P_DHEAD, P_DTAIL, R_FOLLOW, W_FREE, W_HEAPN, W_POS
 from .queues import pop_front
 
 
@@ -98,4 +98,5 @@ def hand_back(RI, RF, PI, r, cl_t, cl_q, w):
     """Requests replica r finished: each one's user thinks, then sends its next."""
     while PI[r, P_DHEAD] >= 0:
         q = pop_front(RI, PI, r, P_DHEAD, P_DTAIL)
-        _push(cl_t, cl_q, w, RF[q, F_FINISH] + RF[q, F_THINK], RI[q, R_FOLLOW])
+        # its client sees the last token F_ASYNC later than the engine emits it (0 without async scheduling)
+        _push(cl_t, cl_q, w, RF[q, F_FINISH] + RF[q, F_ASYNC] + RF[q, F_THINK], RI[q, R_FOLLOW])

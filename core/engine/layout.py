@@ -123,10 +123,15 @@ R_FOLLOW = NRI
 NRI = NRI + 1
 F_THINK = NRF
 NRF = NRF + 1
+# F_ASYNC: with async scheduling (C_ASYNC), the step in flight on its replica when the request
+# arrived: the engine has planned the next step already, so the request waits that long more
+# before it is scheduled (physics/vllm_host.py), and its client sees every token that much later
+F_ASYNC = NRF
+NRF = NRF + 1
 P_DHEAD, P_DTAIL = NPI, NPI + 1
 NPI = NPI + 2
-C_USERS = NCI
-NCI = NCI + 1
+C_USERS, C_ASYNC = NCI, NCI + 1
+NCI = NCI + 2
 # the loop's integer scratch (work_i): round-robin positions at the gateway and in the decode pool;
 # the stream's next request, users free, entries in the clients' heap
 W_RR, W_RR_DECODE, W_POS, W_FREE, W_HEAPN, NW = range(6)

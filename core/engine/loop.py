@@ -667,6 +667,8 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
             if q < 0:
                 break
             r = route(PI, cfg, 0, gate_hi, rr)
+            if cfg[C_ASYNC] and PF[r, Q_BUSY] != inf:
+                RF[q, F_ASYNC] = PF[r, Q_BUSY] - PF[r, Q_STEP_START]
             enqueue(RI, PI, r, q)
 
         if t >= next_tick:

@@ -214,7 +214,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         sim_wall_s=wall,
     )
     summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span, (t0, t1), cap)
-    summary["clients"] = clients_summary(cfg, pools, summary, e2e[done_in], (req["scheduled_s"] - arrival)[done_in],
+    in_flight = float(np.clip(np.minimum(finish, t1) - np.maximum(arrival, t0), 0.0, None).sum()) / window
+    summary["clients"] = clients_summary(cfg, pools, summary, in_flight, (req["scheduled_s"] - arrival)[done_in],
                                          due_rate)
     if cfg.disagg:
         moved = req["xfer_done_s"] >= 0
@@ -272,18 +273,16 @@ def _pool_utilisation(name: str, req: dict, window: tuple[float, float], cap) ->
     return tok_s / max(cap.output_tok_s, tok_s, 1e-9)
 
 
-def clients_summary(cfg, pools, summary: dict, e2e_s: np.ndarray, wait_s: np.ndarray, due: float) -> dict:
-    """How the load was offered, and for a closed loop what limits it. Users in flight (Little's law:
-    requests finished per second times their mean time in the system) must come out at the users
-    less those thinking; `saturates` says in words what stops more users from raising throughput."""
+def clients_summary(cfg, pools, summary: dict, in_flight: float, wait_s: np.ndarray, due: float) -> dict:
+    """How the load was offered, and for a closed loop what limits it. in_flight: the requests sent
+    and not yet answered, on average over the steady state (a closed loop's users less those
+    thinking); `saturates` says in words what stops more users from raising the throughput."""
     spec = cfg.workload
     if not spec.closed_loop:
-        return dict(mode="open", users=None, think_s=None, think_dist=None, due_rate_req_s=due,
-                    in_flight=summary["throughput_req_s"] * float(e2e_s.mean()) if len(e2e_s) else 0.0,
+        return dict(mode="open", users=None, think_s=None, think_dist=None, due_rate_req_s=due, in_flight=in_flight,
                     saturates=None)
     users = spec.concurrency
     slots = (1 if cfg.policy == "serial" else cfg.max_seqs) * pools[-1].replicas
-    in_flight = summary["throughput_req_s"] * float(e2e_s.mean()) if len(e2e_s) else 0.0
     waiting = float(np.median(wait_s)) * 1e3 if len(wait_s) else 0.0
     if math.isfinite(due) and summary["arrival_rate_req_s"] < 0.95 * due:
         saturates = (f"the client: requests fall due at {due:.3g} req/s, but {users:,} users waiting for their answers "
@@ -297,7 +296,19 @@ def clients_summary(cfg, pools, summary: dict, e2e_s: np.ndarray, wait_s: np.nda
                      f"more users wait for blocks or recompute their prompts")
     else:
         saturates = None
-    return dict(mode="closed" if math.isinf(spec.rate) else "rate+concurrency", users=users, think_s=spec.think_s,
+    return dict(mode="closed" if math.isinf(due) else "rate+concurrency", users=users, think_s=spec.think_s,
                 think_dist=spec.think_dist, due_rate_req_s=due, in_flight=in_flight, batch_slots=slots,
                 saturates=saturates)
 
+
+
+def clients_words(summary: dict) -> str | None:
+    """How a closed loop offered its load and what limits it, in words (None for an open loop)."""
+    c = summary["clients"]
+    if c["mode"] == "open":
+        return None
+    think = f", thinking {c['think_s']:g} s ({c['think_dist']}) between requests" if c["think_s"] else ""
+    how = (f"{c['users']:,} users in a closed loop{think}" if c["mode"] == "closed" else
+           f"requests due at {c['due_rate_req_s']:.3g} req/s with at most {c['users']:,} in flight{think}")
+    return (f"{how}: {summary['arrival_rate_req_s']:.3g} req/s sent, {c['in_flight']:.1f} in flight on average; "
+            f"what saturates: {c['saturates'] or 'nothing yet (every request runs at once: more users raise the throughput)'}")

@@ -401,6 +401,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_PP] = pp
     cfg_i[L.C_PP_NODE] = pipeline.stages_per_node(gpu, pools[0].tp)
     cfg_i[L.C_USERS] = cfg.workload.concurrency
+    cfg_i[L.C_ASYNC] = int(client_side(cfg) and cfg.async_scheduling)
     cfg_f = np.zeros(L.NCF)
     if cfg.disagg:
         cfg_f[L.G_XFER_BW], cfg_f[L.G_XFER_LAT] = kv_link(gpu, cfg, pools, eff)
@@ -437,11 +438,10 @@ def _clients(cfg: SimConfig, wl: Workload, RI, RF, gpu, eff=None):
     spec = cfg.workload
     n = wl.n
     RI[:, L.R_FOLLOW] = -1
-    RF[:, L.F_THINK] = 0.0
+    RF[:, L.F_THINK] = RF[:, L.F_ASYNC] = 0.0
     if not spec.closed_loop:
         return np.arange(n, dtype=np.int64), np.zeros(1), np.zeros(1, np.int64)
-    served_by_api = cfg.engine_overhead == "vllm" and cfg.policy == "sarathi" and cfg.api_server
-    lag = (eff or costmodel.efficiency_for(gpu)).api_ms * 1e-3 if served_by_api else 0.0
+    lag = (eff or costmodel.efficiency_for(gpu)).api_ms * 1e-3 if client_side(cfg) and cfg.api_server else 0.0
     RF[:, L.F_THINK] = think_times(spec, n) + lag
     later = np.zeros(n, bool)
     if wl.conversation_id is not None:
@@ -535,16 +535,19 @@ def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
     return cfg.startup_fixed_s + weight_bytes_per_gpu(model, tp, cfg.dtype) / (cfg.load_gbps * 1e9)
 
 
-def _client_side(cfg, requests, trace, stream_t, stream_ids, eff) -> None:
+def client_side(cfg: SimConfig) -> bool:
+    """Whether the run is vLLM V1's engine behind its API server, whose clients see each token later
+    than the engine emits it (_client_side)."""
+    return cfg.engine_overhead == "vllm" and cfg.policy == "sarathi"
+
+
+def _client_side(cfg, requests, async_step, stream_t, stream_ids, eff) -> None:
     """Shift each request's tokens to when its client sees them: the API server's time and, with
     async scheduling, the step already planned when it arrived at a busy engine (an idle engine
-    schedules it at once), as long as the engine's steps around that moment (its trace)."""
-    first, sched, arrival = requests["first_token_s"], requests["scheduled_s"], requests["arrival_s"]
-    busy = (first >= 0) & (sched > arrival)
-    step = np.zeros(len(first))
-    if len(trace["time_s"]):
-        step[busy] = np.interp(arrival[busy], trace["time_s"], trace["step_s"])
-    delay = vllm_host.client_delay_s(step, eff.api_ms * cfg.api_server, cfg.async_scheduling)
+    schedules it at once): the step in flight on its replica then, which the engine recorded."""
+    first = requests["first_token_s"]
+    delay = vllm_host.client_delay_s(np.where(first >= 0, async_step, 0.0), eff.api_ms * cfg.api_server,
+                                     cfg.async_scheduling)
     done = first >= 0
     first[done] += delay[done]
     fin = requests["finish_s"]
@@ -591,8 +594,8 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
     if pp > 1:
         trace["replica"] //= pp
     trace["stride"] = int(oi[L.O_TRACE_STRIDE])
-    if cfg.engine_overhead == "vllm" and cfg.policy == "sarathi":  # vLLM V1's engine and its API server
-        _client_side(cfg, requests, trace, a["stream_t"], a["stream_ids"], eff or costmodel.efficiency_for(gpu))
+    if client_side(cfg):  # vLLM V1's engine and its API server
+        _client_side(cfg, requests, RF[:, L.F_ASYNC], a["stream_t"], a["stream_ids"], eff or costmodel.efficiency_for(gpu))
     stream = dict(request=a["stream_ids"], arrival_s=RF[a["stream_ids"], L.F_ARRIVAL],
                   token_s=a["stream_t"])
     due_rate, dry = due_rate_of(wl), None

@@ -122,7 +122,7 @@ def validate(spec: WorkloadSpec) -> None:
         bounds.check("think_time", spec.think_s)
         if spec.think_dist not in THINK_DISTS:
             raise ValueError(f"unknown think-time distribution '{spec.think_dist}': choose {', '.join(THINK_DISTS)}")
-    if not (spec.concurrency and spec.rate == math.inf):  # a closed loop needs no rate
+    if spec.rate != math.inf:  # inf: every request due at once (an offline batch, or a closed loop's)
         bounds.check("rate", spec.rate)
     bounds.check("seed", spec.seed)
     if spec.arrival not in ARRIVALS:
