@@ -1,4 +1,4 @@
-"""Command line: `python -m core {catalog,steptime,memory,compile,simulate,plan,calibrate} ... [--json]`.
+"""Command line: `python -m core {catalog,steptime,memory,compile,simulate,sweep,plan,calibrate} ... [--json]`.
 
 Bad arguments print one line on stderr and exit with status 2; no traceback reaches the user.
 """
@@ -9,7 +9,7 @@ import sys
 
 from .. import jitcache
 from ..physics import catalog, costmodel, memory
-from . import plan, simulate, yourdata
+from . import plan, simulate, sweep, yourdata
 from .args import Parser, UsageError, bounded, emit
 
 
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compile)
 
     simulate.register(sub)
+    sweep.register(sub)
     plan.register(sub)
     yourdata.register(sub)
 

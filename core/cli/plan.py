@@ -11,7 +11,7 @@ from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
 from ..serving import export
 from .. import bounds
-from .args import bounded, emit
+from .args import add_client_args, bounded, client_fields, emit
 from .yourdata import add_hardware_args
 
 
@@ -29,12 +29,22 @@ def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _load(row: dict) -> str:
+    """The highest load within the targets: a rate, or a closed loop's users (and what they send)."""
+    more = "≥ " if row["max_rate_is_lower_bound"] else ""
+    if row.get("max_users") is not None:
+        return f"{more}{row['max_users']:,} users ({row['max_rate_req_s']:.3g} req/s)"
+    return f"{more}{row['max_rate_req_s']:.3g} req/s"
+
+
 def register(sub) -> None:
     p = sub.add_parser("plan", help="search deployments for the cheapest that meets the targets")
     p.add_argument("--gpu", default=None, help="GPU ids to search, comma-separated (h100,h200)")
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
-    p.add_argument("--rate", type=bounded("rate"), required=True, help="mean request rate, req/s")
+    p.add_argument("--rate", type=bounded("rate"), default=None,
+                   help="mean request rate, req/s (an open loop; or give --concurrency)")
+    add_client_args(p)
     p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens")
     p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens")
     p.add_argument("--length-dist", default="lognormal", choices=LENGTH_DISTS)
@@ -70,7 +80,7 @@ def register(sub) -> None:
 
 
 def cmd_plan(args) -> None:
-    spec = WorkloadSpec(n_requests=args.requests, rate=args.rate, prompt_mean=args.prompt, output_mean=args.output,
+    spec = WorkloadSpec(n_requests=args.requests, **client_fields(args, default_rate=None), prompt_mean=args.prompt, output_mean=args.output,
                         length_dist=args.length_dist, spread=args.spread, seed=args.seed,
                         prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
                         turn_gap_s=args.turn_gap)
@@ -99,11 +109,11 @@ def cmd_plan(args) -> None:
         r = p.row(best)
         lines.append(f"Cheapest: {r['deployment']} at ${r['usd_per_hour']:.2f}/h, ${r['usd_per_1m_output_tokens']:.3f} "
                      f"per 1M output tokens; p99 TTFT {fmt_ms(r['ttft_p99_ms'])}, p99 TPOT {r['tpot_p99_ms']:.1f} ms; "
-                     f"within the targets up to {r['max_rate_req_s']:.3g} req/s")
+                     f"within the targets up to {_load(r)}")
         lines.append("Frontier (cost against p99 TTFT and TPOT):")
         for r in map(p.row, p.frontier):
             lines.append(f"  ${r['usd_per_hour']:7.2f}/h  TTFT {fmt_ms(r['ttft_p99_ms']):>8}  TPOT "
-                         f"{r['tpot_p99_ms']:6.1f} ms  up to {r['max_rate_req_s']:7.3g} req/s  {r['deployment']}")
+                         f"{r['tpot_p99_ms']:6.1f} ms  up to {_load(r):>18}  {r['deployment']}")
     if args.csv:
         inputs = {k: v for k, v in vars(args).items() if k != "func"}
         export.write_dir(args.csv, {"deployments.csv": export.table_csv(p.rows(), f"planner search for {args.model}"),

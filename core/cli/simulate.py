@@ -16,20 +16,33 @@ from .yourdata import add_hardware_args, write_simulation_csv
 
 def register(sub) -> None:
     p = sub.add_parser("simulate", help="simulate serving a workload, step by step")
+    add_shape_args(p)
+    add_args(p)
+    add_client_args(p)
+    p.add_argument("--csv", default=None, metavar="DIR", help="write requests.csv, steps.csv and run.json here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_simulate)
+
+
+def add_shape_args(p) -> None:
+    """The deployment's GPU, sharding and weights (the sweep takes lists of them instead)."""
     p.add_argument("--gpu", default=None, help="GPU id; h100@1.85 for your price per GPU-hour")
-    p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
-    p.set_defaults(model_required=True)
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree of a replica")
-    p.add_argument("--pp", type=bounded("pp"), default=1,
-                   help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")
     p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp x pp, one replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
+
+
+def add_args(p) -> None:
+    """Everything else a simulation takes: the model, the engine, the workload, the cluster."""
+    p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
+    p.set_defaults(model_required=True)
+    p.add_argument("--pp", type=bounded("pp"), default=1,
+                   help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
                    help="KV cache: bf16, or fp8 (half the bytes a token, twice the blocks; needs FP8 support)")
     p.add_argument("--rate", type=bounded("rate"), default=None,
                    help="mean request rate, req/s (default 5; with --concurrency, none: a pure closed loop)")
-    add_client_args(p)
     p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens (default: the distribution's)")
     p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens (default: the distribution's)")
     p.add_argument("--requests", type=bounded("requests"), default=1000)
@@ -77,10 +90,7 @@ def register(sub) -> None:
     p.add_argument("--startup-s", type=bounded("startup_s"), default=30.0, help="fixed replica start-up before weight loading")
     p.add_argument("--load-gbps", type=bounded("load_gbps"), default=5.0, help="weight loading bandwidth per GPU, GB/s")
     p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
-    p.add_argument("--csv", default=None, metavar="DIR", help="write requests.csv, steps.csv and run.json here")
     add_hardware_args(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_simulate)
 
 
 def config_from_args(args) -> SimConfig:

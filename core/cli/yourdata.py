@@ -7,6 +7,7 @@ from pathlib import Path
 from ..physics import catalog, hardware, hfconfig
 from ..serving import benchfile, calibrate, export, replay
 from ..serving.simulate import SimConfig
+from ..serving.workload import WorkloadSpec
 from ..text import against
 from .args import bounded, emit
 
@@ -99,6 +100,11 @@ def register(sub) -> None:
                    help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own")
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=2048, help="the engine's token budget per step")
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="the engine's sequences per step")
+    p.add_argument("--concurrency", type=bounded("concurrency"), default=None, metavar="N",
+                   help="requests in flight at most (default: the file's max_concurrency; none: open loop)")
+    p.add_argument("--think-time", type=bounded("think_time"), default=0.0, metavar="S",
+                   help="seconds a user waits after an answer before its next request (with a concurrency)")
+    p.add_argument("--think-dist", default="fixed", choices=("fixed", "exponential"))
     p.add_argument("--line", type=bounded("line"), default=None, help="which run of a JSON-lines file (1-based line)")
     p.add_argument("--seed", type=bounded("seed"), default=0, help="seed of drawn arrivals and lengths")
     p.add_argument("--name", default=None, help="profile name (default: '<gpu> calibrated')")
@@ -129,8 +135,11 @@ def cmd_calibrate(args) -> None:
     if model is None:
         raise ValueError("the file does not name a model the catalog knows" +
                          (f" ('{run.model_id}')" if run.model_id else "") + ": give --model")
+    if args.think_time and not (args.concurrency or run.max_concurrency):
+        raise ValueError("--think-time is a closed loop's: the file records no max_concurrency, so give --concurrency N")
+    clients = WorkloadSpec(concurrency=args.concurrency or 0, think_s=args.think_time, think_dist=args.think_dist)
     base = SimConfig(gpu=args.gpu, model=model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, kv_dtype=args.kv_dtype, policy=args.policy,
-                     max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs)
+                     max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs, workload=clients)
     gpu = catalog.get_gpu(args.gpu)
     lines = [f"{run.label()}; replayed on {catalog.get_model(model).label()}, {base.gpus or base.tp} x {gpu.name}, "
              f"tp {args.tp}, {args.policy} with {args.max_batched_tokens} tokens per step"]

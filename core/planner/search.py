@@ -81,6 +81,7 @@ class ShapeResult:
     best: Outcome | None = None  # the cheapest size that meets the targets, else the nearest miss
     max_rate_req_s: float | None = None  # highest rate within the targets of `best` (when it meets)
     max_rate_capped: bool = False  # the search's upper end still met the targets
+    max_users: int | None = None  # a closed loop's: the most users within the targets (served at max_rate_req_s)
     tried: list = field(default_factory=list)
 
     @property
@@ -118,8 +119,8 @@ def search_shape(shape: Deployment, w: Workload, budget: Budget, prompt_q: int, 
     res.simulated = len(tried)
     res.below_bound = res.enumerated - res.simulated - _above(shape, tried, budget)
     if not tried:
-        need = b.min_replicas(w.spec.rate) * shape.replica_gpus + (
-            b.min_prefill_replicas(w.spec.rate) * shape.prefill_tp if shape.disagg else 0)
+        need = b.min_replicas(w.carried_rate) * shape.replica_gpus + (
+            b.min_prefill_replicas(w.carried_rate) * shape.prefill_tp if shape.disagg else 0)
         if need <= budget.max_gpus:
             res.pruned_by, res.reason = "cost", "its smallest size that could carry the rate costs more than an answer found"
         else:
@@ -128,7 +129,9 @@ def search_shape(shape: Deployment, w: Workload, budget: Budget, prompt_q: int, 
         return res
     passing = [o for o in tried if o.meets]
     res.best = min(passing, key=lambda o: o.deployment.gpus) if passing else max(tried, key=closeness)
-    if rate_search and res.best.meets:
+    if rate_search and res.best.meets and w.spec.closed_loop:
+        res.max_users, res.max_rate_req_s, res.max_rate_capped, res.rate_runs = most_users(res.best.deployment, w)
+    elif rate_search and res.best.meets:
         res.max_rate_req_s, res.max_rate_capped, res.rate_runs = highest_rate(res.best.deployment, w, b)
     return res
 
@@ -150,7 +153,7 @@ def _walk_colocated(shape: Deployment, w: Workload, b: Bound, budget: Budget, ma
     """Replica counts from the roofline's lower bound up: galloping (+1, +2, +4, ...) to the first
     that meets, then bisecting back over the gap."""
     top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9)) // shape.replica_gpus
-    r, step, last_fail, tried = b.min_replicas(w.spec.rate), 1, None, []
+    r, step, last_fail, tried = b.min_replicas(w.carried_rate), 1, None, []
     while r <= top:
         o = outcome(replace(shape, replicas=r), w)
         tried.append(o)
@@ -175,7 +178,7 @@ def _walk_disagg(shape: Deployment, w: Workload, b: Bound, budget: Budget, max_g
     """From the two pools' lower bounds, grow the pool that holds the targets back by one replica at
     a time: the prefill pool when the time to first token misses, the decode pool otherwise."""
     top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9))
-    d = replace(shape, prefill_replicas=b.min_prefill_replicas(w.spec.rate), replicas=b.min_replicas(w.spec.rate))
+    d = replace(shape, prefill_replicas=b.min_prefill_replicas(w.carried_rate), replicas=b.min_replicas(w.carried_rate))
     tried = []
     while d.gpus <= top:
         o = outcome(d, w)
@@ -212,3 +215,34 @@ def highest_rate(d: Deployment, w: Workload, b: Bound) -> tuple[float, bool, int
         else:
             hi = mid
     return lo, False, runs
+
+
+USER_GALLOPS = 4  # doublings of a closed loop's users past the given count before the search gives up
+
+
+def most_users(d: Deployment, w: Workload) -> tuple[int, float, bool, int]:
+    """A closed loop's highest load within the targets: the most users `d` serves within them (d
+    meets them at w's users), by doubling then bisection. Returns (users, requests/s served then,
+    whether the last doubling still met the targets, simulations run)."""
+    lo, served, runs = w.spec.concurrency, outcome(d, w).served_req_s, 0
+    hi = None
+    for _ in range(USER_GALLOPS):
+        runs += 1
+        o = outcome(d, w.at_users(2 * lo))
+        if not o.meets:
+            hi = 2 * lo
+            break
+        lo, served = 2 * lo, o.served_req_s
+    if hi is None:
+        return lo, served, True, runs
+    for _ in range(RATE_STEPS):
+        if hi - lo <= max(1, lo // 32):
+            break
+        mid = (lo + hi) // 2
+        runs += 1
+        o = outcome(d, w.at_users(mid))
+        if o.meets:
+            lo, served = mid, o.served_req_s
+        else:
+            hi = mid
+    return lo, served, False, runs

@@ -160,11 +160,23 @@ class Workload:
     def check(self) -> None:
         catalog.get_model(self.model)
         self.targets.check()
-        if not (math.isfinite(self.spec.rate) and self.spec.rate > 0):
+        if not self.spec.closed_loop and not (math.isfinite(self.spec.rate) and self.spec.rate > 0):
             raise ValueError(f"the request rate must be above 0 req/s, not {self.spec.rate}")
+
+    @property
+    def carried_rate(self) -> float:
+        """Requests/s every deployment must carry, by which the roofline bounds the replicas: an open
+        loop's rate. A closed loop holds back when the server is slow (its users wait for their
+        answers), so it demands no rate: only the latency targets size it."""
+        return 0.0 if self.spec.closed_loop else self.spec.rate
 
     def at_rate(self, rate: float) -> "Workload":
         return replace(self, spec=replace(self.spec, rate=rate))
+
+    def at_users(self, users: int) -> "Workload":
+        """The same closed loop with more users, each sending as many requests as before."""
+        n = max(self.spec.n_requests, self.spec.n_requests * users // max(self.spec.concurrency, 1))
+        return replace(self, spec=replace(self.spec, concurrency=users, n_requests=n))
 
 
 def to_config(d: Deployment, w: Workload) -> SimConfig:

@@ -94,8 +94,10 @@ def config_for(run: BenchRun, base: SimConfig, seed: int = 0) -> SimConfig:
         raise ValueError(f"a request of the run has {longest} tokens, beyond {model.name}'s context of "
                          f"{model.max_context}: is the model right?")
     max_len = max(base.max_model_len or 0, model_len_for(longest, model))
+    # the client's cap on requests in flight, as the file records it (or as the caller sets it)
+    users = base.workload.concurrency or run.max_concurrency or 0
     return replace(base, trace_csv=trace_csv(arrival, prompt, output), max_model_len=max_len,
-                   workload=replace(base.workload, n_requests=len(arrival), seed=seed))
+                   workload=replace(base.workload, n_requests=len(arrival), seed=seed, concurrency=users))
 
 
 def simulated_metrics(summary: dict) -> dict:
@@ -159,8 +161,9 @@ def notes(run: BenchRun) -> list[str]:
                    f"req/s, burstiness {run.burstiness:g}), so the replay matches the run's statistics, not its "
                    f"exact request order in time.")
     if run.max_concurrency:
-        out.append(f"The client capped requests in flight at {run.max_concurrency}; the simulation sends them open "
-                   f"loop, so under overload its queue (and TTFT) grows where the client's would not.")
+        out.append(f"The client capped requests in flight at {run.max_concurrency}, and so does the replay: a request "
+                   f"due while {run.max_concurrency} are in flight is sent when one finishes, and its TTFT counts from "
+                   f"then, as the client times it.")
     if run.itls_s is not None and run.output_lens is not None:
         chunked = sum(len(g) < o - 1 for g, o in zip(run.itls_s, run.output_lens))
         if chunked:
