@@ -168,8 +168,10 @@ def test_the_planner_searches_and_shows_the_cheapest_deployment_and_frontier():
     assert heading.startswith("Cheapest: 2 H100: 2×tp1, bf16")  # one H100 cannot carry 44 req/s
     counts = next(c.value for c in at.caption if "deployments in" in c.value)
     assert "simulations at 44 req/s" in counts and "ruled out by the roofline" in counts
-    assert len(at.get("vega_lite_chart")) == 2 and len(at.dataframe) >= 1
-    assert {b.label for b in at.get("download_button")} >= {"Download CSV", "Download JSON"}
+    # cost against p99 TTFT and p99 TPOT, and the best deployments' throughput against interactivity
+    assert len(at.get("vega_lite_chart")) == 3 and len(at.dataframe) >= 1
+    assert {b.label for b in at.get("download_button")} >= {"Download CSV", "Download JSON", "Concurrency sweep (CSV)",
+                                                           "Concurrency sweep (JSON)"}
     at.sidebar.slider(key="rate").set_value(40.0).run()  # the sidebar moved: the answer is marked stale
     assert any("press **Search deployments**" in w.value for w in at.warning)
 

@@ -99,7 +99,7 @@ def side_by_side(pinned: list[dict], inputs: LabInputs) -> list[dict]:
                         compare.side_by_side, pinned, inputs, is_heavy=jobs.heavy(_requests(inputs), len(pinned)))
 
 
-SWEEP_RUNS = {"rate": 11, "output": 9, "tp": 0, "batch": 0}  # tp and batch: cost model and memory planner only
+SWEEP_RUNS = {"rate": 11, "output": 9, "tp": 0, "batch": 0, "users": 11}  # tp and batch: cost model and memory planner only
 
 
 def sweep(inputs: LabInputs, kind: str) -> list[dict]:
@@ -108,7 +108,7 @@ def sweep(inputs: LabInputs, kind: str) -> list[dict]:
 
 
 SWEEP_NAMES = {"rate": "request rate", "output": "output length", "tp": "tensor-parallel degree",
-               "batch": "decode batch"}
+               "batch": "decode batch", "users": "concurrent users"}
 
 
 @st.cache_resource(show_spinner=False)

@@ -360,3 +360,38 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
     return framed(line + points + rule, 260, f"{title} against cost")
 
 
+
+
+def interactivity(rows: list[dict], tpot_target_ms: float, title: str = "Throughput against interactivity") -> alt.Chart:
+    """Output tok/s per GPU against tok/s per user, one line per deployment (rows carry a
+    'deployment' and each level's 'users'), one point per concurrency level; the knee ringed and
+    named, the TPOT target as the tok/s per user it allows (dashed: right of it meets the target)."""
+    df = pd.DataFrame(rows)
+    if "deployment" not in df:
+        df["deployment"] = "this deployment"
+    xs, xa = log_scale(list(df["tok_s_per_user"]) + [1e3 / tpot_target_ms])
+    ys, ya = log_scale(df["output_tok_s_per_gpu"])
+    x = alt.X("tok_s_per_user:Q", title="tokens/s per user (1000 / median TPOT ms, log scale)", scale=xs,
+              axis=alt.Axis(**xa))
+    y = alt.Y("output_tok_s_per_gpu:Q", title="output tokens/s per GPU (log scale)", scale=ys, axis=alt.Axis(**ya))
+    names = list(dict.fromkeys(df["deployment"]))
+    palette = [COLORS["accent"], "#0ea5e9", "#f59e0b", "#16a34a"]
+    color = alt.Color("deployment:N", scale=alt.Scale(domain=names, range=palette[:len(names)] or palette),
+                      legend=alt.Legend(orient="top", title=None, columns=1, labelLimit=320) if len(names) > 1 else None)
+    tooltip = [alt.Tooltip("deployment:N"), alt.Tooltip("users:Q", title="concurrent users", format=",d"),
+               alt.Tooltip("output_tok_s_per_gpu:Q", title="output tok/s per GPU", format=",.0f"),
+               alt.Tooltip("tok_s_per_user:Q", title="tok/s per user", format=",.1f"),
+               alt.Tooltip("ttft_p50_ms:Q", title="TTFT median (ms)", format=",.0f"),
+               alt.Tooltip("ttft_p99_ms:Q", title="TTFT p99 (ms)", format=",.0f"),
+               alt.Tooltip("tpot_p99_ms:Q", title="TPOT p99 (ms)", format=",.1f")]
+    curve = alt.Chart(df).mark_line(point=True).encode(x=x, y=y, color=color, order=alt.Order("users:Q"),
+                                                      tooltip=tooltip)
+    knees = df[df["knee"].astype(bool)].assign(text=lambda d: "knee: " + d["users"].map("{:,}".format) + " users")
+    ring = alt.Chart(knees).mark_point(size=260, strokeWidth=2, color=COLORS["bad"]).encode(x=x, y=y, tooltip=tooltip)
+    label = alt.Chart(knees).mark_text(align="left", dx=10, dy=-10, color=COLORS["bad"]).encode(x=x, y=y, text="text:N")
+    slo = pd.DataFrame({"v": [1e3 / tpot_target_ms], "text": [f"TPOT target {tpot_target_ms:g} ms"]})
+    rule = alt.Chart(slo).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
+        x=alt.X("v:Q"), tooltip=[alt.Tooltip("text:N", title="target")])
+    rule_text = alt.Chart(slo).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3,
+                                         color=COLORS["bad"]).encode(x="v:Q", y=alt.YValue(0), text="text:N")
+    return framed(curve + ring + label + rule + rule_text, 280, title)

@@ -31,6 +31,14 @@ def table(rows: list[dict], what: str, key: str, label: str = "Table (CSV)") -> 
                        on_click="ignore", icon=":material/download:")
 
 
+def json_rows(rows: list[dict], key: str, label: str = "Table (JSON)", inputs: dict | None = None) -> None:
+    """A download button for a table of flat rows as JSON, with the inputs and the project's version."""
+    st.download_button(label, lambda: export.to_json({"version": export.project_version(), "inputs": inputs or {},
+                                                      "rows": rows}),
+                       f"{key}.json", "application/json", key=f"dl-{key}-json", on_click="ignore",
+                       icon=":material/download:")
+
+
 def runs(named: dict[str, SimResult], inputs: dict | None, key: str, label: str = "Runs (JSON)") -> None:
     """One JSON of several runs of the same inputs (stages, an A/B, pinned deployments), each with its
     deployment and summary."""

@@ -15,7 +15,7 @@ import math
 import streamlit as st
 
 from core import bounds
-from core.lab.inputs import LabInputs
+from core.lab.inputs import LOADS, LabInputs
 from core.physics import catalog
 from core.serving.workload import LENGTH_DISTS
 from ui import widgets
@@ -31,11 +31,12 @@ DTYPES = ("bf16", "fp8", "int4")  # weights (fp16 is bf16's size and speed)
 # URL parameter (= widget key) -> input of the table; the sidebar offers a list of values
 OPTIONS = {"prompt": "prompt", "output": "output", "gpus": "gpus", "ttft": "ttft", "budget": "budget",
            "max_seqs": "max_seqs", "block": "block", "tpot": "tpot", "requests": "requests", "size_b": "size_b",
-           "sys_prompts": "system_prompts", "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap"}
+           "sys_prompts": "system_prompts", "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap",
+           "users": "concurrency", "think": "think_time"}
 # ... or a range (a slider, a number field)
 RANGES = {"rate": "rate", "seed": "seed", "price": "price", "stage": "stage"}
 BOOLS = ("cb", "tp_on", "chunked", "prefix_cache")
-CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu")
+CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load")
 # set by Streamlit itself, or by widgets that bind their own parameter (the Lab's chart tabs)
 OTHERS = ("embed", "embed_options", "chart")
 
@@ -46,7 +47,8 @@ FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", 
           "budget": "max_batched_tokens", "max_seqs": "max_seqs", "block": "block_size", "tp": "tp", "pp": "pp",
           "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
-          "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s"}
+          "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s", "load": "load",
+          "users": "users", "think": "think_s"}
 
 
 def defaults() -> dict:
@@ -118,6 +120,8 @@ def _read_choice(key: str, raw: str, default):
     text = raw.strip()
     if key == "dist":
         known = {d: d for d in LENGTH_DISTS}
+    elif key == "load":
+        known = {d: d for d in LOADS}
     elif key == "dtype":
         known = {d: d for d in DTYPES}
     elif key == "kv_dtype":

@@ -19,6 +19,7 @@ from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
 from ui import links, widgets, yourgpu, yourmodel
 
 DEFAULTS = LabInputs()
+LOADS = {"rate": "request rate", "users": "concurrent users"}
 TOKENS = bounds.sidebar_options("prompt")
 TARGETS_MS = bounds.sidebar_options("ttft")
 SIZES_B = bounds.sidebar_options("size_b")
@@ -56,9 +57,25 @@ def sidebar() -> None:
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
-    sb.slider("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), DEFAULTS.rate, 0.1, key="rate",
-              help="New generation requests arriving per second. Each runs autoregressively until its output "
-                   "is complete.")
+    sb.segmented_control("Load", list(LOADS), default=DEFAULTS.load, key="load", format_func=LOADS.get,
+                         required=True,
+                         help="An open loop: requests arrive at a rate, whatever the server does (production "
+                              "traffic). Or a closed loop: a fixed number of users, each sending its next request "
+                              "when its answer is complete, as benchmarks run (vllm bench serve --max-concurrency).")
+    if st.session_state.get("load", DEFAULTS.load) == "users":
+        sb.select_slider("Concurrent users", bounds.sidebar_options("concurrency"), DEFAULTS.users, key="users",
+                         persist_state="session",
+                         help="Users in a closed loop: at most this many requests are in flight. A closed loop "
+                              "cannot overload the server; past its batch slots, users wait in the queue.")
+        sb.select_slider("Think time (s)", bounds.sidebar_options("think_time"), DEFAULTS.think_s, key="think",
+                         persist_state="session",
+                         help="Seconds a user waits after an answer before its next request (0: a benchmark "
+                              "client, which sends at once).")
+    else:
+        sb.slider("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), DEFAULTS.rate, 0.1, key="rate",
+                  persist_state="session",
+                  help="New generation requests arriving per second. Each runs autoregressively until its output "
+                       "is complete.")
     sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt",
                      help="Input length processed in the prefill phase; sets the starting size of each KV cache. "
                           "With shared system prompts or conversations (Advanced), the user's own message of each "
@@ -187,7 +204,9 @@ def inputs(ss: Mapping | None = None) -> LabInputs:
     if model == CUSTOM:
         model = f"dense-{ss.get('size_b', 70):g}b"
     return with_trace_lengths(LabInputs(
-        rate=float(ss.get("rate", DEFAULTS.rate)), prompt_tokens=int(ss.get("prompt", DEFAULTS.prompt_tokens)),
+        rate=float(ss.get("rate", DEFAULTS.rate)), load=ss.get("load") or DEFAULTS.load,
+        users=int(ss.get("users", DEFAULTS.users)), think_s=float(ss.get("think", DEFAULTS.think_s)),
+        prompt_tokens=int(ss.get("prompt", DEFAULTS.prompt_tokens)),
         output_tokens=int(ss.get("output", DEFAULTS.output_tokens)), model=model, gpus=int(ss.get("gpus", DEFAULTS.gpus)),
         gpu=yourgpu.priced(ss.get("gpu", DEFAULTS.gpu), ss.get("price")), ttft_p99_ms=float(ss.get("ttft", DEFAULTS.ttft_p99_ms)),
         continuous_batching=bool(ss.get("cb", DEFAULTS.continuous_batching)),

@@ -47,8 +47,8 @@ def ttft():
     rows = cache.sweep(inputs, "rate")
     st.altair_chart(charts.line(rows, "rate", "ttft_p99_ms", "request rate (req/s)", "p99 TTFT (ms, log scale)",
                                 "p99 TTFT against request rate: the knee", log_y=True, rule_y=inputs.ttft_p99_ms,
-                                rule_x=inputs.rate, mark_overload=True), width="stretch")
-    st.caption(sweeps.rate_caption(rows, inputs))
+                                rule_x=sweeps.current_rate(inputs, s), mark_overload=True), width="stretch")
+    st.caption(sweeps.rate_caption(rows, inputs, s))
     export.table(rows, "sweep of the request rate", "sweep-rate", "Rate sweep (CSV)")
 
 
@@ -91,9 +91,29 @@ def slots():
     max_seqs = sweeps.slot_limit(view["config"])
     st.altair_chart(charts.line(rows, "rate", "mean_batch", "request rate (req/s)", "running batch (sequences)",
                                 "Batch slots used against request rate", log_x=True, rule_y=max_seqs,
-                                rule_y_label=f"{max_seqs} slots per replica", rule_x=inputs.rate), width="stretch")
+                                rule_y_label=f"{max_seqs} slots per replica", rule_x=sweeps.current_rate(inputs, s)),
+                    width="stretch")
     st.caption(f"The running batch: the mean sequences in a step, over the steps that decode. The limit is "
                f"{max_seqs} sequences per replica (Advanced: max batch); dotted: the current rate.")
+
+
+def interactivity():
+    st.subheader("Throughput against interactivity")
+    st.markdown("Benchmarks are run at a fixed number of concurrent users (`vllm bench serve --max-concurrency`): "
+                "each level below is a closed loop of that many users on this deployment, each sending its next "
+                "request when its answer is complete.")
+    if fixed_by_trace("rate"):
+        return
+    try:
+        rows = cache.sweep(inputs, "users")
+    except ValueError as e:
+        widgets.show_error(e, "This sweep")
+        return
+    st.altair_chart(charts.interactivity(rows, inputs.tpot_ms), width="stretch")
+    st.caption(sweeps.users_caption(rows, inputs))
+    export.table(rows, "concurrency sweep: output tok/s per GPU against tok/s per user", "sweep-users",
+                 "Concurrency sweep (CSV)")
+    export.json_rows(rows, "sweep-users", "Concurrency sweep (JSON)", inputs.to_dict())
 
 
 section("ttft", ttft)
@@ -101,6 +121,7 @@ section("kv", kv)
 section("weights", weights)
 section("decode", decode)
 section("slots", slots)
+interactivity()
 
 st.subheader("Download")
 export.downloads(view["result"], inputs.to_dict(), key="bottlenecks")

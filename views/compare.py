@@ -64,7 +64,7 @@ for i, e in enumerate(ok):
     widgets.overload(e["result"].summary, f"Deployment {i + 1} ({e['label']})")  # '1.' would start a list
 
 st.subheader("Side by side")
-st.caption(f"{inputs.rate:g} req/s, prompts of {inputs.prompt_tokens} and outputs of {inputs.output_tokens} tokens "
+st.caption(f"{inputs.load_label()}, prompts of {inputs.prompt_tokens} and outputs of {inputs.output_tokens} tokens "
            f"({inputs.length_dist}), {inputs.requests:,} requests; targets p99 TTFT {fmt_ms(inputs.ttft_p99_ms)} and "
            f"p99 TPOT {fmt_ms(inputs.tpot_ms)}.")  # as every other view writes them: '1.00 s', not '1000 ms'
 rows = C.table(entries, inputs)

@@ -7,10 +7,10 @@ import streamlit as st
 
 from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog
-from core.planner.plan import plan
+from core.planner.plan import highest_load, plan
 from core.planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
 from core.text import count, fmt_ms, sentence, usd
-from ui import cache, charts, compare, state, widgets, yourgpu
+from ui import cache, charts, compare, export, state, widgets, yourgpu
 
 st.title("Planner")
 st.markdown("What is the cheapest deployment that meets your latency targets at your traffic? The planner takes "
@@ -70,8 +70,13 @@ if go:
         bar.empty()
         widgets.show_error(e, "This search")
         st.stop()
+    try:
+        curves = result.interactivity(on_point=lambda done, total: bar.progress(
+            done / total, text=f"Sweeping concurrency on the best deployments: level {done} of {total}..."))
+    except ValueError as e:
+        curves = str(e)
     bar.empty()
-    st.session_state["plan"] = (key, result)
+    st.session_state["plan"] = (key, result, curves)
 
 held = st.session_state.get("plan")
 if held is None:
@@ -81,11 +86,11 @@ if held is None:
 if held[0] != key:
     st.warning("The sidebar or the budget changed since this search: press **Search deployments** to search again.",
                icon=":material/update:")
-p = held[1]
+p, curves = held[1], held[2]
 c = p.counts
 st.caption(f"{c['deployments']:,} deployments in {count(c['shapes'], 'shape')}: {c['pruned_memory']:,} refused by the "
            f"memory planner, {c['pruned_roofline']:,} ruled out by the roofline, {c['not_needed']:,} larger than a "
-           f"size that already passes; {count(c['simulated'], 'simulation')} at {inputs.rate:g} req/s and "
+           f"size that already passes; {count(c['simulated'], 'simulation')} at {inputs.load_label()} and "
            f"{c['rate_search_runs']:,} more for the highest rates, in {c['wall_s']:.1f} s "
            f"({c['simulations_per_s']:.0f} simulations/s).")
 
@@ -100,11 +105,13 @@ else:
     widgets.headline([
         dict(label="Cost", value=f"${r['usd_per_hour']:,.2f} / h", help="GPUs x price per GPU-hour"),
         dict(label="Per 1M output tokens", value=usd(r['usd_per_1m_output_tokens']),
-             help=f"at {inputs.rate:g} req/s"),
+             help=f"at {inputs.load_label()}"),
         dict(label="p99 TTFT", value=fmt_ms(r["ttft_p99_ms"]), target=f"target {fmt_ms(inputs.ttft_p99_ms)}"),
         dict(label="p99 TPOT", value=f"{r['tpot_p99_ms']:.1f} ms", target=f"target {inputs.tpot_ms:g} ms"),
-        dict(label="Highest rate within targets",
-             value=("≥ " if r["max_rate_is_lower_bound"] else "") + f"{r['max_rate_req_s']:.3g} req/s",
+        dict(label="Most users within targets", value=highest_load(r),
+             help="found by doubling, then bisection, on the closed loop's users")
+        if r.get("max_users") is not None else
+        dict(label="Highest rate within targets", value=highest_load(r),
              help="found by bisection on the request rate, same requests scaled in time"),
         dict(label="Stage", value=str(r["stage"]), help="the architecture stage the deployment amounts to"),
     ], columns=3)
@@ -116,16 +123,31 @@ st.caption("Each point is a deployment shape at its cheapest size that meets the
            "miss within the budget). Diamonds are the frontier: no other deployment is cheaper, faster to the first "
            "token and faster per token at once.")
 
+st.subheader("Throughput against interactivity")
+if isinstance(curves, str):
+    widgets.show_error(ValueError(curves), "This concurrency sweep")
+elif curves:
+    st.altair_chart(charts.interactivity(curves, inputs.tpot_ms, "The best deployments as concurrency grows"),
+                    width="stretch")
+    st.caption("The cheapest deployment and the next ones of the cost frontier, each swept over concurrent users "
+               "(a closed loop at each level, as `vllm bench serve --max-concurrency` runs): output tokens/s per GPU "
+               "against tokens/s per user; ringed, each one's knee, past which more users buy little throughput; "
+               "dashed, the TPOT target. Hover for TTFT.")
+    dl1, dl2 = st.columns(2)
+    with dl1:
+        export.table(curves, "concurrency sweep of the best deployments", "plan-sweep", "Concurrency sweep (CSV)")
+    with dl2:
+        export.json_rows(curves, "plan-sweep", "Concurrency sweep (JSON)", inputs.to_dict())
+
 st.subheader("Every deployment searched")
 table = pd.DataFrame([{
     "deployment": r["deployment"], "GPUs": r["gpus"], "meets": r["meets"],
-    "highest rate (req/s)": r["max_rate_req_s"], "p99 TTFT (ms)": r["ttft_p99_ms"], "p99 TPOT (ms)": r["tpot_p99_ms"],
+    "highest load within targets": highest_load(r), "p99 TTFT (ms)": r["ttft_p99_ms"], "p99 TPOT (ms)": r["tpot_p99_ms"],
     "$ per hour": r["usd_per_hour"], "$ per 1M output tokens": r["usd_per_1m_output_tokens"],
     "requests per $": r["requests_per_usd"], "frontier": r["frontier"],
     "why it misses": sentence(r["misses"]) if r["misses"] else ""} for r in rows])
 picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="plan_table",
-                      column_config={"highest rate (req/s)": st.column_config.NumberColumn(format="%.3g"),
-                                     "p99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
+                      column_config={"p99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
                                      "p99 TPOT (ms)": st.column_config.NumberColumn(format="%.1f"),
                                      "$ per hour": st.column_config.NumberColumn(format="$%.2f"),
                                      "$ per 1M output tokens": st.column_config.NumberColumn(format="$%.3f"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..planner.executors import EXECUTORS
-from ..planner.plan import plan
+from ..planner.plan import highest_load, plan
 from ..planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Engine, Targets, Workload
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
@@ -27,14 +27,6 @@ def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
             raise ValueError(f"--price takes GPU=DOLLARS_PER_HOUR (h100=2.49), not '{item}'")
         out.append((gpu.strip(), bounds.parse("price", price, f"--price {gpu.strip()}")))
     return tuple(out)
-
-
-def _load(row: dict) -> str:
-    """The highest load within the targets: a rate, or a closed loop's users (and what they send)."""
-    more = "≥ " if row["max_rate_is_lower_bound"] else ""
-    if row.get("max_users") is not None:
-        return f"{more}{row['max_users']:,} users ({row['max_rate_req_s']:.3g} req/s)"
-    return f"{more}{row['max_rate_req_s']:.3g} req/s"
 
 
 def register(sub) -> None:
@@ -109,11 +101,11 @@ def cmd_plan(args) -> None:
         r = p.row(best)
         lines.append(f"Cheapest: {r['deployment']} at ${r['usd_per_hour']:.2f}/h, ${r['usd_per_1m_output_tokens']:.3f} "
                      f"per 1M output tokens; p99 TTFT {fmt_ms(r['ttft_p99_ms'])}, p99 TPOT {r['tpot_p99_ms']:.1f} ms; "
-                     f"within the targets up to {_load(r)}")
+                     f"within the targets up to {highest_load(r)}")
         lines.append("Frontier (cost against p99 TTFT and TPOT):")
         for r in map(p.row, p.frontier):
             lines.append(f"  ${r['usd_per_hour']:7.2f}/h  TTFT {fmt_ms(r['ttft_p99_ms']):>8}  TPOT "
-                         f"{r['tpot_p99_ms']:6.1f} ms  up to {_load(r):>18}  {r['deployment']}")
+                         f"{r['tpot_p99_ms']:6.1f} ms  up to {highest_load(r):>18}  {r['deployment']}")
     if args.csv:
         inputs = {k: v for k, v in vars(args).items() if k != "func"}
         export.write_dir(args.csv, {"deployments.csv": export.table_csv(p.rows(), f"planner search for {args.model}"),

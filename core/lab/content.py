@@ -62,8 +62,8 @@ def full_citation(c: dict) -> str:
 
 
 def describe_workload(x: LabInputs) -> str:
-    """A workload in one line: model, GPUs, rate, lengths and targets."""
-    return (f"{catalog.get_model(x.model).name} on {x.gpus} × {catalog.get_gpu(x.gpu).name}, {x.rate:g} req/s, "
+    """A workload in one line: model, GPUs, load, lengths and targets."""
+    return (f"{catalog.get_model(x.model).name} on {x.gpus} × {catalog.get_gpu(x.gpu).name}, {x.load_label()}, "
             f"{x.prompt_tokens:,} prompt / {x.output_tokens:,} output tokens ({x.length_dist}), "
             f"targets p99 TTFT {fmt_ms(x.ttft_p99_ms)}, p99 TPOT {fmt_ms(x.tpot_ms)}")
 

@@ -14,6 +14,7 @@ through, on the same workload:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from .. import bounds, memo
 from ..physics import catalog, pipeline
@@ -22,6 +23,8 @@ from ..planner.space import Targets
 from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
                                 trace_max_model_len)
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
+
+LOADS = ("rate", "users")
 
 STAGES = {
     1: "One GPU, one request at a time",
@@ -41,6 +44,12 @@ PAGE_STEPS = 10_000_000
 class LabInputs:
     # the seed's workload inputs
     rate: float = 4.0  # requests per second
+    # how the load is offered: "rate", an open loop at `rate`; or "users", a closed loop of `users`
+    # concurrent users, each sending its next request think_s after its last answer (how benchmarks
+    # run: vllm bench serve --max-concurrency)
+    load: str = "rate"
+    users: int = 64
+    think_s: float = 0.0
     prompt_tokens: int = 512  # average
     output_tokens: int = 256  # average
     model: str = "llama-3.1-8b"  # catalog id, or "dense-<N>b" for the model-size slider
@@ -74,6 +83,17 @@ class LabInputs:
     prefix_caching: bool = True  # vLLM V1's default
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
 
+    @property
+    def closed_loop(self) -> bool:
+        return self.load == "users"
+
+    def load_label(self) -> str:
+        """'4 req/s', or '64 concurrent users' (and their think time): the load, as the pages name it."""
+        if self.closed_loop:
+            think = f" thinking {self.think_s:g} s between requests" if self.think_s else ""
+            return f"{self.users:,} concurrent users{think}"
+        return f"{self.rate:g} req/s"
+
     def shares_prefixes(self) -> bool:
         """Whether any prompt repeats another's prefix (a trace: whether it names what is shared)."""
         if self.trace_csv is not None:
@@ -98,7 +118,12 @@ class LabInputs:
         if self.trace_csv is not None:  # raises with the offending line, or the request beyond the context
             trace_max_model_len(load_trace(self.trace_csv), catalog.get_model(self.model))
             return
-        if not self.rate > 0:
+        if self.load not in LOADS:
+            raise ValueError(f"the load is a request rate or concurrent users ({', '.join(LOADS)}), not '{self.load}'")
+        if self.closed_loop:
+            bounds.check("concurrency", self.users)
+            bounds.check("think_time", self.think_s)
+        elif not self.rate > 0:
             raise ValueError(f"request rate must be above 0 req/s, not {self.rate:g}: move the request-rate slider up")
         if self.prompt_tokens < 1 or self.output_tokens < 1:
             raise ValueError("prompt and output lengths must each be at least 1 token")
@@ -132,7 +157,9 @@ def with_trace_lengths(inputs: LabInputs) -> LabInputs:
 
 
 def workload(inputs: LabInputs) -> WorkloadSpec:
-    return WorkloadSpec(n_requests=inputs.requests, rate=inputs.rate, prompt_mean=inputs.prompt_tokens,
+    clients = (dict(rate=math.inf, concurrency=inputs.users, think_s=inputs.think_s) if inputs.closed_loop else
+               dict(rate=inputs.rate))
+    return WorkloadSpec(n_requests=inputs.requests, **clients, prompt_mean=inputs.prompt_tokens,
                         output_mean=inputs.output_tokens, length_dist=inputs.length_dist, spread=inputs.spread,
                         seed=inputs.seed, prefix_groups=inputs.system_prompts,
                         prefix_tokens=inputs.system_prompt_tokens if inputs.system_prompts else 0,

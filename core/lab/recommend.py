@@ -87,8 +87,8 @@ def recommend(inputs: LabInputs) -> Recommendation:
     if best is not None:
         d = best.deployment
         spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
-        reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.rate:g} "
-                  f"req/s is {_describe(best, w)}{spare}. {count(len(searched), 'deployment shape')} searched, "
+        reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.load_label()} "
+                  f"is {_describe(best, w)}{spare}. {count(len(searched), 'deployment shape')} searched, "
                   f"{count(sims, 'simulation')}.")
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
                               light_stage=d.stage)
@@ -98,7 +98,7 @@ def recommend(inputs: LabInputs) -> Recommendation:
         near_text = f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}."
     else:
         near_text = f" {catalog.get_model(inputs.model).label()} does not fit {inputs.gpus} {gpu} in {inputs.dtype}."
-    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {inputs.dtype} meets the targets at {inputs.rate:g} req/s."
+    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {inputs.dtype} meets the targets at {inputs.load_label()}."
               + near_text + (" It would take " + ", or ".join(c for c, _ in changes) + "." if changes else
                              " No change within reach meets them: lower the request rate."))
     light = changes[0][1].stage if changes else 1

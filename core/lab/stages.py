@@ -88,7 +88,7 @@ def serial_overload(inputs: LabInputs) -> StageOutcome | None:
     """Stage 1 without simulating it, when one request at a time cannot keep up on average: each
     request holds a GPU for its prefill and its decode steps, and utilisation = rate x that time /
     GPUs at or above 1 means the queue grows without bound. None when it is not that clear."""
-    if inputs.trace_csv is not None:
+    if inputs.trace_csv is not None or inputs.closed_loop:  # a closed loop cannot overload
         return None
     try:
         cfg = stage_config(inputs, 1)
@@ -121,7 +121,7 @@ def simplest_stage(outcomes: list[StageOutcome], inputs: LabInputs) -> StageChoi
         if o.meets:
             if i == 0:
                 s = o.summary
-                reason = (f"at {inputs.rate:g} req/s one request at a time keeps up: p99 TTFT "
+                reason = (f"at {inputs.load_label()} one request at a time keeps up: p99 TTFT "
                           f"{fmt_ms(s['ttft_ms']['p99'])} within the {fmt_ms(inputs.ttft_p99_ms)} target, so nothing "
                           f"more is needed yet.")
             else:

@@ -9,6 +9,7 @@ import numpy as np
 from .. import progress
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..serving import frontier
 from ..serving.simulate import steptime
 from ..text import fmt_ms
 from ..serving.workload import load_trace
@@ -22,10 +23,12 @@ def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
     cfg, res = current(inputs)
     cap_tok_s = res.summary["capacity_tok_s"]
     cap_rate = cap_tok_s / max(float(res.workload.output_tokens.mean()), 1.0)
-    lo = min(0.25 * inputs.rate, 0.1 * cap_rate)
-    hi = max(2.0 * inputs.rate, 1.3 * cap_rate)
+    # a closed loop's requests/s as sent: the open-loop sweep runs around it
+    rate = res.summary["arrival_rate_req_s"] if inputs.closed_loop else inputs.rate
+    lo = min(0.25 * rate, 0.1 * cap_rate)
+    hi = max(2.0 * rate, 1.3 * cap_rate)
     rows = []
-    configs = _configs([replace(inputs, rate=float(r)) for r in np.geomspace(lo, hi, points)])
+    configs = _configs([replace(inputs, load="rate", rate=float(r)) for r in np.geomspace(lo, hi, points)])
     check_page_work([c for _, c in configs], "This sweep")
     for x, cfg in configs:
         try:
@@ -98,6 +101,44 @@ def sweep_batch(inputs: LabInputs) -> list[dict]:
     return rows
 
 
+# requests each concurrency level sends at least: about as many a user as frontier.REQUESTS_PER_USER,
+# but the light levels stay cheap (a single user's 2,000 requests would be 2,000 requests in a row)
+USERS_SWEEP_REQUESTS = 400
+
+
+def user_levels(inputs: LabInputs, cfg) -> list[int]:
+    """Concurrency levels of the frontier (frontier.levels_for), and the sidebar's users."""
+    levels = frontier.levels_for(cfg)
+    if inputs.closed_loop and inputs.users not in levels:
+        levels = sorted(set(levels) | {inputs.users})
+    return levels
+
+
+def sweep_users(inputs: LabInputs) -> list[dict]:
+    """The throughput-interactivity frontier of the current deployment (core/serving/frontier.py):
+    output tok/s per GPU against tok/s per user, one point per concurrency level, the knee marked."""
+    cfg = current_config(inputs)
+    base = replace(cfg, workload=replace(cfg.workload, n_requests=min(cfg.workload.n_requests, USERS_SWEEP_REQUESTS)))
+    levels = user_levels(inputs, cfg)
+    progress.expect(len(levels))
+    check_page_work([frontier.level_config(base, n) for n in levels], "This concurrency sweep")
+    points = [frontier.point(base, n, run) for n in levels]
+    k = frontier.knee(points)
+    return [dict(p, knee=i == k, current=inputs.closed_loop and p["users"] == inputs.users)
+            for i, p in enumerate(points)]
+
+
+def users_caption(rows: list[dict], inputs: LabInputs) -> str:
+    """The frontier in words: the knee, and where the TPOT target cuts the curve."""
+    k = next(i for i, r in enumerate(rows) if r["knee"])
+    words = frontier.knee_words(rows, k)
+    within = [r for r in rows if r["tpot_p99_ms"] <= inputs.tpot_ms]
+    slo = (f"The {fmt_ms(inputs.tpot_ms)} p99 TPOT target (dashed: {1e3 / inputs.tpot_ms:,.0f} tok/s per user) holds "
+           f"up to {within[-1]['users']:,} users." if within else
+           f"No level meets the {fmt_ms(inputs.tpot_ms)} p99 TPOT target (dashed).")
+    return f"{words[0].upper()}{words[1:]}. {slo} Each point is a closed loop of that many users (hover for TTFT)."
+
+
 def knee_rate(rows: list[dict], target_ms: float) -> float | None:
     """The highest swept rate still within the TTFT target and stable."""
     ok = [r["rate"] for r in rows if r["stable"] and r["ttft_p99_ms"] <= target_ms]
@@ -129,16 +170,23 @@ def trace_replaces(text: str) -> str:
             f"GPUs, targets, toggles and the rest of Advanced still apply.")
 
 
-SWEEPS = {"rate": sweep_rate, "output": sweep_output, "tp": sweep_tp, "batch": sweep_batch}
+SWEEPS = {"rate": sweep_rate, "output": sweep_output, "tp": sweep_tp, "batch": sweep_batch, "users": sweep_users}
 
 
 # ---------------------------------------------------------------- what each sweep shows, in words
 
-def rate_caption(rows: list[dict], inputs: LabInputs) -> str:
+def current_rate(inputs: LabInputs, summary: dict) -> float:
+    """The request rate the sidebar's load offers: its rate, or what a closed loop's users sent."""
+    return summary["arrival_rate_req_s"] if inputs.closed_loop else inputs.rate
+
+
+def rate_caption(rows: list[dict], inputs: LabInputs, summary: dict) -> str:
     knee = knee_rate(rows, inputs.ttft_p99_ms)
+    now = (f"the {current_rate(inputs, summary):.3g} req/s the {inputs.users:,} users send (each point an open loop)"
+           if inputs.closed_loop else f"the current {inputs.rate:g} req/s")
     return ((f"Within the target up to about {knee:.3g} req/s on this deployment" if knee else
              "No swept rate meets the target on this deployment") +
-            f"; dashed: the {fmt_ms(inputs.ttft_p99_ms)} target and the current {inputs.rate:g} req/s."
+            f"; dashed: the {fmt_ms(inputs.ttft_p99_ms)} target and {now}."
             + overloaded_caption(rows))
 
 

@@ -115,6 +115,9 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
     if tid == "autoscaling":
         replicas = max(2, gpus // tp)
         g = replicas * tp
+        if inputs.closed_loop:
+            raise ValueError("the autoscaling A/B compresses a day of load around a request rate, and a closed loop "
+                             "has none: choose 'request rate' as the load to see it")
         if not inputs.rate > 0:  # a replayed trace leaves the rate slider free, even at 0
             raise ValueError("the autoscaling A/B compresses a day of load around the sidebar's request rate: set a "
                              "rate above 0 req/s")

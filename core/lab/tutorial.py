@@ -123,7 +123,9 @@ def facts(inputs: LabInputs) -> dict:
 
     # one request at a time on each replica
     f["serial_s"] = (f["pre"]["step_ms"] + O * f["d1"]["step_ms"]) / 1e3
-    f["rho"] = inputs.rate * f["serial_s"] / f["replicas"]
+    # a closed loop offers what its users send: each one request per answer and think time
+    f["rate"] = inputs.users / (f["serial_s"] + inputs.think_s) if inputs.closed_loop else inputs.rate
+    f["rho"] = f["rate"] * f["serial_s"] / f["replicas"]
 
     # tensor parallelism: the shown degree, or 2 to show what sharding would do
     tp_ex = tp if tp > 1 else (2 if model.heads % 2 == 0 else None)
@@ -323,7 +325,11 @@ def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         batch_speedup=times(B * d1 / dmax),
         serial_service_s=secs(f["serial_s"]), serial_capacity=f"{f['replicas'] / f['serial_s']:.3g} requests/s",
         serial_utilisation=f"{f['rho']:.0%}",
-        serial_verdict=(f"At {f['rho']:.0%} the queue grows without bound: requests arrive "
+        serial_verdict=(f"{inputs.users:,} users would keep one-at-a-time replicas {f['rho']:.0%} busy: a closed "
+                        f"loop cannot overload them (its users wait for their answers), so the replicas serve all "
+                        f"they can and the users queue for them, each waiting longer the more users there are."
+                        if inputs.closed_loop and f["rho"] >= 1 else
+                        f"At {f['rho']:.0%} the queue grows without bound: requests arrive "
                         f"{times(f['rho'])} faster than one-at-a-time replicas finish them, and every wait is "
                         f"longer than the last." if f["rho"] >= 1 else
                         "Below 100% the replicas keep up on average; the question is how long requests wait."),

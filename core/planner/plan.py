@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from .bounds import prompt_quantile
 from .executors import run_tasks
 from .search import ShapeResult, search_shape, slack
-from .space import Budget, Workload, preference, shapes
+from ..serving import frontier
+from .space import Budget, Workload, preference, shapes, to_config
+
+
+def highest_load(row: dict) -> str:
+    """A row's highest load within the targets, in words: a rate ('12.3 req/s'), or a closed loop's
+    users and what they send ('96 users (31.2 req/s)'); '≥' where the search's upper end still met them."""
+    more = "≥ " if row["max_rate_is_lower_bound"] else ""
+    if row.get("max_users") is not None:
+        return f"{more}{row['max_users']:,} users ({row['max_rate_req_s']:.3g} req/s)"
+    return f"{more}{row['max_rate_req_s']:.3g} req/s" if row["max_rate_req_s"] is not None else "-"
 
 
 def rank(r: ShapeResult, w: Workload, budget: Budget) -> tuple:
@@ -95,6 +105,29 @@ class Plan:
                     usd_per_hour=usd_h, usd_per_1m_output_tokens=usd_h / (tok_h / 1e6) if tok_h > 0 else math.inf,
                     requests_per_usd=(r.max_rate_req_s or 0.0) * 3600 / usd_h,
                     frontier=r in self.frontier, misses="; ".join(o.misses))
+
+    def interactivity(self, top: int = 3, requests: int = 400, on_point=None) -> list[dict]:
+        """The throughput-interactivity frontier (serving/frontier.py) of the cheapest passing
+        deployment and the next of the cost frontier, up to `top` in all: rows of every level of
+        each, named by deployment, the knee of each marked. on_point(done, total) after each level."""
+        picked = [r for r in sorted(self.frontier, key=self.rank) if r.meets][:top]
+        if self.cheapest is not None and self.cheapest not in picked:
+            picked = [self.cheapest] + picked[:top - 1]
+        cfgs = [(r.deployment.label(), to_config(r.deployment, self.workload)) for r in picked]
+        cfgs = [(name, replace(c, workload=replace(c.workload, n_requests=min(c.workload.n_requests, requests))))
+                for name, c in cfgs]
+        plans = [(name, c, frontier.levels_for(c)) for name, c in cfgs]
+        total, done, rows = sum(len(levels) for _, _, levels in plans), 0, []
+        for name, c, levels in plans:
+            points = []
+            for n in levels:
+                points.append(frontier.point(c, n))
+                done += 1
+                if on_point:
+                    on_point(done, total)
+            k = frontier.knee(points)
+            rows += [dict(p, deployment=name, knee=i == k) for i, p in enumerate(points)]
+        return rows
 
     def rows(self) -> list[dict]:
         simulated = [r for r in self.results if r.best is not None]

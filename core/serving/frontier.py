@@ -41,15 +41,31 @@ def check_levels(levels) -> tuple[int, ...]:
     return levels
 
 
-def point(cfg: SimConfig, users: int) -> dict:
+def levels_for(cfg: SimConfig) -> list[int]:
+    """Concurrency levels worth sweeping on `cfg`: powers of two from one user to twice the
+    sequences its replicas run at once (past those, users only queue), at most 4,096."""
+    gpus = cfg.gpus or cfg.tp * cfg.pp
+    replicas = max(1, (gpus - (cfg.prefill_gpus if cfg.disagg else 0)) // ((cfg.decode_tp or cfg.tp) * cfg.pp))
+    top = min(4096, 2 * replicas * max(1, cfg.max_seqs))
+    return [2 ** k for k in range(0, 13) if 2 ** k <= top]
+
+
+def level_config(cfg: SimConfig, users: int) -> SimConfig:
     """`cfg` served by a closed loop of `users` users (its workload's lengths, prefixes and think
-    time), as one point of the frontier; units in the keys."""
+    time; its rate too, where it has one), each sending REQUESTS_PER_USER requests at least."""
     spec = cfg.workload
     n = max(spec.n_requests, REQUESTS_PER_USER * users)
-    s = simulate(replace(cfg, workload=replace(spec, concurrency=users, n_requests=n,
-                                               rate=spec.rate if spec.closed_loop else math.inf))).summary
+    return replace(cfg, workload=replace(spec, concurrency=users, n_requests=n,
+                                         rate=spec.rate if spec.closed_loop else math.inf))
+
+
+def point(cfg: SimConfig, users: int, run=simulate) -> dict:
+    """One point of the frontier: `cfg` at `users` users (level_config), simulated by `run`; units
+    in the keys."""
+    level = level_config(cfg, users)
+    s = run(level).summary
     tpot = s["tpot_ms"]["p50"]
-    return dict(users=users, requests=n, output_tok_s=s["throughput_tok_s"], gpus=s["gpus"],
+    return dict(users=users, requests=level.workload.n_requests, output_tok_s=s["throughput_tok_s"], gpus=s["gpus"],
                 output_tok_s_per_gpu=s["throughput_tok_s"] / s["gpus"],
                 tok_s_per_user=1e3 / tpot if tpot > 0 else math.inf, req_s=s["throughput_req_s"],
                 ttft_p50_ms=s["ttft_ms"]["p50"], ttft_p99_ms=s["ttft_ms"]["p99"], tpot_p50_ms=tpot,
@@ -79,17 +95,21 @@ def sweep(cfg: SimConfig, levels, on_point=None) -> dict:
         if on_point:
             on_point(i + 1, len(levels))
     k = knee(points)
+    return dict(points=points, knee=k, knee_words=knee_words(points, k), tpot_slo_ms=cfg.tpot_slo_ms,
+                slo_tok_s_per_user=1e3 / cfg.tpot_slo_ms)
+
+
+def knee_words(points: list[dict], k: int) -> str:
+    """'knee at 32 users: 2,698 output tok/s per GPU at 95 tok/s per user ...; 64 users raise ...'"""
     kp = points[k]
     words = (f"knee at {kp['users']:,} users: {kp['output_tok_s_per_gpu']:,.0f} output tok/s per GPU at "
              f"{kp['tok_s_per_user']:,.0f} tok/s per user (TPOT {kp['tpot_p50_ms']:.1f} ms)")
     if k < len(points) - 1:
         nxt = points[k + 1]
-        words += (f"; {nxt['users']:,} users raise the throughput only {nxt['output_tok_s_per_gpu'] / kp['output_tok_s_per_gpu'] - 1:.0%}"
-                  f" and slow every user to {nxt['tok_s_per_user']:,.0f} tok/s")
-    else:
-        words += "; the throughput still grows with every level swept: sweep further to find where it stops"
-    return dict(points=points, knee=k, knee_words=words, tpot_slo_ms=cfg.tpot_slo_ms,
-                slo_tok_s_per_user=1e3 / cfg.tpot_slo_ms)
+        gain = nxt["output_tok_s_per_gpu"] / kp["output_tok_s_per_gpu"] - 1
+        return words + (f"; {nxt['users']:,} users raise the throughput only {gain:.0%} and slow every user to "
+                        f"{nxt['tok_s_per_user']:,.0f} tok/s")
+    return words + "; the throughput still grows at every level swept: sweep further to find where it stops"
 
 
 def table(points: list[dict], label: str) -> list[dict]:
