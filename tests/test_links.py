@@ -165,3 +165,23 @@ def test_a_trace_within_the_context_runs_whatever_the_length_sliders_say(page):
     at.session_state["model"], at.session_state["prompt"], at.session_state["output"] = "mistral-7b", 65536, 512
     upload(at, HEADER + b"0,1000,100\n0.5,3000,300\n")
     assert not [e.value for e in at.error if "unexpected error" in e.value or "context" in e.value]
+
+
+def test_a_link_to_a_closed_loop_opens_it_on_every_view_and_keeps_it():
+    link = {"load": "users", "users": "32", "think": "2"}
+    at = opened(link)
+    assert not notices(at)
+    said = " ".join(i.value for i in at.info)
+    assert "32 users in a closed loop, thinking 2 s (fixed) between requests" in said
+    assert "Concurrent users" in [s.label for s in at.sidebar.select_slider]
+    assert "Request rate (req/s)" not in [s.label for s in at.sidebar.slider]  # the rate is not the load now
+    assert {k: at.query_params[k] for k in link} == link  # written back: the link still says it
+    for page, words in (("views/bottlenecks.py", "32 users in a closed loop"),
+                        ("views/tradeoffs.py", "32 users in a closed loop")):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        text = " ".join([i.value for i in at.info] + [c.value for c in at.caption])
+        assert words in text, page
+    at = opened({"load": "crowd", "users": "5"})
+    assert any("load=crowd" in n and "rate (the default)" in n for n in notices(at))
+    assert any("users=5" in n and "4 (the nearest)" in n for n in notices(at))

@@ -140,7 +140,16 @@ def show_error(e: Exception, what: str = "This view") -> None:
 
 
 def overload(summary: dict, what: str = "This run") -> None:
-    """A run whose queue grows without bound says so, with what was served against what was offered."""
+    """A run whose queue grows without bound says so, with what was served against what was offered;
+    a closed loop's, how its users offered the load and what saturates."""
     note = metrics.overload(summary)
     if note:
         st.warning(f"{what}: {note}.", icon=":material/trending_up:")
+    clients(summary, what)
+
+
+def clients(summary: dict, what: str = "This run") -> None:
+    """A closed loop's users, what they sent and what stops more of them from raising throughput."""
+    words = metrics.clients_words(summary)
+    if words:
+        st.info(f"{what}: {words}.", icon=":material/group:")

@@ -7,6 +7,7 @@ import json
 import sys
 
 from .. import bounds
+from ..serving import export
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,7 +33,7 @@ def bounded(name: str):
 
 def emit(result: dict, as_json: bool, lines: list[str]) -> None:
     if as_json:
-        json.dump(result, sys.stdout, indent=1, default=jsonable)
+        json.dump(export.finite(result), sys.stdout, indent=1, default=jsonable, allow_nan=False)
         sys.stdout.write("\n")
     else:
         sys.stdout.write("\n".join(lines) + "\n")

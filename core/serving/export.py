@@ -112,7 +112,19 @@ def run_dict(result: SimResult, inputs: dict | None = None, extra: dict | None =
 
 
 def to_json(d) -> str:
-    return json.dumps(d, indent=1, default=_jsonable, allow_nan=False)
+    return json.dumps(finite(d), indent=1, default=_jsonable, allow_nan=False)
+
+
+def finite(o):
+    """JSON has no infinity: an infinite figure (a closed loop's request rate, every request due at
+    once) is written "inf", as vLLM's result files write their request rate; NaN is null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None if math.isnan(o) else ("inf" if o > 0 else "-inf")
+    if isinstance(o, dict):
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [finite(v) for v in o]
+    return o
 
 
 def _jsonable(o):
