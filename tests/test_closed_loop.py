@@ -191,3 +191,20 @@ def test_the_lab_s_export_of_a_closed_loop_says_its_users_and_reproduces_it():
     again = simulate(replace(cfg, workload=WorkloadSpec(**{**spec, "rate": float(spec["rate"]),
                                                            "rate_schedule": tuple(spec["rate_schedule"])})))
     assert again.summary["ttft_ms"] == result.summary["ttft_ms"]
+
+
+def test_calibrate_replays_the_file_s_concurrency_cap(tmp_path):
+    raw = json.loads((FIXTURES / "vllm-0.8.3_llama-3.3-70b_tp8_a100-40g_sharegpt_qpsinf.json").read_text())
+    path = tmp_path / "capped.json"
+    path.write_text(json.dumps(dict(raw, max_concurrency=16)))
+    rc, out, err = cli("calibrate", str(path), "--gpu", "a100-40gb", "--tp", "8", "--compare-only")
+    assert rc == 0, err
+    assert "all at once, at most 16 in flight" in out and "capped requests in flight at 16" in out
+    def simulated_ttft(*extra):
+        rc, out, err = cli("calibrate", str(path), "--gpu", "a100-40gb", "--tp", "8", "--compare-only", "--json",
+                           *extra)
+        assert rc == 0, err
+        return next(r["simulated"] for r in json.loads(out)["comparison"] if r["metric"] == "TTFT median")
+
+    # fewer requests in flight wait behind fewer: --concurrency replaces the file's cap
+    assert simulated_ttft("--concurrency", "4") < simulated_ttft() < simulated_ttft("--concurrency", "64")

@@ -55,6 +55,8 @@ class BenchRun:
 
     def label(self) -> str:
         rate = "all at once" if math.isinf(self.request_rate) else f"{self.request_rate:g} req/s"
+        if self.max_concurrency:
+            rate += f", at most {self.max_concurrency} in flight"
         what = f"{self.dataset} dataset, " if self.dataset else ""
         return f"line {self.line}: {self.tool}, {what}{rate}, {self.completed} requests"
 
