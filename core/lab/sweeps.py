@@ -180,10 +180,11 @@ def current_rate(inputs: LabInputs, summary: dict) -> float:
     return summary["arrival_rate_req_s"] if inputs.closed_loop else inputs.rate
 
 
-def rate_caption(rows: list[dict], inputs: LabInputs, summary: dict) -> str:
+def rate_caption(rows: list[dict], inputs: LabInputs, summary: dict | None = None) -> str:
+    """The rate sweep in words; a closed loop's needs its run's summary (what its users sent)."""
     knee = knee_rate(rows, inputs.ttft_p99_ms)
     now = (f"the {current_rate(inputs, summary):.3g} req/s the {inputs.users:,} users send (each point an open loop)"
-           if inputs.closed_loop else f"the current {inputs.rate:g} req/s")
+           if inputs.closed_loop and summary else f"the current {inputs.rate:g} req/s")
     return ((f"Within the target up to about {knee:.3g} req/s on this deployment" if knee else
              "No swept rate meets the target on this deployment") +
             f"; dashed: the {fmt_ms(inputs.ttft_p99_ms)} target and {now}."
