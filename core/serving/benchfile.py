@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,8 @@ class BenchRun:
     start_times_s: np.ndarray | None = None
     itls_s: list | None = None
     length_hints: dict = field(default_factory=dict)  # SGLang's dataset settings (random_input_len, ...)
+    # the deployment as the file says it: {"tp": (8, "'tp8' in the file's name"), "vllm": ((0, 8, 3), ...)}
+    said: dict = field(default_factory=dict)
 
     @property
     def detailed(self) -> bool:
@@ -74,7 +77,44 @@ def parse(data: bytes | str, name: str = "the file") -> list[BenchRun]:
         raise ValueError(f"{name} is empty: expected the JSON of `vllm bench serve --save-result` or SGLang "
                          f"bench_serving's JSON lines")
     objects = _objects(text, name)
-    return [_run(obj, line, name) for line, obj in objects]
+    runs = [_run(obj, line, name) for line, obj in objects]
+    for run, (_, obj) in zip(runs, objects):
+        run.said = deployment_said(obj, name)
+    return runs
+
+
+# `vllm bench serve --metadata KEY=VALUE` writes its pairs into the result, values as text
+_TP_KEYS = ("tensor_parallel_size", "tensor-parallel-size", "tp_size", "tp")
+_VERSION_KEYS = ("vllm_version", "vllm-version", "version")
+_TP_IN_NAME = re.compile(r"(?<![a-z0-9])tp[-_=]?(\d{1,2})(?!\d)")
+_VLLM_IN_TEXT = re.compile(r"vllm[-_ =]?v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def deployment_said(obj: dict, name: str) -> dict:
+    """What the run's metadata, else its file's name, says of the deployment the results come from:
+    its tensor-parallel degree ('..._tp8_...', metadata tensor_parallel_size=8) and vLLM's version
+    ('vllm-0.8.3_...', metadata vllm_version=0.8.3). The files record neither on their own."""
+    out = {}
+    for key in _TP_KEYS:
+        v = obj.get(key)
+        if isinstance(v, (int, str)) and not isinstance(v, bool) and str(v).strip().isdigit() \
+                and 1 <= int(v) <= 64:
+            out["tp"] = (int(v), f"'{key}={int(v)}' in the file's metadata")
+            break
+    m = _TP_IN_NAME.search(str(name).lower())
+    if "tp" not in out and m and 1 <= int(m.group(1)) <= 64:
+        out["tp"] = (int(m.group(1)), f"'{m.group(0)}' in the file's name")
+    for key in _VERSION_KEYS:
+        v = obj.get(key)
+        hit = _VLLM_IN_TEXT.search(f"vllm-{v}".lower()) if isinstance(v, str) else None
+        if hit:
+            version = tuple(int(x or 0) for x in hit.groups())
+            out["vllm"] = (version, f"'{key}={'.'.join(map(str, version))}' in the file's metadata")
+            break
+    m = _VLLM_IN_TEXT.search(str(name).lower())
+    if "vllm" not in out and m:
+        out["vllm"] = (tuple(int(x or 0) for x in m.groups()), f"'{m.group(0)}' in the file's name")
+    return out
 
 
 def _constant(token: str) -> float:

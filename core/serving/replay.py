@@ -179,3 +179,19 @@ def notes(run: BenchRun) -> list[str]:
     return out
 
 
+
+
+# SchedulerConfig.async_scheduling is on by default since vLLM 0.14 (physics/vllm_host.py)
+ASYNC_SINCE = (0, 14)
+
+
+def said_deployment(run: BenchRun) -> dict:
+    """The tp and scheduling the file says its run had (its metadata or name), with where it says so:
+    {"tp": (8, "'tp8' in the file's name"), "async_scheduling": (False, "'vllm-0.8.3' in the file's name")}."""
+    out = {}
+    if "tp" in run.said:
+        out["tp"] = run.said["tp"]
+    if "vllm" in run.said:
+        version, where = run.said["vllm"]
+        out["async_scheduling"] = (version >= ASYNC_SINCE, where)
+    return out
