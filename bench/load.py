@@ -36,7 +36,7 @@ from live_app import CHROME_ARGS, IDLE, chromium_executable, streamlit_process  
 THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMetricValue']"
 EXCEPTION = "[data-testid='stException']"
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
-RATE_SLIDER = "[data-testid='stSlider']:has-text('Request rate') input[type='range']"
+RATE_SLIDER = "[data-testid='stNumberInput']:has-text('Request rate') input"  # the rate box (a slider stopped at 100)
 RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
 BAR_TEXT = ("document.querySelector(\"[data-testid='stProgress']\")"  # what the heavy run is doing, in words
             "?.innerText.split(':')[0].replace(/[.]{3}$/, '') ?? null")
@@ -79,7 +79,7 @@ async def session(browser, url: str, rate: float, changes: int, timeout_ms: floa
             before = await page.locator(CAPTION).first.inner_text()  # names the run's wall time: always new
             await page.locator(RATE_SLIDER).focus()
             t0 = time.perf_counter()
-            await page.keyboard.press("ArrowRight")  # +0.1 req/s, one slider move
+            await page.keyboard.press("ArrowUp")  # +0.1 req/s, one move of the rate
             await expect(page.locator(CAPTION).first).not_to_have_text(before, timeout=timeout_ms)
             await idle(page, timeout_ms)
             out["times"].append(time.perf_counter() - t0)
@@ -195,7 +195,7 @@ async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy:
                     bar_texts.append(bar)
                 if not running:
                     await heavy.locator(RATE_SLIDER).focus()
-                    await heavy.keyboard.press("ArrowRight")
+                    await heavy.keyboard.press("ArrowUp")
                     heavy_runs += 1
                 await asyncio.sleep(0.2)  # the sampling's own pace
 
@@ -210,7 +210,7 @@ async def heavy_and_light(url: str, changes: int, timeout_ms: float, with_heavy:
         if with_heavy:  # Stop: one more heavy page, stopped while it runs; the run ends and the page says so
             await idle(heavy, timeout_ms)
             await heavy.locator(RATE_SLIDER).focus()
-            await heavy.keyboard.press("ArrowRight")
+            await heavy.keyboard.press("ArrowUp")
             try:  # its runs may all end before the click
                 await heavy.get_by_role("button", name="Stop this run").first.click(timeout=10_000)
                 t0 = time.perf_counter()

@@ -39,13 +39,13 @@ def main(argv: list[str]) -> None:
         if shot:
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot))
-        slider = page.locator("[data-testid='stSlider']").filter(has_text="Request rate").get_by_role("slider")
+        slider = page.locator("[data-testid='stNumberInput']").filter(has_text="Request rate").locator("input")
         times = []
         for _ in range(moves):
             before = page.locator(CAPTION).inner_text()
             slider.focus()
             t = time.perf_counter()
-            page.keyboard.press("ArrowRight")
+            page.keyboard.press("ArrowUp")  # +0.1 req/s in the rate box
             page.wait_for_function(
                 """([sel, before, idle]) => {
                     const el = [...document.querySelectorAll("[data-testid='stCaptionContainer']")]

@@ -105,3 +105,27 @@ def test_failed_requests_are_left_out_of_the_replay():
     d["output_lens"][0], d["ttfts"][0], d["itls"][0], d["errors"][0] = 0, 0.0, [], "timeout"
     run, = benchfile.parse(json.dumps(d), "r.json")
     assert len(run.input_lens) == 199 and run.input_lens[0] == d["input_lens"][1]
+
+
+def test_a_result_without_tool_keys_names_each_wrong_value_and_why():
+    # a hand-made or truncated result: no 'backend' or 'model_id', but its fields are a result's
+    with pytest.raises(ValueError) as e:
+        benchfile.parse('{"date":"x","completed":"ten","request_rate":-1}', "mine.json")
+    said = str(e.value)
+    assert "'completed' is \"ten\", not a whole number of requests" in said
+    assert "'request_rate' is -1: it must be above 0 req/s, or inf" in said
+    assert "'duration'" in said and "missing" in said
+    assert "no 'completed'" not in said  # it has one: its value is what is wrong
+
+
+@pytest.mark.parametrize("value, words", [
+    ("-3", "'completed' is -3, not a whole number of requests"),
+    ("2.5", "'completed' is 2.5, not a whole number of requests"),
+    ("true", "'completed' is true, not a whole number of requests"),
+])
+def test_a_wrong_count_says_what_a_count_is(value, words):
+    d = good()
+    text = json.dumps(d).replace('"completed": 200', f'"completed": {value}')
+    with pytest.raises(ValueError) as e:
+        benchfile.parse(text, "r.json")
+    assert words in str(e.value)

@@ -37,9 +37,9 @@ def test_import_a_result_file_and_download_csv(page):
     wait_idle(page)
     # the model is read from the file; the user confirms the GPU and tp the run used
     form = page.locator("[data-testid='stForm']")
-    # the file does not record tp: it starts at the fewest GPUs that hold the 70B (two H100s), not at a refusal
+    # the file does not record tp, but its name does ('_tp8_'): the form starts there, not at a refusal
     tp_box = form.locator("[data-testid='stSelectbox']").filter(has_text="Tensor parallelism")
-    assert tp_box.locator("input").input_value() == "2"
+    assert tp_box.locator("input").input_value() == "8"
     assert page.locator("[data-testid='stAlertContentError']").count() == 0
     form.locator("[data-testid='stSelectbox']").filter(has_text="GPU").first.click()
     page.get_by_role("option", name="NVIDIA A100 40GB SXM4").click()

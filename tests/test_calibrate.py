@@ -106,3 +106,79 @@ def test_a_catalog_gpu_at_your_price_changes_only_the_cost():
     assert mine["cost_per_1m_tokens_usd"] == pytest.approx(lst["cost_per_1m_tokens_usd"] / lst["price_usd_per_gpu_hour"])
     with pytest.raises(ValueError, match="price after '@'"):
         catalog.get_gpu("h100@free")
+
+
+def summary_only(tmp_path, model_id: str, **changes) -> Path:
+    """The published run as `vllm bench serve --save-result` writes it without --save-detailed:
+    aggregates only, no per-request lengths (the common case)."""
+    d = json.loads(VLLM_4.read_text())
+    for key in ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors"):
+        d.pop(key)
+    d.update(model_id=model_id, **changes)
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+def test_a_summary_only_run_on_a_4k_context_model_is_calibrated_not_refused(tmp_path):
+    # 1,000 ShareGPT-like requests of 1,200 prompt and 400 output tokens on average: a long tail
+    path = summary_only(tmp_path, "meta-llama/Llama-2-70b-hf", completed=1000, num_prompts=1000, duration=250.0,
+                        total_input_tokens=1000 * 1200, total_output_tokens=1000 * 400)
+    r = subprocess.run([sys.executable, "-m", "core", "calibrate", str(path), "--gpu", "a100-80gb", "--tp", "4",
+                        "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr  # it said "a request of the run has 5282 tokens, beyond ... 4096"
+    run, = benchfile.parse(path.read_bytes(), path.name)
+    _, prompt, output = replay.workload_arrays(run, max_total=catalog.get_model("llama-2-70b").max_context)
+    assert (prompt + output).max() <= 4096  # no drawn request longer than the server could have run
+    assert len(prompt) == 1000
+
+
+def test_a_summary_whose_mean_lengths_exceed_the_context_blames_the_file_for_its_means(tmp_path):
+    path = summary_only(tmp_path, "meta-llama/Llama-2-70b-hf", total_input_tokens=200 * 5000)
+    r = subprocess.run([sys.executable, "-m", "core", "calibrate", str(path), "--gpu", "a100-80gb", "--tp", "4"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "mean" in r.stderr and "5000 prompt" in r.stderr and "context of 4096" in r.stderr
+
+
+def test_a_detailed_run_with_a_request_beyond_the_context_names_that_recorded_request():
+    d = json.loads(VLLM_4.read_text())
+    d["input_lens"][7] = 4100  # with its one output token: 4,101, beyond Llama-2's 4,096
+    run, = benchfile.parse(json.dumps(d), VLLM_4.name)
+    with pytest.raises(ValueError) as e:
+        replay.config_for(run, replace(BASE, model="llama-2-7b"))
+    assert "the file records a request of 4101 tokens" in str(e.value) and "context of 4096" in str(e.value)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "core", "calibrate", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_readmes_file_is_replayed_at_the_tp_and_scheduling_its_name_says():
+    r = cli(VLLM_4, "--gpu", "a100-40gb", "--compare-only")
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert "8 x NVIDIA A100 40GB" in first and "tp 8 (from 'tp8' in the file's name)" in first
+    assert "synchronous scheduling (from 'vllm-0.8.3' in the file's name)" in first  # before vLLM 0.14's default
+    said = cli(VLLM_4, "--gpu", "a100-40gb", "--tp", "4", "--async-scheduling", "--compare-only")
+    first = said.stdout.splitlines()[0]
+    assert "4 x NVIDIA A100 40GB" in first and "tp 4," in first and first.endswith("per step, async scheduling")
+
+
+def test_a_fit_that_cannot_reach_the_measurement_says_which_bound_and_what_explains_the_gap():
+    run, = benchfile.parse(VLLM_4.read_bytes(), VLLM_4.name)
+    # the page's old default for this file: tp 4 (it ran on tp 8) and vLLM 0.14's async scheduling (it ran 0.8.3)
+    cal = calibrate.fit(run, SimConfig(gpu="a100-40gb", model="llama-3.3-70b", tp=4, policy="sarathi",
+                                       max_batched_tokens=2048))
+    assert cal.bound == {"eta_bw": "upper", "eta_gemm": "upper"}
+    decode, prefill = cal.warnings
+    assert decode.startswith("eta_bw stopped at its upper bound, 1.000 (the datasheet's HBM bandwidth")
+    assert "TPOT" in decode and "prefix caching" not in decode and "prefill" not in decode
+    assert "higher tp" in decode and "'tp8' in the file's name says tp 8, not tp 4" in decode
+    assert prefill.startswith("eta_gemm stopped at its upper bound, 1.000 (the datasheet's peak FLOP/s")
+    assert "neither a faster GPU nor cached prompts" in prefill  # prefill compute is a small part of this TTFT
+    assert "Async scheduling accounts for" in prefill and "says a vLLM before 0.14" in prefill
+    # the simulated figure it reports is the one the table shows
+    ttft = next(r for r in cal.rows_after if r["metric"] == "TTFT median")
+    assert f"still {ttft['simulated']:.1f} ms against {ttft['measured']:.1f} ms measured" in prefill

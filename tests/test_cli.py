@@ -116,3 +116,13 @@ def test_pipeline_stages_from_the_command_line():
     assert mem["pp"] == 2 and mem["weights_gb_per_gpu"] < 60  # half the layers of 810 GB over 8 GPUs
     bad = run("simulate", "--gpu", "h100", "--model", "llama-3.1-8b", "--pp", "2", "--gpus", "3", "--requests", "5")
     assert bad.returncode == 2 and "multiple of 2" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_disaggregated_simulation_names_both_pools_in_its_text():
+    r = run("simulate", "--gpu", "h100", "--model", "llama-3.1-8b", "--gpus", "8", "--disagg", "--prefill-gpus", "2",
+            "--prefill-tp", "2", "--rate", "5", "--requests", "100")
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    # one prefill replica of 2 GPUs and six decode replicas of one: the split the user asked for, not "8 replicas"
+    assert "prefill pool: 1 replica of tp=2 (2 GPUs); decode pool: 6 replicas of tp=1 (6 GPUs)" in first
+    assert "7 replicas" not in first and "8 replicas" not in first

@@ -174,7 +174,7 @@ def test_a_link_to_a_closed_loop_opens_it_on_every_view_and_keeps_it():
     said = " ".join(i.value for i in at.info)
     assert "32 users in a closed loop, thinking 2 s (fixed) between requests" in said
     assert "Concurrent users" in [s.label for s in at.sidebar.select_slider]
-    assert "Request rate (req/s)" not in [s.label for s in at.sidebar.slider]  # the rate is not the load now
+    assert "Request rate (req/s)" not in [s.label for s in at.sidebar.number_input]  # the rate is not the load now
     assert {k: at.query_params[k] for k in link} == link  # written back: the link still says it
     for page, words in (("views/bottlenecks.py", "32 users in a closed loop"),
                         ("views/tradeoffs.py", "32 users in a closed loop")):

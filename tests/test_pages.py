@@ -24,7 +24,7 @@ def stage_heading(at: AppTest) -> str:
 
 # each sidebar input changed once, to a value other than its default
 CHANGES = [
-    ("slider", "rate", 8.0), ("select_slider", "prompt", 1024), ("select_slider", "output", 128),
+    ("number_input", "rate", 8.0), ("select_slider", "prompt", 1024), ("select_slider", "output", 128),
     ("selectbox", "model", "qwen2.5-7b"), ("select_slider", "gpus", 2), ("selectbox", "router", "rr"),
     ("selectbox", "gpu", "h200"),
     ("select_slider", "ttft", 500), ("select_slider", "budget", 4096),
@@ -62,7 +62,7 @@ def test_every_input_changes_the_view_without_an_exception():
 def test_metrics_follow_the_request_rate():
     at = app()
     low = metric(at, "Throughput")
-    at.sidebar.slider(key="rate").set_value(12.0).run()
+    at.sidebar.number_input(key="rate").set_value(12.0).run()
     assert not at.exception
     high = metric(at, "Throughput")
     assert float(high.split()[0].replace(",", "")) > 2 * float(low.split()[0].replace(",", ""))
@@ -91,13 +91,13 @@ def test_the_stage_moves_up_when_the_model_stops_fitting_one_gpu():
 ])
 def test_bad_input_gives_a_message_and_the_page_keeps_working(change, words):
     at = app()
-    widgets = {"rate": at.sidebar.slider, "prompt": at.sidebar.select_slider, "model": at.sidebar.selectbox}
+    widgets = {"rate": at.sidebar.number_input, "prompt": at.sidebar.select_slider, "model": at.sidebar.selectbox}
     for key, value in change.items():
         widgets[key](key=key).set_value(value)
     at.run()
     assert not at.exception
     assert any(words in e.value for e in at.error), [e.value for e in at.error]
-    at.sidebar.slider(key="rate").set_value(2.0)
+    at.sidebar.number_input(key="rate").set_value(2.0)
     at.sidebar.selectbox(key="model").set_value("llama-3.1-8b")
     at.sidebar.select_slider(key="prompt").set_value(512)
     at.run()
@@ -156,7 +156,7 @@ def test_the_scenario_path_never_goes_back_a_stage():
 
 def test_the_planner_searches_and_shows_the_cheapest_deployment_and_frontier():
     at = app()
-    at.sidebar.slider(key="rate").set_value(44.0).run()
+    at.sidebar.number_input(key="rate").set_value(44.0).run()
     at.switch_page("views/planner.py").run()
     assert not at.exception and at.title[0].value == "Planner"
     assert any("Search deployments" in i.value for i in at.info)  # nothing runs until asked
@@ -172,7 +172,7 @@ def test_the_planner_searches_and_shows_the_cheapest_deployment_and_frontier():
     assert len(at.get("vega_lite_chart")) == 3 and len(at.dataframe) >= 1
     assert {b.label for b in at.get("download_button")} >= {"Download CSV", "Download JSON", "Concurrency sweep (CSV)",
                                                            "Concurrency sweep (JSON)"}
-    at.sidebar.slider(key="rate").set_value(40.0).run()  # the sidebar moved: the answer is marked stale
+    at.sidebar.number_input(key="rate").set_value(40.0).run()  # the sidebar moved: the answer is marked stale
     assert any("press **Search deployments**" in w.value for w in at.warning)
 
 
@@ -204,7 +204,7 @@ def test_an_overloaded_walkthrough_and_lab_mark_latencies_as_growing_in_full_vie
     # '52.4 min and growing' was cut off to '52.4 min a...' on a stage card: the figure stays whole
     # and the words go under it, on the walkthrough's cards and on the Lab's
     at = app()
-    at.sidebar.slider(key="rate").set_value(44.0)
+    at.sidebar.number_input(key="rate").set_value(44.0)
     at.sidebar.select_slider(key="output").set_value(256).run()
     cards = {m.label: m for m in at.metric}
     assert cards["p99 TTFT"].value.endswith(" s") and cards["p99 TTFT"].delta.startswith("and growing")
@@ -257,7 +257,7 @@ def test_an_advanced_knob_keeps_its_value_while_its_section_is_closed():
     at.session_state["advanced"] = False
     at.run()
     assert all(s.key != "requests" for s in at.sidebar.select_slider)  # not drawn
-    at.sidebar.slider(key="rate").set_value(3.0).run()  # another input moves: the closed knob still counts
+    at.sidebar.number_input(key="rate").set_value(3.0).run()  # another input moves: the closed knob still counts
     assert not at.exception and "500 requests" in simulated(at) and at.query_params["requests"] == "500"
     at.session_state["advanced"] = True
     at.run()

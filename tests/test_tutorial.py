@@ -187,10 +187,10 @@ def test_page_numbers_change_with_the_sidebar(app):
 
 
 def test_page_shows_an_error_not_a_traceback_for_bad_inputs(app):
-    app.sidebar.slider(key="rate").set_value(0.0).run()
+    app.sidebar.number_input(key="rate").set_value(0.0).run()
     assert not app.exception
     assert any("request rate" in e.value for e in app.error)
-    app.sidebar.slider(key="rate").set_value(4.0).run()
+    app.sidebar.number_input(key="rate").set_value(4.0).run()
 
 
 def test_the_write_up_names_the_datasheet_ridge_and_the_measured_ridge_with_the_batch_at_each():

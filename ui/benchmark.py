@@ -31,6 +31,7 @@ def fit(data: bytes, name: str, line: int, base: SimConfig, version: str = CORE_
     return calibrate.fit(run, base)
 
 
+BAND_PX = 34  # a metric's two bars and the gap between metrics
 COLUMNS = {c: st.column_config.NumberColumn(format="%.2f") for c in ("measured", "simulated", "calibrated")}
 
 
@@ -53,7 +54,12 @@ def errors_chart(rows: list[dict], after: list[dict] | None = None) -> alt.Chart
         data += [dict(metric=r["metric"], error=r["error"] * 100, when="calibrated") for r in after
                  if math.isfinite(r["error"])]
     df = pd.DataFrame(data)
+    # a band per metric tall enough for its bars and its label: at a fixed 360 px the axis dropped every
+    # other label of 14 metrics
+    metrics = df["metric"].nunique() if len(df) else 1
     return alt.Chart(df).mark_bar().encode(
-        y=alt.Y("metric:N", sort=None, title=None), x=alt.X("error:Q", title="simulated against measured (%)"),
+        y=alt.Y("metric:N", sort=None, title=None, axis=alt.Axis(labelOverlap=False, labelLimit=220)),
+        x=alt.X("error:Q", title="simulated against measured (%)"),
         color=alt.Color("when:N", title=None, legend=alt.Legend(orient="bottom")),
-        yOffset="when:N", tooltip=["metric", "when", alt.Tooltip("error:Q", format="+.1f")]).properties(height=360)
+        yOffset="when:N", tooltip=["metric", "when", alt.Tooltip("error:Q", format="+.1f")]
+    ).properties(height=BAND_PX * metrics)

@@ -62,14 +62,19 @@ def ticks_125(lo: float, hi: float) -> list[float]:
     return out if len(out) <= 9 else [v for v in out if f"{v:g}".lstrip("0.").startswith("1")] or out
 
 
-def log_scale(values, ticks: list[float] | None = None) -> tuple[alt.Scale, dict]:
+def log_scale(values, ticks: list[float] | None = None, pad: float | None = None) -> tuple[alt.Scale, dict]:
     """A log scale spanning the data, with its ticks at 1-2-5 steps (or at `ticks`, say the powers
-    of two a batch or a tensor-parallel degree takes)."""
+    of two a batch or a tensor-parallel degree takes); with `pad`, the data's range widened by that
+    factor at each end (room for a point's symbol) rather than out to the ticks around it."""
     v = [float(x) for x in values if x is not None and np.isfinite(x) and x > 0]
     if not v:
         return alt.Scale(type="log"), {}
     lo, hi = (min(v), max(v)) if min(v) < max(v) else (min(v) / 2, max(v) * 2)
     t = sorted(ticks) if ticks else ticks_125(lo, hi)
+    if pad:
+        lo, hi = lo / pad, hi * pad
+        inside = [x for x in t if lo <= x <= hi]
+        return alt.Scale(type="log", domain=[lo, hi], nice=False), dict(values=inside or t, format=",~g")
     return alt.Scale(type="log", domain=[min(t[0], lo), max(t[-1], hi)], nice=False), dict(values=t, format=",~g")
 
 
@@ -337,8 +342,13 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
                             stage=f"stage {r['stage']}", kind="frontier" if r["frontier"] else
                             ("meets the targets" if r["meets"] else "misses"),
                             rate=r["max_rate_req_s"] or 0.0) for r in rows if np.isfinite(r[metric])])
-    x = alt.X("usd_h:Q", title="cost ($ per hour)", scale=alt.Scale(zero=False))
-    scale, axis = log_scale(list(df["ms"]) + [target])
+    # both axes fitted to the points, with room for a symbol at each end: the domain ran to the next tick
+    # (10^6 ms above a 2x10^5 miss), and the costliest shapes sat on the frame's right edge
+    lo, hi = float(df["usd_h"].min()), float(df["usd_h"].max())
+    room = 0.05 * (hi - lo if hi > lo else max(hi, 1.0))
+    x = alt.X("usd_h:Q", title="cost ($ per hour)",
+              scale=alt.Scale(domain=[max(lo - room, 0.0), hi + room], nice=False))
+    scale, axis = log_scale(list(df["ms"]) + [target], pad=1.3)
     y = alt.Y("ms:Q", title=f"{title} (ms, log scale)", scale=scale, axis=alt.Axis(**axis))
     tooltip = [alt.Tooltip("label:N", title="deployment"), alt.Tooltip("usd_h:Q", title="$ per hour", format=",.2f"),
                alt.Tooltip("ms:Q", title=f"{title} (ms)", format=",.1f"),
@@ -355,8 +365,8 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
                         legend=alt.Legend(orient="top", title=None, columns=3)))
     line = alt.Chart(df[df["kind"] == "frontier"].sort_values("usd_h")).mark_line(
         color=COLORS["accent"], interpolate="step-after").encode(x=x, y=y)
-    rule = alt.Chart(pd.DataFrame({"ms": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
-        y=alt.Y("ms:Q"))
+    # the same scale as the points: the rule's own (a "nice" log scale) widened the shared one to whole decades
+    rule = alt.Chart(pd.DataFrame({"ms": [target]})).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(y=y)
     return framed(line + points + rule, 260, f"{title} against cost")
 
 

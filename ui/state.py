@@ -72,10 +72,13 @@ def sidebar() -> None:
                          help="Seconds a user waits after an answer before its next request (0: a benchmark "
                               "client, which sends at once).")
     else:
-        sb.slider("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), DEFAULTS.rate, 0.1, key="rate",
-                  persist_state="session",
-                  help="New generation requests arriving per second. Each runs autoregressively until its output "
-                       "is complete.")
+        # a typed number, not a slider: the range runs to fleet scale (100,000 req/s), where a slider's steps
+        # would be either too coarse for one GPU or too many to drag through
+        sb.number_input("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), DEFAULTS.rate, 0.1,
+                        key="rate", format="%g", persist_state="session",
+                        help=f"New generation requests arriving per second (up to "
+                             f"{bounds.sidebar_range('rate')[1]:,.0f}: a fleet's traffic). Each runs "
+                             f"autoregressively until its output is complete.")
     sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt",
                      help="Input length processed in the prefill phase; sets the starting size of each KV cache. "
                           "With shared system prompts or conversations (Advanced), the user's own message of each "

@@ -51,26 +51,38 @@ models = catalog.model_ids()
 guess = replay.guess_model(run.model_id) or inputs.model
 gpus = yourgpu.options()
 gpu0 = inputs.gpu.split("@")[0] if inputs.gpu.split("@")[0] in gpus else gpus[0]
-# the file does not say how the model was sharded: start from the fewest GPUs that hold it, so that a
-# 70B's first answer is a comparison, not "does not fit at tp=1"
-TPS = [1, 2, 4, 8, 16]
+# tp as the file's metadata or name says it ('..._tp8_...'); where they are silent, the fewest GPUs that
+# hold the model, so that a 70B's first answer is a comparison, not "does not fit at tp=1"
+said = replay.said_deployment(run)
 need = min_tp(replace(inputs, model=guess if guess in models else models[0], gpu=gpu0)) or 1
+TPS = sorted({1, 2, 4, 8, 16} | ({said["tp"][0]} if "tp" in said else set()))
+tp0 = said["tp"][0] if "tp" in said else next((t for t in TPS if t >= need), TPS[-1])
+tp_help = (f"{said['tp'][1].capitalize()} says tp {said['tp'][0]}." if "tp" in said else
+           "The file does not record it: the default is the fewest GPUs of this type that hold the model.")
+async0, async_help = said.get("async_scheduling", (True, None))
+if said:  # the file's own words, but only digits and the words matched in its name: safe as Markdown
+    st.caption("From the file: " + "; ".join(
+        f"tp {said['tp'][0]} ({said['tp'][1]})" if k == "tp" else
+        f"{'async' if v[0] else 'synchronous'} scheduling ({v[1]})" for k, v in said.items()) + ".")
 with st.form("bench_deployment"):
     a, b, c = st.columns(3)
     model = a.selectbox("Model", models, models.index(guess) if guess in models else 0,
                         format_func=lambda m: catalog.get_model(m).label())
     gpu = b.selectbox("GPU", gpus, gpus.index(gpu0), format_func=lambda g: catalog.get_gpu(g).name)
-    tp = c.selectbox("Tensor parallelism (GPUs per replica)", TPS, next((i for i, t in enumerate(TPS) if t >= need), 0),
-                     help="The file does not record it: the default is the fewest GPUs of this type that hold the "
-                          "model. Set the run's own.")
+    tp = c.selectbox("Tensor parallelism (GPUs per replica)", TPS, TPS.index(tp0), help=tp_help + " Set the run's own.")
     a, b, c = st.columns(3)
     chunked = a.toggle("Chunked prefill (vLLM V1's default)", True)
+    asynchronous = a.toggle("Async scheduling (vLLM 0.14 and later)", async0,
+                            help="The engine plans each step while the last one runs, so a new request waits one "
+                                 "step more before its prefill; vLLM before 0.14 schedules each step after the last."
+                                 + (f" {async_help.capitalize()} says vLLM {'0.14 or later' if async0 else 'before 0.14'}."
+                                    if async_help else ""))
     budget = b.select_slider("Token budget per step", [512, 1024, 2048, 4096, 8192, 16384], 2048,
                              help="vLLM's max_num_batched_tokens")
     max_seqs = c.select_slider("Max sequences per step", [32, 64, 128, 256, 512, 1024], 256, help="vLLM's max_num_seqs")
     st.form_submit_button("Simulate this run", type="primary", icon=":material/play_arrow:")
 base = SimConfig(gpu=gpu, model=model, tp=tp, policy="sarathi" if chunked else "vllm", max_batched_tokens=budget,
-                 max_seqs=max_seqs)
+                 max_seqs=max_seqs, async_scheduling=asynchronous)
 try:
     cmp = B.compare(data, name, run.line, base)
 except ValueError as e:
@@ -82,7 +94,7 @@ st.caption(f"Median |error| over the {len(cmp.rows)} figures: {cmp.median_abs_er
            f"{len(cmp.result.requests['arrival_s'])} requests on {base.tp} x {catalog.get_gpu(gpu).name}.")
 for note in cmp.notes:
     st.caption(f":material/info: {note}")
-st.dataframe(B.rows_frame(cmp.rows), hide_index=True, width="stretch", column_config=B.COLUMNS)
+st.dataframe(B.rows_frame(cmp.rows), hide_index=True, width="stretch", height="content", column_config=B.COLUMNS)
 dl.table(cmp.rows, f"measured against simulated, {name} {run.label()}", "comparison", "Comparison (CSV)")
 dl.downloads(cmp.result, {"result_file": name, "line": run.line},
              key="replayed")
@@ -101,10 +113,11 @@ if st.button("Calibrate to this run", icon=":material/tune:", key="bench_fit") o
     except ValueError as e:
         widgets.show_error(e, "This calibration")
         st.stop()
-    st.markdown(" · ".join(f"`{k}` {cal.before[k]:.3f} → **{cal.after[k]:.3f}**" for k in cal.after))
+    st.markdown(" · ".join(f"`{k}` {cal.before[k]:.3f} → **{cal.after[k]:.3f}**"
+                           + (f" (stopped at its {cal.bound[k]} bound)" if cal.bound.get(k) else "") for k in cal.after))
     for w in cal.warnings:
         st.warning(w, icon=":material/warning:")
-    st.dataframe(B.rows_frame(cal.rows_before, cal.rows_after), hide_index=True, width="stretch",
+    st.dataframe(B.rows_frame(cal.rows_before, cal.rows_after), hide_index=True, width="stretch", height="content",
                  column_config=B.COLUMNS)
     st.altair_chart(B.errors_chart(cal.rows_before, cal.rows_after), width="stretch")
     pname = st.text_input("Profile name", f"{catalog.get_gpu(gpu).name} calibrated", max_chars=60)

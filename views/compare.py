@@ -68,7 +68,7 @@ st.caption(f"{inputs.load_label()}, prompts of {inputs.prompt_tokens} and output
            f"({inputs.length_dist}), {inputs.requests:,} requests; targets p99 TTFT {fmt_ms(inputs.ttft_p99_ms)} and "
            f"p99 TPOT {fmt_ms(inputs.tpot_ms)}.")  # as every other view writes them: '1.00 s', not '1000 ms'
 rows = C.table(entries, inputs)
-st.dataframe(rows, hide_index=True, width="stretch")
+st.dataframe(rows, hide_index=True, width="stretch", height="content")  # every row: a scrolled table hid some
 st.subheader("TTFT and TPOT distributions")
 dist = C.distributions(entries)
 for col, metric in zip(st.columns(2), ("TTFT", "TPOT")):

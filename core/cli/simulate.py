@@ -128,8 +128,7 @@ def cmd_simulate(args) -> None:
     result = simulate(config_from_args(args))
     s = result.summary
     lines = [
-        f"{s['requests']} requests, {count(s['replicas'], 'replica')} of tp={s['tp']}"
-        + (f" x pp={s['pp']}" if s["pp"] > 1 else "") + f" ({count(s['gpus'], 'GPU')}), "
+        f"{s['requests']} requests, {_deployment(s)}, "
         f"policy {s['policy']}: " + ("stable" if s["stable"] else f"OVERLOADED, {overload(s)}"),
     ]
     if clients_words(s):
@@ -154,3 +153,17 @@ def cmd_simulate(args) -> None:
         paths = write_simulation_csv(args.csv, result, {k: v for k, v in vars(args).items() if k != "func"})
         lines.append(f"  wrote {', '.join(p.name for p in paths)} to {args.csv}")
     emit(s, args.json, lines)
+
+
+def _replicas(r: dict) -> str:
+    return (f"{count(r['replicas'], 'replica')} of tp={r['tp']}" + (f" x pp={r['pp']}" if r["pp"] > 1 else "")
+            + f" ({count(r['gpus'], 'GPU')})")
+
+
+def _deployment(s: dict) -> str:
+    """The replicas, or each pool of a prefill/decode split: the split is the point of --disagg, and the
+    pools' tp may differ."""
+    pools = s.get("pools", {})
+    if "prefill" in pools and "decode" in pools:
+        return f"prefill pool: {_replicas(pools['prefill'])}; decode pool: {_replicas(pools['decode'])}"
+    return _replicas(s)

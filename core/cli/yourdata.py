@@ -2,6 +2,7 @@
 every command takes (--profile, --gpu-file; a price as --gpu h100@1.85) and `--csv DIR`."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ..physics import catalog, hardware, hfconfig
@@ -91,13 +92,18 @@ def register(sub) -> None:
     p.add_argument("result", help="`vllm bench serve --save-result` JSON or SGLang bench_serving JSON lines")
     p.add_argument("--gpu", default=None, help="the GPU the benchmark ran on (catalog id; h100@1.85 for your price)")
     p.add_argument("--model", default=None, help="model id (default: read from the file where it names one)")
-    p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree of one replica")
+    p.add_argument("--tp", type=bounded("tp"), default=None,
+                   help="tensor-parallel degree of one replica (default: what the file's metadata or name says, "
+                        "e.g. '_tp8_'; else 1)")
     p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp, one replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="the benchmark's weights: bf16, fp8 or int4 (AWQ/GPTQ)")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES, help="the benchmark's KV cache dtype")
     p.add_argument("--policy", default="sarathi", choices=("sarathi", "vllm"),
                    help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own")
+    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                   help="the engine planned each step while the last ran (vLLM 0.14 and later; default: what the "
+                        "file's metadata or name says of vLLM's version, else on)")
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=2048, help="the engine's token budget per step")
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="the engine's sequences per step")
     p.add_argument("--concurrency", type=bounded("concurrency"), default=None, metavar="N",
@@ -135,14 +141,23 @@ def cmd_calibrate(args) -> None:
     if model is None:
         raise ValueError("the file does not name a model the catalog knows" +
                          (f" ('{run.model_id}')" if run.model_id else "") + ": give --model")
+    said = replay.said_deployment(run)
+    tp, tp_from = (args.tp, "") if args.tp is not None else \
+        (said["tp"][0], f" (from {said['tp'][1]})") if "tp" in said else (1, "")
+    async_on, async_from = (args.async_scheduling, "") if args.async_scheduling is not None else \
+        (said["async_scheduling"][0], f" (from {said['async_scheduling'][1]})") if "async_scheduling" in said \
+        else (True, "")
+    args.tp = tp
     if args.think_time and not (args.concurrency or run.max_concurrency):
         raise ValueError("--think-time is a closed loop's: the file records no max_concurrency, so give --concurrency N")
     clients = WorkloadSpec(concurrency=args.concurrency or 0, think_s=args.think_time, think_dist=args.think_dist)
-    base = SimConfig(gpu=args.gpu, model=model, tp=args.tp, gpus=args.gpus, dtype=args.dtype, kv_dtype=args.kv_dtype, policy=args.policy,
-                     max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs, workload=clients)
+    base = SimConfig(gpu=args.gpu, model=model, tp=tp, gpus=args.gpus, dtype=args.dtype, kv_dtype=args.kv_dtype,
+                     policy=args.policy, max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs,
+                     async_scheduling=async_on, workload=clients)
     gpu = catalog.get_gpu(args.gpu)
     lines = [f"{run.label()}; replayed on {catalog.get_model(model).label()}, {base.gpus or base.tp} x {gpu.name}, "
-             f"tp {args.tp}, {args.policy} with {args.max_batched_tokens} tokens per step"]
+             f"tp {tp}{tp_from}, {args.policy} with {args.max_batched_tokens} tokens per step, "
+             f"{'async' if async_on else 'synchronous'} scheduling{async_from}"]
     lines += [f"  note: {n}" for n in replay.notes(run)]
     if args.compare_only:
         cmp = replay.compare(run, base, seed=args.seed)
@@ -152,8 +167,8 @@ def cmd_calibrate(args) -> None:
         cal = calibrate.fit(run, base, args.seed)
         rows, out = cal.rows_after, cal.to_json()
         result = calibrate.comparison_after(cal).result
-        lines += [f"  {k}: {cal.before[k]:.3f} -> {cal.after[k]:.3f} (from the median {cal.targets[k][0].upper()})"
-                  for k in cal.after]
+        lines += [f"  {k}: {cal.before[k]:.3f} -> {cal.after[k]:.3f} (from the median {cal.targets[k][0].upper()}"
+                  + (f"; at its {cal.bound[k]} bound" if cal.bound.get(k) else "") + ")" for k in cal.after]
         lines += [f"  warning: {w}" for w in cal.warnings]
         lines += _table(cal.rows_before, cal.rows_after)
         if args.out:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,8 @@ class BenchRun:
     start_times_s: np.ndarray | None = None
     itls_s: list | None = None
     length_hints: dict = field(default_factory=dict)  # SGLang's dataset settings (random_input_len, ...)
+    # the deployment as the file says it: {"tp": (8, "'tp8' in the file's name"), "vllm": ((0, 8, 3), ...)}
+    said: dict = field(default_factory=dict)
 
     @property
     def detailed(self) -> bool:
@@ -76,7 +79,44 @@ def parse(data: bytes | str, name: str = "the file") -> list[BenchRun]:
         raise ValueError(f"{name} is empty: expected the JSON of `vllm bench serve --save-result` or SGLang "
                          f"bench_serving's JSON lines")
     objects = _objects(text, name)
-    return [_run(obj, line, name) for line, obj in objects]
+    runs = [_run(obj, line, name) for line, obj in objects]
+    for run, (_, obj) in zip(runs, objects):
+        run.said = deployment_said(obj, name)
+    return runs
+
+
+# `vllm bench serve --metadata KEY=VALUE` writes its pairs into the result, values as text
+_TP_KEYS = ("tensor_parallel_size", "tensor-parallel-size", "tp_size", "tp")
+_VERSION_KEYS = ("vllm_version", "vllm-version", "version")
+_TP_IN_NAME = re.compile(r"(?<![a-z0-9])tp[-_=]?(\d{1,2})(?!\d)")
+_VLLM_IN_TEXT = re.compile(r"vllm[-_ =]?v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def deployment_said(obj: dict, name: str) -> dict:
+    """What the run's metadata, else its file's name, says of the deployment the results come from:
+    its tensor-parallel degree ('..._tp8_...', metadata tensor_parallel_size=8) and vLLM's version
+    ('vllm-0.8.3_...', metadata vllm_version=0.8.3). The files record neither on their own."""
+    out = {}
+    for key in _TP_KEYS:
+        v = obj.get(key)
+        if isinstance(v, (int, str)) and not isinstance(v, bool) and str(v).strip().isdigit() \
+                and 1 <= int(v) <= 64:
+            out["tp"] = (int(v), f"'{key}={int(v)}' in the file's metadata")
+            break
+    m = _TP_IN_NAME.search(str(name).lower())
+    if "tp" not in out and m and 1 <= int(m.group(1)) <= 64:
+        out["tp"] = (int(m.group(1)), f"'{m.group(0)}' in the file's name")
+    for key in _VERSION_KEYS:
+        v = obj.get(key)
+        hit = _VLLM_IN_TEXT.search(f"vllm-{v}".lower()) if isinstance(v, str) else None
+        if hit:
+            version = tuple(int(x or 0) for x in hit.groups())
+            out["vllm"] = (version, f"'{key}={'.'.join(map(str, version))}' in the file's metadata")
+            break
+    m = _VLLM_IN_TEXT.search(str(name).lower())
+    if "vllm" not in out and m:
+        out["vllm"] = (tuple(int(x or 0) for x in m.groups()), f"'{m.group(0)}' in the file's name")
+    return out
 
 
 def _constant(token: str) -> float:
@@ -119,6 +159,10 @@ def _objects(text: str, name: str) -> list[tuple[int, dict]]:
     return out
 
 
+class _FieldError(ValueError):
+    """One field's problem, in the field's words: "'completed' is "ten", not a whole number of requests"."""
+
+
 class _Fields:
     """Typed, range-checked reads of one run's keys; errors name the line and the key."""
 
@@ -128,25 +172,31 @@ class _Fields:
     def fail(self, key: str, what: str):
         raise ValueError(f"{self.where}: field '{key}' {what}")
 
+    def wrong(self, key: str, why: str):
+        """The value of `key` and why it cannot be used."""
+        raise _FieldError(f"'{key}' is {_shown(self.obj.get(key))}{why}")
+
     def num(self, key: str, required: bool = False, allow_inf: bool = False, lo: float = 0.0):
         v = self.obj.get(key)
         if v is None:
             if required:
-                self.fail(key, "is missing")
+                raise _FieldError(f"'{key}' is missing")
             return None
         if isinstance(v, str) and v.strip().lower() in ("inf", "infinity") and allow_inf:
             return math.inf
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            self.fail(key, f"must be a number, not {json.dumps(v)[:40]}")
+            self.wrong(key, ", not a number")
         v = float(v)
         if math.isnan(v) or (math.isinf(v) and not allow_inf) or v < lo:
-            self.fail(key, f"must be a number >= {lo:g}, not {v}")
+            self.wrong(key, f": it must be a number >= {lo:g}")
         return v
 
-    def int(self, key: str, required: bool = False):
+    def int(self, key: str, required: bool = False, what: str = "whole number"):
+        v = self.obj.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or v < 0 or v != int(v)):
+            self.wrong(key, f", not a {what}")
         v = self.num(key, required)
-        if v is not None and v != int(v):
-            self.fail(key, f"must be a whole number, not {v}")
         return None if v is None else int(v)
 
     def text(self, key: str):
@@ -187,6 +237,12 @@ class _Fields:
         return out
 
 
+def _shown(v) -> str:
+    """A field's value as the file wrote it, shortened."""
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 def _tool(obj: dict) -> str:
     if "dataset_name" in obj or "total_output_tokens_retokenized" in obj or "random_input_len" in obj:
         return "sglang"
@@ -195,37 +251,69 @@ def _tool(obj: dict) -> str:
     return "vllm" if obj.get("backend") == "vllm" else ("sglang" if obj.get("backend") else "")
 
 
+# keys every result holds, whichever tool wrote it: a file with them is a result, whatever else it lacks
+_RESULT_KEYS = ("completed", "duration", "request_rate", "total_output_tokens")
+
+
 def _run(obj: dict, line: int, name: str) -> BenchRun:
     f = _Fields(obj, line, name)
-    tool = _tool(obj)
-    if not tool or "completed" not in obj:
+    tool = _tool(obj) or ("vllm" if any(k in obj for k in _RESULT_KEYS) else "")
+    if not tool:
         keys = ", ".join(list(obj)[:6])
         raise ValueError(f"{name}, line {line}: not a benchmark result (no 'completed' or tool keys; found {keys}): "
                          f"expected `vllm bench serve --save-result` JSON or SGLang bench_serving JSON lines")
-    completed = f.int("completed", required=True)
-    if completed < 1:
-        f.fail("completed", "is 0: no request of this run succeeded, so there is nothing to compare")
-    duration = f.num("duration", required=True)
-    if duration <= 0:
-        f.fail("duration", "must be above 0 s")
-    rate = f.num("request_rate", required=True, allow_inf=True)
-    if rate <= 0:
-        f.fail("request_rate", "must be above 0 req/s, or inf")
-    burst = f.num("burstiness") or 1.0
-    if burst <= 0:
-        f.fail("burstiness", "must be above 0 (1: Poisson arrivals)")
-    run = BenchRun(tool=tool, line=line, model_id=f.text("model_id"), request_rate=rate, burstiness=burst,
-                   max_concurrency=f.int("max_concurrency"), duration_s=duration, completed=completed,
-                   failed=f.int("failed") or 0, dataset=f.text("dataset_name"),
-                   total_input_tokens=f.int("total_input_tokens", required=True),
-                   total_output_tokens=f.int("total_output_tokens", required=True), measured={})
-    for key in ("random_input_len", "random_output_len", "sharegpt_output_len"):
-        if f.num(key) is not None:
-            run.length_hints[key] = f.int(key)
-    if f.num("random_range_ratio") is not None:
-        run.length_hints["random_range_ratio"] = f.num("random_range_ratio")
-    _per_request(run, f)
-    run.measured = _measured(run, f)
+    problems, missing = [], []
+
+    def read(fn, key, *args, check=None, **kw):
+        """The field's value, or None with its problem kept: every wrong field is named at once."""
+        try:
+            v = fn(key, *args, **kw)
+            if v is not None and check is not None:
+                check(v)
+            return v
+        except _FieldError as e:
+            (missing if str(e).endswith("is missing") else problems).append(str(e))
+            return None
+
+    def at_least_one(v):
+        if v < 1:
+            f.wrong("completed", ": no request of this run succeeded, so there is nothing to compare")
+
+    def above_zero(key, why):
+        def check(v):
+            if v <= 0:
+                f.wrong(key, why)
+        return check
+
+    completed = read(f.int, "completed", required=True, what="whole number of requests", check=at_least_one)
+    # lo=-inf: a negative rate or duration gets its own reason, not the general ">= 0"
+    duration = read(f.num, "duration", required=True, lo=-math.inf, check=above_zero("duration", ": it must be above 0 s"))
+    rate = read(f.num, "request_rate", required=True, allow_inf=True, lo=-math.inf,
+                check=above_zero("request_rate", ": it must be above 0 req/s, or inf"))
+    burst = read(f.num, "burstiness", lo=-math.inf, check=above_zero("burstiness", ": it must be above 0 (1: Poisson arrivals)"))
+    concurrency = read(f.int, "max_concurrency", what="whole number of requests")
+    failed = read(f.int, "failed", what="whole number of requests")
+    tokens_in = read(f.int, "total_input_tokens", required=True, what="whole number of tokens")
+    tokens_out = read(f.int, "total_output_tokens", required=True, what="whole number of tokens")
+    if missing:
+        keys = [m.split("'")[1] for m in missing]
+        problems.append(f"{', '.join(repr(k) for k in keys)} {'is' if len(keys) == 1 else 'are'} missing")
+    if problems:
+        raise ValueError(f"{name}, line {line}: " + "; ".join(problems))
+    run = BenchRun(tool=tool, line=line, model_id=f.text("model_id"), request_rate=rate, burstiness=burst or 1.0,
+                   max_concurrency=concurrency, duration_s=duration, completed=completed,
+                   failed=failed or 0, dataset=f.text("dataset_name"),
+                   total_input_tokens=tokens_in, total_output_tokens=tokens_out, measured={})
+    try:
+        for key in ("random_input_len", "random_output_len", "sharegpt_output_len"):
+            if f.num(key) is not None:
+                run.length_hints[key] = f.int(key, what="whole number of tokens")
+        if f.num("random_range_ratio") is not None:
+            run.length_hints["random_range_ratio"] = f.num("random_range_ratio")
+        _per_request(run, f)
+        run.measured = _measured(run, f)
+    except _FieldError as e:
+        raise ValueError(f"{f.where}: {e}") from None
     return run
 
 

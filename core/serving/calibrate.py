@@ -21,9 +21,10 @@ logarithm (the metric falls as the factor rises), the two in turn until both set
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..physics import catalog, costmodel, hardware
+from . import replay
 from .benchfile import BenchRun
 from .replay import Comparison, comparison_rows, config_for, notes, simulated_metrics
 from .simulate import SimConfig, simulate
@@ -46,6 +47,7 @@ class Calibration:
     warnings: list[str]
     efficiency: costmodel.Efficiency
     notes: list[str]
+    bound: dict = field(default_factory=dict)  # factor -> "upper" or "lower": the bound its fit stopped at
 
     def comparison(self, after: bool = True) -> list[dict]:
         return self.rows_after if after else self.rows_before
@@ -89,19 +91,100 @@ def fit(run: BenchRun, base: SimConfig, seed: int = 0) -> Calibration:
         if not moved:
             break
     before_m, after_m = metrics(start), metrics(eff)
-    warnings = []
+    warnings, bound = [], {}
     for name, (metric, want) in goal.items():
         got = after_m[metric]["p50"]
         if abs(got / want - 1) > 0.02:
-            bound = getattr(eff, name)
-            side = "slower" if got > want else "faster"
-            warnings.append(f"{name} stops at {bound:.3g}: even there the simulated median {metric.upper()} "
-                            f"({got:.1f} ms) is {side} than measured ({want:.1f} ms). Check the GPU, tp and model; "
-                            f"a run that reuses cached prompts (vLLM's prefix caching) prefills faster than any "
-                            f"compute rate allows.")
+            value = getattr(eff, name)
+            bound[name] = "upper" if value >= BOUNDS[1] else "lower" if value <= BOUNDS[0] else None
+            warnings.append(_unreached(name, metric, want, got, bound[name], cfg, eff, run,
+                                       decode_short=bound.get("eta_bw") == "upper"))
     return Calibration(run, cfg, {k: getattr(start, k) for k in goal}, {k: getattr(eff, k) for k in goal}, goal,
                        comparison_rows(run.measured, before_m), comparison_rows(run.measured, after_m), warnings,
-                       eff, notes(run))
+                       eff, notes(run), bound)
+
+
+# what a factor's bound is, in the hardware's words
+LIMITS = {("eta_bw", "upper"): "the datasheet's HBM bandwidth: no GPU streams its memory faster",
+          ("eta_gemm", "upper"): "the datasheet's peak FLOP/s: no GPU computes faster",
+          ("eta_bw", "lower"): "2% of the datasheet's HBM bandwidth: slower than any GPU that works",
+          ("eta_gemm", "lower"): "2% of the datasheet's peak FLOP/s: slower than any GPU that works"}
+UNBOUNDED = 1e3  # a factor this far above the datasheet: that part of the step takes no time at all
+
+
+def _unreached(name, metric, want, got, bound, cfg, eff, run, decode_short=False) -> str:
+    """Why the fit could not bring the simulated median onto the measured one: the bound it stopped
+    at, what that bound means, and what the replay's own parts account for (each one measured by
+    simulating without it), or that the gap is unexplained."""
+    def median(e=eff, c=cfg):
+        return simulated_metrics(simulate(c, e).summary)[metric]["p50"]
+
+    what = metric.upper()
+    head = (f"{name} stopped at its {bound} bound, {BOUNDS[bound == 'upper']:.3f} ({LIMITS[name, bound]}), and the "
+            if bound else f"{name} did not settle, and the ")
+    head += f"simulated median {what} is still {got:.1f} ms against {want:.1f} ms measured"
+    if bound != "upper":  # simulated too fast even on a crippled GPU: nothing in the GPU explains it
+        return (head + ". This replay cannot explain the gap: a GPU that slow would be broken, so the time went "
+                "elsewhere (a queue or network in front of the server, a server busy with other work or still "
+                "warming up).")
+    if name == "eta_bw":
+        return head + ". " + _decode_gap(want, median(replace(eff, eta_bw=UNBOUNDED)), got, cfg, run)
+    return head + ". " + _prefill_gap(want, got, median, cfg, eff, run, decode_short)
+
+
+def _decode_gap(want, fixed, got, cfg, run) -> str:
+    """A decode step slower than the measurement even at the datasheet's bandwidth."""
+    said = replay.said_deployment(run).get("tp")
+    out = (f"Streaming the weights and KV cache takes {got - fixed:.1f} ms of each output token at that bandwidth "
+           f"and the rest of a step (kernel launches, the engine's host time, compute) {fixed:.1f} ms")
+    if fixed >= want:
+        return out + (": the rest alone is above the measurement, so this run's per-step time is shorter than the "
+                      "one this replay assumes (fitted to vLLM 0.15 runs on H100s and H200s), and the gap is "
+                      "unexplained by the bandwidth.")
+    hint = (f"; {said[1]} says tp {said[0]}, not tp {cfg.tp}" if said and said[0] != cfg.tp else "")
+    return out + (f". The measured {want:.1f} ms needs each GPU to stream fewer bytes per token than tp {cfg.tp} on "
+                  f"this GPU does: a higher tp (each GPU holds 1/tp of the weights), another GPU, or fp8 or int4 "
+                  f"weights{hint}.")
+
+
+def _prefill_gap(want, got, median, cfg, eff, run, decode_short) -> str:
+    """A first token later than the measurement even at the datasheet's FLOP/s: how much of it is
+    prefill compute, and how much each other part of the replay holds (simulated without it)."""
+    free = median(replace(eff, eta_gemm=UNBOUNDED))
+    if free <= want:
+        return (f"Prefill compute is {got - free:.1f} ms of it (with prefill infinitely fast: {free:.1f} ms), so this "
+                f"run prefilled faster than the datasheet allows: its prompts were probably cached (vLLM's prefix "
+                f"caching skips a repeated prompt's prefill, and a result file records no prompts), or the GPU, tp "
+                f"or model differ.")
+    out = [f"Prefill compute, the part eta_gemm scales, is only {max(got - free, 0):.1f} ms of it (with prefill "
+           f"infinitely fast: {free:.1f} ms), so neither a faster GPU nor cached prompts would close the gap."]
+    now, c = got, cfg
+    if cfg.async_scheduling:
+        c = replace(c, async_scheduling=False)
+        t = median(eff, c)
+        said = replay.said_deployment(run).get("async_scheduling")
+        advice = ("if the server ran a vLLM before 0.14, replay it without async scheduling" if not said else
+                  f"{said[1]} says vLLM 0.14 or later, which does" if said[0] else
+                  f"{said[1]} says a vLLM before 0.14, which schedules each step after the last: replay it without "
+                  f"async scheduling")
+        out.append(f"Async scheduling accounts for {now - t:.1f} ms: the replay plans each step while the last runs, "
+                   f"as vLLM 0.14 and later do, so a new request waits one step more (without it: {t:.1f} ms); "
+                   f"{advice}.")
+        now = t
+    if cfg.api_server and eff.api_ms > 0:
+        c = replace(c, api_server=False)
+        t = median(eff, c)
+        out.append(f"The API server's time is {now - t:.1f} ms of it (fitted to vLLM 0.15 runs; without it: "
+                   f"{t:.1f} ms).")
+        now = t
+    if now > want * 1.02 and decode_short:
+        out.append(f"The remaining {now - want:.1f} ms is in the decode steps a new request waits behind, too slow "
+                   f"here as well (eta_bw's bound).")
+    elif now <= want * 1.02:
+        out.append("Without these parts the replay reaches the measurement.")
+    else:
+        out.append(f"The remaining {now - want:.1f} ms is unexplained by this replay.")
+    return " ".join(out)
 
 
 def _solve(f, want: float, x0: float) -> float:

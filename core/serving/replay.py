@@ -41,13 +41,15 @@ def guess_model(model_id: str | None) -> str | None:
     return None
 
 
-def workload_arrays(run: BenchRun, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(arrival_s, prompt_tokens, output_tokens) of the run's successful requests."""
+def workload_arrays(run: BenchRun, seed: int = 0, max_total: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival_s, prompt_tokens, output_tokens) of the run's successful requests; lengths drawn for a
+    summary-only file stay within `max_total` tokens (the model's context)."""
     rng = np.random.default_rng(seed)
     if run.detailed:
         prompt, output = run.input_lens.astype(np.int64), np.maximum(run.output_lens, 1).astype(np.int64)
     else:
-        prompt, output = _drawn_lengths(run, seed)
+        prompt, output = _drawn_lengths(run, seed, max_total)
     n = len(prompt)
     if run.start_times_s is not None:
         arrival = run.start_times_s - run.start_times_s.min()
@@ -61,7 +63,7 @@ def workload_arrays(run: BenchRun, seed: int = 0) -> tuple[np.ndarray, np.ndarra
     return arrival, prompt, output
 
 
-def _drawn_lengths(run: BenchRun, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _drawn_lengths(run: BenchRun, seed: int, max_total: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     n = run.completed
     p_mean = max(run.total_input_tokens / n, 1.0)
     o_mean = max(run.total_output_tokens / n, 1.0)
@@ -73,6 +75,8 @@ def _drawn_lengths(run: BenchRun, seed: int) -> tuple[np.ndarray, np.ndarray]:
     else:
         dist, spread = "lognormal", 0.5
     longest = (p_mean + o_mean) * (2 if dist == "uniform" else 16)
+    if max_total:  # the server refused longer requests, so the run held none: clip the tail's draws to it
+        longest = min(longest, max_total - 2)
     spec = WorkloadSpec(n_requests=n, rate=1.0, prompt_mean=p_mean, output_mean=o_mean, length_dist=dist,
                         spread=spread, max_total_tokens=int(longest) + 2, seed=seed)
     wl = generate(spec)
@@ -87,12 +91,16 @@ def trace_csv(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> st
 
 def config_for(run: BenchRun, base: SimConfig, seed: int = 0) -> SimConfig:
     """`base` (the user's deployment: GPU, model, tp, engine limits) serving the run's workload."""
-    arrival, prompt, output = workload_arrays(run, seed)
     model = catalog.get_model(base.model)
+    if not run.detailed and (run.total_input_tokens + run.total_output_tokens) / run.completed > model.max_context:
+        raise ValueError(f"the file's mean lengths ({run.total_input_tokens / run.completed:.0f} prompt + "
+                         f"{run.total_output_tokens / run.completed:.0f} output tokens) exceed {model.name}'s "
+                         f"context of {model.max_context}: is the model right?")
+    arrival, prompt, output = workload_arrays(run, seed, model.max_context)
     longest = int((prompt + output).max())
-    if longest > model.max_context:
-        raise ValueError(f"a request of the run has {longest} tokens, beyond {model.name}'s context of "
-                         f"{model.max_context}: is the model right?")
+    if longest > model.max_context:  # only a recorded length can: drawn ones are clipped to the context
+        raise ValueError(f"the file records a request of {longest} tokens (prompt + output), beyond {model.name}'s "
+                         f"context of {model.max_context}: is the model right?")
     max_len = max(base.max_model_len or 0, model_len_for(longest, model))
     # the client's cap on requests in flight, as the file records it (or as the caller sets it)
     users = base.workload.concurrency or run.max_concurrency or 0
@@ -174,3 +182,19 @@ def notes(run: BenchRun) -> list[str]:
     return out
 
 
+
+
+# SchedulerConfig.async_scheduling is on by default since vLLM 0.14 (physics/vllm_host.py)
+ASYNC_SINCE = (0, 14)
+
+
+def said_deployment(run: BenchRun) -> dict:
+    """The tp and scheduling the file says its run had (its metadata or name), with where it says so:
+    {"tp": (8, "'tp8' in the file's name"), "async_scheduling": (False, "'vllm-0.8.3' in the file's name")}."""
+    out = {}
+    if "tp" in run.said:
+        out["tp"] = run.said["tp"]
+    if "vllm" in run.said:
+        version, where = run.said["vllm"]
+        out["async_scheduling"] = (version >= ASYNC_SINCE, where)
+    return out
