@@ -208,3 +208,19 @@ def test_calibrate_replays_the_file_s_concurrency_cap(tmp_path):
 
     # fewer requests in flight wait behind fewer: --concurrency replaces the file's cap
     assert simulated_ttft("--concurrency", "4") < simulated_ttft() < simulated_ttft("--concurrency", "64")
+
+
+def test_a_replayed_trace_s_conversations_keep_their_user_in_a_closed_loop():
+    rows = [f"{c * 0.1 + t * 5:.2f},{300 * (t + 1)},50,{c}" for c in range(6) for t in range(3)]
+    trace = "arrival_s,prompt_tokens,output_tokens,conversation_id\n" + "\n".join(rows) + "\n"
+    cfg = replace(closed(2, 18), trace_csv=trace)
+    r = simulate(cfg)
+    req, conv = r.requests, r.workload.conversation_id
+    times = np.linspace(0, req["finish_s"].max(), 2000)
+    assert in_flight_at(req, times).max() <= 2
+    for c in range(6):
+        turns = np.flatnonzero(conv == c)
+        assert len(turns) == 3 and (req["arrival_s"][turns[1:]] >= req["finish_s"][turns[:-1]] - 1e-12).all()
+    # two users take the conversations in the order they started: the first two, then the next two...
+    first_turns = sorted((req["arrival_s"][np.flatnonzero(conv == c)[0]], c) for c in range(6))
+    assert [c for _, c in first_turns][:2] == [0, 1]
