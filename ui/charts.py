@@ -398,7 +398,11 @@ def interactivity(rows: list[dict], tpot_target_ms: float, title: str = "Through
                                                       tooltip=tooltip)
     knees = df[df["knee"].astype(bool)].assign(text=lambda d: "knee: " + d["users"].map("{:,}".format) + " users")
     ring = alt.Chart(knees).mark_point(size=260, strokeWidth=2, color=COLORS["bad"]).encode(x=x, y=y, tooltip=tooltip)
-    label = alt.Chart(knees).mark_text(align="left", dx=10, dy=-10, color=COLORS["bad"]).encode(x=x, y=y, text="text:N")
+    label = None
+    for i, name in enumerate(names):  # each deployment's label a line lower, so that near knees do not overprint
+        one = alt.Chart(knees[knees["deployment"] == name]).mark_text(
+            align="left", dx=12, dy=-12 + 13 * i, color=COLORS["bad"]).encode(x=x, y=y, text="text:N")
+        label = one if label is None else label + one
     slo = pd.DataFrame({"v": [1e3 / tpot_target_ms], "text": [f"TPOT target {tpot_target_ms:g} ms"]})
     rule = alt.Chart(slo).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
         x=alt.X("v:Q"), tooltip=[alt.Tooltip("text:N", title="target")])

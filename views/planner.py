@@ -108,8 +108,9 @@ else:
              help=f"at {inputs.load_label()}"),
         dict(label="p99 TTFT", value=fmt_ms(r["ttft_p99_ms"]), target=f"target {fmt_ms(inputs.ttft_p99_ms)}"),
         dict(label="p99 TPOT", value=f"{r['tpot_p99_ms']:.1f} ms", target=f"target {inputs.tpot_ms:g} ms"),
-        dict(label="Most users within targets", value=highest_load(r),
-             help="found by doubling, then bisection, on the closed loop's users")
+        dict(label="Most users within targets",
+             value=("≥ " if r["max_rate_is_lower_bound"] else "") + f"{r['max_users']:,} users",
+             help=f"{highest_load(r)}: found by doubling, then bisection, on the closed loop's users")
         if r.get("max_users") is not None else
         dict(label="Highest rate within targets", value=highest_load(r),
              help="found by bisection on the request rate, same requests scaled in time"),
