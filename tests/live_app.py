@@ -89,6 +89,18 @@ def launch(playwright):
         playwright.chromium.launch(args=CHROME_ARGS)
 
 
+@contextmanager
+def served_browser():
+    """A Lab server and a headless Chromium beside it, for a module of browser tests: (browser, url)."""
+    from playwright.sync_api import sync_playwright
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        try:
+            yield browser, url
+        finally:
+            browser.close()
+
+
 def wait_idle(page, timeout_ms: float = 240_000) -> None:
     """The app has finished its script run and is connected."""
     page.wait_for_selector(f"{IDLE}[data-test-connection-state='CONNECTED']", timeout=timeout_ms)

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-from live_app import launch, streamlit_server, wait_idle
+from live_app import served_browser, wait_idle
 
 FILE = Path(__file__).parent / "fixtures" / "bench" / "vllm-0.8.3_llama-3.3-70b_tp8_a100-40g_sharegpt_qps04.json"
 EXCEPTION = "[data-testid='stException']"
@@ -18,14 +17,12 @@ SCROLLS = "el => { const s = el.querySelector('.dvn-scroller'); return s.scrollH
 
 @pytest.fixture(scope="module")
 def browser():
-    with streamlit_server() as url, sync_playwright() as p:
-        b = launch(p)
-        yield url, b
-        b.close()
+    with served_browser() as served:
+        yield served
 
 
 def opened(browser, path: str, height: int = 1800):
-    url, b = browser
+    b, url = browser
     page = b.new_page(viewport={"width": 1440, "height": height})
     page.goto(f"{url}/{path}")
     page.wait_for_selector("h1", timeout=300_000)

@@ -1,9 +1,8 @@
 """The Lab at a laptop's width and at a phone's, in headless Chromium: the component diagram's text
 stays readable and turns into a vertical list on a phone; the metric cards keep their order."""
 import pytest
-from playwright.sync_api import sync_playwright
 
-from live_app import launch, streamlit_server, wait_idle
+from live_app import served_browser, wait_idle
 
 CAPTION = "[data-testid='stCaptionContainer']:has-text('engine steps')"
 PARTS = ".lab-path > .part"
@@ -13,10 +12,8 @@ ORDER = ["p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "Throughput", "Goodput"
 
 @pytest.fixture(scope="module")
 def browser():
-    with streamlit_server() as url, sync_playwright() as p:
-        b = launch(p)
-        yield b, url
-        b.close()
+    with served_browser() as served:
+        yield served
 
 
 def open_lab(browser, width: int, height: int):
