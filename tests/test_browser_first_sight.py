@@ -134,3 +134,68 @@ def test_the_planners_frontier_charts_hold_every_point(browser):
         assert got["n"] > 10 and got["out"] == 0, got  # the costliest sat across the frame's right edge
         assert got["gapTop"] < 0.15 * got["height"], got  # no empty decades above the slowest point
     page.close()
+
+
+def opened_lab(browser, query: str, height: int = 1800):
+    """The Lab on `query`, once its deployment is simulated (or refused with a message)."""
+    page = opened(browser, query, height)
+    page.wait_for_selector("[data-testid='stCaptionContainer']:has-text('engine steps'), "
+                           "[data-testid='stAlertContentError']", timeout=300_000)
+    wait_idle(page)
+    return page
+
+
+def lab_text(page) -> str:
+    return page.locator("[data-testid='stMain']").inner_text()
+
+
+def metric_values(page) -> list[str]:
+    return page.locator("[data-testid='stMetricValue']").all_inner_texts()
+
+
+def test_the_readmes_70b_link_opens_with_figures(browser):
+    # it opened on a red box: "cannot be simulated as set... turn on tensor-parallel sharding"
+    page = opened_lab(browser, "?model=llama-3.1-70b&gpu=h100&gpus=8")
+    assert page.locator(EXCEPTION).count() == 0
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0
+    assert any(v.endswith("ms") or v.endswith(" s") for v in metric_values(page))  # p50/p99 TTFT, TPOT
+    assert "sharded below (tp=" in lab_text(page) and "toggle is off" in lab_text(page)
+    page.close()
+
+
+def test_every_component_path_describes_a_deployment_the_page_names(browser):
+    # 2 x tp4 were simulated under a path that greyed out "7. Model shards: not needed yet"
+    page = opened_lab(browser, "?model=llama-3.1-70b&gpu=h100&gpus=8&tp_on=true&rate=10&prompt=2048", 2600)
+    captions = page.locator("[data-testid='stCaptionContainer']").filter(has_text="The component path of")
+    assert captions.count() >= 1
+    # the diagrams' HTML is drawn a moment after the script run ends
+    page.wait_for_function("n => document.querySelectorAll('.lab-path').length >= n", arg=captions.count(),
+                           timeout=60_000)
+    paths = page.locator(".lab-path")
+    assert paths.count() == captions.count()
+    for i in range(paths.count()):
+        shards = paths.nth(i).locator(".part").filter(has_text="Model shards")
+        words = captions.nth(i).inner_text()
+        sharded = "tp=1" not in words and ("tp" in words)
+        assert ("off" in (shards.get_attribute("class") or "")) != sharded, words
+    page.close()
+
+
+def test_a_model_beyond_the_sidebars_gpus_names_a_shape_that_can_be_set_and_a_button_sets_it(browser):
+    page = opened_lab(browser, "?model=deepseek-v3&gpus=8&tp_on=true")
+    error = page.locator("[data-testid='stAlertContentError']").inner_text()
+    assert "tp=8" in error and "pp=4" in error and "32" in error and "tp >= 32" not in error
+    page.get_by_role("button", name="Use 32 GPUs (tp=8 × pp=4)").click()
+    page.wait_for_function("() => location.search.includes('gpus=32')", timeout=120_000)
+    wait_idle(page)
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0 and page.locator(EXCEPTION).count() == 0
+    assert "tp=8 x pp=4 on 32" in lab_text(page)  # the simulated deployment's caption
+    page.close()
+
+
+def test_the_default_page_shows_one_deployment_and_no_banner_that_its_figures_differ(browser):
+    page = opened_lab(browser, "", 2400)
+    text = lab_text(page)
+    assert "its figures differ" not in text
+    assert "chunked prefill 2048" in text.split("Current architecture")[0]  # the sidebar's own token budget
+    page.close()

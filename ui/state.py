@@ -243,6 +243,15 @@ def valid_inputs() -> LabInputs:
 FIELDS = links.FIELDS  # widget key -> LabInputs field
 
 
+def apply(values: dict) -> None:
+    """Set only the sidebar fields `values` names (LabInputs fields), keeping every other: a button
+    that adopts a deployment (a widget callback, so it takes effect on the run it starts)."""
+    ss = st.session_state
+    for key, field in FIELDS.items():
+        if field in values:
+            ss[key] = values[field]
+
+
 def load(values: dict) -> None:
     """Set the sidebar to a whole workload (a scenario card, a rule's demo): the fields `values`
     gives, and the defaults for every other, so that what the card promised is what the Lab runs.

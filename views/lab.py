@@ -25,6 +25,12 @@ if rec.met:
 else:
     st.warning(rec.reason, icon=":material/warning:")
 st.html(widgets.diagram_html(view["path"]))
+st.caption(rec.path_caption)
+if view["adopt"]:
+    st.button(view["adopt"]["action"], icon=":material/input:", key="adopt", on_click=state.apply,
+              args=(view["adopt"]["settings"],),
+              help="Sets the sidebar (GPUs, weights, sharding, scheduling) to this deployment, so that the "
+                   "figures below are its own.")
 with st.expander("What each component does"):
     st.markdown("\n".join(f"- **{c['name']}**{'' if c['on'] else ' (not needed yet)'}: {c['role']}"
                            for c in view["path"]))
@@ -32,12 +38,20 @@ with st.expander("What each component does"):
 st.subheader("Current architecture")
 if view["current_error"]:
     widgets.show_error(ValueError(view["current_error"]), "The architecture the toggles describe")
+    if view["current_fix"]:
+        st.button(view["current_fix"]["action"], icon=":material/build:", key="current_fix", on_click=state.apply,
+                  args=(view["current_fix"]["settings"],), type="primary")
     st.stop()
 res, cfg = view["result"], view["config"]
 s = res.summary
 st.caption(f"Simulated: {describe_config(cfg)}; {s['requests']:,} requests, {s['steps']:,} engine steps in "
            f"{s['sim_wall_s'] * 1e3:.0f} ms.")
 widgets.clients(s, "The load")
+if view["sharding"]:
+    st.info(view["sharding"], icon=":material/splitscreen:")
+if view["current_path"]:
+    st.html(widgets.diagram_html(view["current_path"]))
+    st.caption(f"The component path of the deployment simulated here: {describe_config(cfg)}.")
 if view["placement"]:
     st.info(view["placement"], icon=":material/lan:")
 if view["differs"]:

@@ -191,6 +191,45 @@ def tp_choices(inputs: LabInputs) -> list[int]:
     return out
 
 
+class NeedsShape(ValueError):
+    """A deployment the sidebar cannot simulate as set, with the sidebar settings (LabInputs fields)
+    of the smallest one that runs: a page offers them as a button."""
+
+    def __init__(self, message: str, settings: dict, action: str):
+        super().__init__(message)
+        self.settings, self.action = settings, action
+
+
+def sharded_shape(inputs: LabInputs, need: int) -> tuple[int, int, int]:
+    """(GPUs, tp, pp) of the smallest replica of at least `need` GPUs' worth of sharding that the
+    sidebar can set: tensor parallel within a node, pipeline stages across nodes (replica_shape),
+    its GPU count one of the sidebar's."""
+    model = catalog.get_model(inputs.model)
+    counts = [g for g in bounds.sidebar_options("gpus") if g >= need]
+    for g in counts:
+        tp = 2 ** max(1, math.ceil(math.log2(need)))
+        if g % tp == 0 and model.heads % min(tp, catalog.get_gpu(inputs.gpu).gpus_per_node) == 0:
+            t, pp = replica_shape(replace(inputs, pp=0), tp)
+            if model.heads % t == 0:
+                return max(g, t * pp), t, pp
+    raise ValueError(f"{model.label()} needs more than {bounds.sidebar_options('gpus')[-1]} "
+                     f"{catalog.get_gpu(inputs.gpu).name} GPUs per replica: choose a GPU with more memory, or fp8 "
+                     f"or int4 weights (Advanced)")
+
+
+def needs_more_gpus(inputs: LabInputs, need: int) -> NeedsShape:
+    """The sidebar's GPUs hold no replica: name the smallest shape that can be set, and offer it."""
+    model, gpu = catalog.get_model(inputs.model), catalog.get_gpu(inputs.gpu)
+    gpus, tp, pp = sharded_shape(inputs, need)
+    shape = f"tp={tp}" + (f" within each {gpu.gpus_per_node}-GPU node × pp={pp} pipeline stages across nodes"
+                          if pp > 1 else "")
+    return NeedsShape(f"{model.label()} in {inputs.dtype} needs {need} or more {gpu.name} GPUs per replica, more than "
+                      f"the sidebar's {inputs.gpus}: a replica of {tp * pp} GPUs runs {shape}. Set the GPU count to "
+                      f"{gpus} with tensor-parallel sharding on (its degree on auto)",
+                      dict(gpus=gpus, tensor_parallel=True, tp=0, pp=0), f"Use {gpus} GPUs ({shape.split(' within')[0]}"
+                      + (f" × pp={pp})" if pp > 1 else ")"))
+
+
 def auto_tp(inputs: LabInputs) -> int:
     """The tensor-parallel degree when sharding is on: the user's choice, or the planner's: of the
     degrees that fit these GPUs, the one with the most room under the targets when every GPU serves
@@ -199,9 +238,12 @@ def auto_tp(inputs: LabInputs) -> int:
         return inputs.tp
     choices = tp_choices(inputs)
     if not choices:
-        model, need = catalog.get_model(inputs.model), max(2, min_tp(inputs) or 2)
-        raise ValueError(f"tensor-parallel sharding needs at least {need} GPUs per replica for {model.label()} on "
-                         f"{catalog.get_gpu(inputs.gpu).name}: raise the GPU count to {need} or more")
+        need = min_tp(inputs)
+        if need is None:
+            model = catalog.get_model(inputs.model)
+            raise ValueError(f"{model.label()} does not fit {catalog.get_gpu(inputs.gpu).name} GPUs at any "
+                             f"tensor-parallel degree up to 64: choose a GPU with more memory, or fp8 or int4 weights")
+        raise needs_more_gpus(inputs, max(2, need))
     if len(choices) == 1:
         return choices[0]
     return min(choices, key=lambda tp: target_slack(run(_base(inputs, policy=continuous_policy(inputs), tp=tp)).summary,
@@ -256,17 +298,29 @@ def continuous_policy(inputs: LabInputs) -> str:
     return "sarathi" if inputs.chunked_prefill else "vllm"
 
 
+def must_shard(inputs: LabInputs) -> bool:
+    """Whether the model needs sharding that the toggle leaves off: no single GPU holds it."""
+    return not inputs.tensor_parallel and inputs.pp <= 1 and (min_tp(inputs) or 99) > 1
+
+
 def current_config(inputs: LabInputs) -> SimConfig:
-    """The deployment the toggles describe."""
+    """The deployment the toggles describe. A model no single GPU holds is sharded whatever the
+    sharding toggle says (sharding_note says so): a link or a first look at a 70B model on 8 GPUs
+    should show figures, not ask for a toggle first."""
     inputs.validate()
     policy = continuous_policy(inputs) if inputs.continuous_batching else "static"
-    tp = auto_tp(inputs) if inputs.tensor_parallel else 1
-    if not inputs.tensor_parallel and inputs.pp <= 1 and (min_tp(inputs) or 99) > 1:
-        need = min_tp(inputs)
-        raise ValueError(f"{catalog.get_model(inputs.model).label()} does not fit one "
-                         f"{catalog.get_gpu(inputs.gpu).name}: turn on tensor-parallel sharding "
-                         + (f"(it needs tp >= {need})" if need else "(it needs more GPUs than one node holds)"))
+    sharded = inputs.tensor_parallel or must_shard(inputs)
+    tp = auto_tp(replace(inputs, tensor_parallel=True)) if sharded else 1
     return _base(inputs, policy=policy, tp=tp)
+
+
+def sharding_note(inputs: LabInputs, cfg: SimConfig) -> str | None:
+    """What the Lab did with a model too large for one GPU while the sharding toggle is off."""
+    if not must_shard(inputs):
+        return None
+    return (f"{catalog.get_model(inputs.model).label()} does not fit one {catalog.get_gpu(inputs.gpu).name}, so it is "
+            f"sharded below (tp={cfg.tp}" + (f" × pp={cfg.pp}" if cfg.pp > 1 else "") + ") although the "
+            f"tensor-parallel sharding toggle is off: sharding is the only way it runs here.")
 
 
 def stage_config(inputs: LabInputs, stage: int, split: tuple[int, int, int] | None = None) -> SimConfig:

@@ -29,6 +29,15 @@ class Recommendation:
     searched: int = 0  # deployment shapes the planner searched
     simulated: int = 0  # simulations it ran
     light_stage: int = 1  # the stage whose components the diagram lights
+    shown: Deployment | None = None  # the deployment the diagram describes
+    shown_as: str = ""  # which one that is, in words
+
+    @property
+    def path_caption(self) -> str:
+        """What the component path below the recommendation describes."""
+        if self.shown is None:
+            return "No deployment of this model runs on these GPUs: the path shows one GPU's."
+        return f"The component path of {self.shown.label()}: {self.shown_as}."
 
     @property
     def heading(self) -> str:
@@ -65,10 +74,21 @@ def planner_workload(inputs: LabInputs, requests: int | None = None, attainment:
                            prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS), inputs.trace_csv)
 
 
+def lab_dtypes(inputs: LabInputs) -> tuple[str, ...]:
+    """Weight dtypes the recommendation searches: the sidebar's, and fp8 beside 16-bit weights, as
+    deployments run large models (vLLM's recipes serve Llama-3.1-405B in fp8 on 8 H100s; DeepSeek-V3
+    ships in fp8). At equal cost 16-bit wins (planner.space.preference); GPUs without FP8 support
+    are searched in the sidebar's dtype alone."""
+    return (inputs.dtype, "fp8") if inputs.dtype == "bf16" else (inputs.dtype,)
+
+
 def lab_budget(inputs: LabInputs, **changes) -> Budget:
-    """The sidebar's GPUs: its type, at most its count, its weight and KV cache dtypes."""
-    return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=(inputs.dtype,),
-                          kv_dtypes=(inputs.kv_dtype,)), **changes)
+    """The sidebar's GPUs: its type, at most its count, its KV cache dtype, the weight dtypes of
+    lab_dtypes, and its own schedule preferred at equal cost (so that on the default page the
+    recommendation is the deployment the sidebar simulates, not its twin at another token budget)."""
+    own = (continuous_policy(inputs), inputs.max_batched_tokens) if inputs.continuous_batching else None
+    return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=lab_dtypes(inputs),
+                          kv_dtypes=(inputs.kv_dtype,), own_schedule=own), **changes)
 
 
 def _describe(r: ShapeResult, w: Workload) -> str:
@@ -88,22 +108,49 @@ def recommend(inputs: LabInputs) -> Recommendation:
         d = best.deployment
         spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
         reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.load_label()} "
-                  f"is {_describe(best, w)}{spare}. {count(len(searched), 'deployment shape')} searched, "
-                  f"{count(sims, 'simulation')}.")
+                  f"is {_describe(best, w)}{spare}.{_weights_note(d, inputs)}{_batching_note(best, budget, w)} "
+                  f"{count(len(searched), 'deployment shape')} searched, {count(sims, 'simulation')}.")
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
-                              light_stage=d.stage)
+                              light_stage=d.stage, shown=d, shown_as="the recommended shape")
     near = nearest(w, budget, searched)
     changes = smallest_changes(inputs, w, near, meter)
+    searched_in = " or ".join(lab_dtypes(inputs)) if catalog.get_gpu(inputs.gpu).supports_fp8 else inputs.dtype
     if near:
         near_text = f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}."
     else:
-        near_text = f" {catalog.get_model(inputs.model).label()} does not fit {inputs.gpus} {gpu} in {inputs.dtype}."
-    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {inputs.dtype} meets the targets at {inputs.load_label()}."
+        near_text = f" {catalog.get_model(inputs.model).label()} does not fit {inputs.gpus} {gpu} in {searched_in}."
+    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {searched_in} meets the targets at {inputs.load_label()}."
               + near_text + (" It would take " + ", or ".join(c for c, _ in changes) + "." if changes else
                              " No change within reach meets them: lower the request rate."))
-    light = changes[0][1].stage if changes else 1
+    shown, shown_as = ((changes[0][1], "what the first change above would deploy") if changes else
+                       (near.deployment, "the nearest deployment") if near else (None, ""))
+    light = shown.stage if shown else 1
     return Recommendation(light, STAGES[light], reason, False, near.deployment if near else None,
-                          [c for c, _ in changes], len(searched), sims, light_stage=light)
+                          [c for c, _ in changes], len(searched), sims, light_stage=light, shown=shown,
+                          shown_as=shown_as)
+
+
+def _weights_note(d: Deployment, inputs: LabInputs) -> str:
+    """An answer in other weights than the sidebar's says so, and how to simulate it below."""
+    if d.dtype == inputs.dtype:
+        return ""
+    return (f" It runs {d.dtype} weights (half the bytes of 16-bit ones, on the GPU's FP8 tensor cores), which no "
+            f"{inputs.dtype} deployment here matches at its cost: set Weights to {d.dtype} (Advanced) to simulate it.")
+
+
+def _batching_note(best: ShapeResult, budget: Budget, w: Workload) -> str:
+    """One request at a time or static batching wins only on a tie (the simpler stage at equal cost):
+    say that continuous batching costs nothing more there, and what it gains."""
+    d = best.deployment
+    if d.stage > 2:
+        return ""
+    policy, chunk = budget.own_schedule or ("sarathi", 2048)
+    o = outcome(replace(d, policy=policy, chunk=chunk), w)
+    if not o.meets:
+        return ""
+    return (f" Continuous batching with paged attention (stage 3) costs nothing more on the same GPUs and meets the "
+            f"targets too (p99 TTFT {fmt_ms(o.ttft_p99_ms)}); the simpler stage is named because at this load "
+            f"requests rarely overlap, and continuous batching is what keeps the targets as traffic grows.")
 
 
 def nearest(w: Workload, budget: Budget, searched: list[ShapeResult]) -> ShapeResult | None:
@@ -136,7 +183,7 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None,
             break
         gpus *= 2
     gpu = catalog.get_gpu(inputs.gpu)
-    if inputs.dtype not in ("fp8", "int4") and gpu.supports_fp8:
+    if "fp8" not in lab_dtypes(inputs) and inputs.dtype != "int4" and gpu.supports_fp8:
         best, _ = cheapest(w, lab_budget(inputs, dtypes=("fp8",)), meter)
         if best is not None:
             out.append((f"fp8 weights on these GPUs ({best.deployment.label()})", best.deployment))

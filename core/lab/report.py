@@ -6,8 +6,8 @@ from ..physics import catalog
 from ..serving.simulate import SimConfig
 from ..text import count
 from .gauges import gauges, headline, mark_growing, memory_split
-from .inputs import LabInputs, current, placement_note
-from .recommend import recommend
+from .inputs import LabInputs, NeedsShape, current, placement_note, sharding_note
+from .recommend import lab_inputs_for, recommend
 from .stages import architecture_path, misses
 from .trust import trust
 
@@ -18,19 +18,36 @@ def lab_view(inputs: LabInputs) -> dict:
     sharding), `current_error` says why and the current-architecture parts are None."""
     inputs.validate()
     rec = recommend(inputs)
-    gpus = rec.deployment.gpus if rec.deployment else inputs.gpus
+    gpus = rec.shown.gpus if rec.shown else inputs.gpus
     view = dict(recommendation=rec, path=architecture_path(rec.light_stage, gpus),
                 config=None, result=None, gauges=None, headline=None, trust=None, memory=None,
-                current_misses=None, current_error=None, differs=None, placement=None)
+                current_misses=None, current_error=None, current_fix=None, differs=None, placement=None,
+                sharding=None, current_path=None, adopt=None)
     try:
         cfg, res = current(inputs)
     except ValueError as e:
         view["current_error"] = str(e)
+        if isinstance(e, NeedsShape):  # settings that make it run: the page offers them as a button
+            view["current_fix"] = dict(settings=e.settings, action=e.action)
         return view
     view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
                 trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs),
-                differs=differs(rec, cfg), placement=placement_note(cfg))
+                differs=differs(rec, cfg), placement=placement_note(cfg), sharding=sharding_note(inputs, cfg))
+    stage, gpus = config_stage(cfg), cfg.gpus or cfg.tp * cfg.pp
+    if rec.shown is None or (stage, gpus) != (rec.light_stage, rec.shown.gpus):
+        view["current_path"] = architecture_path(stage, gpus)  # the simulated deployment's own components
+    if rec.shown is not None and not rec.shown.disagg and (view["differs"] or not rec.met):
+        # the sidebar settings that simulate the deployment named above (a split has no toggle)
+        view["adopt"] = dict(settings=lab_inputs_for(rec.shown), action=f"Simulate {rec.shown.label()} below")
     return view
+
+
+def config_stage(cfg: SimConfig) -> int:
+    """The architecture stage a simulated deployment amounts to, from the features it uses (as
+    planner.space.Deployment.stage)."""
+    if cfg.disagg:
+        return 5
+    return {"serial": 1, "static": 2}.get(cfg.policy, 4 if cfg.tp * cfg.pp > 1 else 3)
 
 
 def differs(rec, cfg: SimConfig) -> str | None:

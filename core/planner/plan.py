@@ -17,7 +17,7 @@ from .bounds import prompt_quantile
 from .executors import run_tasks
 from .search import ShapeResult, search_shape, slack
 from ..serving import frontier
-from .space import Budget, Workload, preference, shapes, to_config
+from .space import Budget, Workload, shapes, to_config
 
 
 def highest_load(row: dict) -> str:
@@ -31,7 +31,7 @@ def highest_load(row: dict) -> str:
 
 def rank(r: ShapeResult, w: Workload, budget: Budget) -> tuple:
     """The order of answers: cheapest, then the simpler stage, bf16, and the most room under the targets."""
-    return preference(r.deployment, budget.price(r.deployment.gpu)) + (slack(r.best, w),)
+    return budget.preference(r.deployment) + (slack(r.best, w),)
 
 
 def search_task(task: tuple) -> ShapeResult:
@@ -179,16 +179,15 @@ def cheapest(w: Workload, budget: Budget, meter: StepMeter | None = None) -> tup
     budget.check()
     prompt_q = prompt_quantile(w, w.targets.attainment)
     best, best_key, searched = None, None, []
-    for shape in sorted(shapes(w, budget), key=lambda s: preference(s, budget.price(s.gpu))):
+    for shape in sorted(shapes(w, budget), key=budget.preference):
         if meter.left < 0:
             break
-        price = budget.price(shape.gpu)
-        if best_key is not None and preference(shape, price) > best_key:
+        if best_key is not None and budget.preference(shape) > best_key:
             continue  # even its smallest size would not beat the answer found
         limit = best_key[0] if best_key else math.inf
         r = search_shape(shape, w, budget, prompt_q, max_cost=limit, rate_search=False)
         searched.append(r)
         meter.left -= sum(o.steps for o in r.tried)
         if r.meets and (best is None or rank(r, w, budget) < rank(best, w, budget)):
-            best, best_key = r, preference(r.deployment, price)
+            best, best_key = r, budget.preference(r.deployment)
     return best, searched

@@ -62,9 +62,21 @@ class Budget:
     kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES
     disaggregation: bool = True
     teaching_stages: bool = True  # serial and static batching as candidates too
+    # the schedule (policy, token budget) the user runs: searched beside SCHEDULES, and preferred over
+    # them at equal cost, stage and dtypes, so that an answer the user's own settings reach is given in them
+    own_schedule: tuple[str, int] | None = None
 
     def price(self, gpu: str) -> float:
         return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
+
+    def schedules(self) -> tuple[tuple[str, int], ...]:
+        own = (self.own_schedule,) if self.own_schedule and self.own_schedule not in SCHEDULES else ()
+        return SCHEDULES + own
+
+    def preference(self, d: "Deployment") -> tuple:
+        """preference(d) at this budget's price, then the user's own schedule before another."""
+        return preference(d, self.price(d.gpu)) + (self.own_schedule is not None and
+                                                   (d.policy, d.chunk) != self.own_schedule,)
 
     def check(self) -> None:
         if not self.gpu_types:
@@ -229,14 +241,14 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
             for kv in [k for k in budget.kv_dtypes if runs(catalog.kv_format(k))]:
                 tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w, kv) if tp <= budget.max_gpus]
                 for tp in tps:
-                    for policy, chunk in SCHEDULES + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
+                    for policy, chunk in budget.schedules() + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
                         if policy in ("serial", "static") and (tp > 1 or dtype != "bf16" or kv != "bf16"):
                             continue
                         out.append(Deployment(gpu, tp, 1, dtype, policy, chunk, kv_dtype=kv))
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
                     if tp * pp <= budget.max_gpus:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
-                                   for policy, chunk in SCHEDULES)
+                                   for policy, chunk in budget.schedules())
                 if budget.disaggregation:
                     for ptp in tps[:2]:
                         for dtp in tps[:2]:
