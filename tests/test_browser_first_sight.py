@@ -150,6 +150,7 @@ def lab_text(page) -> str:
 
 
 def metric_values(page) -> list[str]:
+    page.wait_for_selector("[data-testid='stMetricValue']", timeout=60_000)
     return page.locator("[data-testid='stMetricValue']").all_inner_texts()
 
 
