@@ -223,8 +223,8 @@ def needs_more_gpus(inputs: LabInputs, need: int) -> NeedsShape:
     gpus, tp, pp = sharded_shape(inputs, need)
     shape = f"tp={tp}" + (f" within each {gpu.gpus_per_node}-GPU node × pp={pp} pipeline stages across nodes"
                           if pp > 1 else "")
-    return NeedsShape(f"{model.label()} in {inputs.dtype} needs {need} or more {gpu.name} GPUs per replica, more than "
-                      f"the sidebar's {inputs.gpus}: a replica of {tp * pp} GPUs runs {shape}. Set the GPU count to "
+    return NeedsShape(f"{model.label()} in {inputs.dtype} does not fit the sidebar's {inputs.gpus} {gpu.name} GPUs: "
+                      f"a replica needs {need} or more, and one of {tp * pp} runs {shape}. Set the GPU count to "
                       f"{gpus} with tensor-parallel sharding on (its degree on auto)",
                       dict(gpus=gpus, tensor_parallel=True, tp=0, pp=0), f"Use {gpus} GPUs ({shape.split(' within')[0]}"
                       + (f" × pp={pp})" if pp > 1 else ")"))
