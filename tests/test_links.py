@@ -185,3 +185,18 @@ def test_a_link_to_a_closed_loop_opens_it_on_every_view_and_keeps_it():
     at = opened({"load": "crowd", "users": "5"})
     assert any("load=crowd" in n and "rate (the default)" in n for n in notices(at))
     assert any("users=5" in n and "4 (the nearest)" in n for n in notices(at))
+
+
+def test_every_link_the_readme_gives_opens_with_figures():
+    import re
+    text = (ROOT / "README.md").read_text()
+    links = set(re.findall(r"`/?((?:walkthrough)?\?[a-z_]+=[^` ]+)`", text))
+    assert len(links) >= 5
+    for link in sorted(links):
+        page, _, query = link.partition("?")
+        params = dict(p.split("=", 1) for p in query.split("&"))
+        at = opened(params, "views/walkthrough.py" if page == "walkthrough" else None)
+        # a walkthrough stage may miss the targets (a red verdict on its figures); nothing may fail to run
+        failed = [e.value for e in at.error if not e.value.startswith("Misses the targets")]
+        assert not failed, (link, failed)
+        assert any("TTFT" in m.label for m in at.metric), link
