@@ -173,11 +173,11 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
     differs("router", cfg.router)
     if cfg.disagg:
         flag("--disagg")
-        flag("--prefill-gpus", cfg.prefill_gpus)
-        if cfg.prefill_tp is not None:
-            flag("--prefill-tp", cfg.prefill_tp)
-        if cfg.decode_tp is not None:
-            flag("--decode-tp", cfg.decode_tp)
+    differs("prefill-gpus", cfg.prefill_gpus)
+    if cfg.prefill_tp is not None:
+        flag("--prefill-tp", cfg.prefill_tp)
+    if cfg.decode_tp is not None:
+        flag("--decode-tp", cfg.decode_tp)
     if cfg.autoscale:
         flag("--autoscale")
     differs("min-replicas", cfg.min_replicas)
