@@ -159,3 +159,11 @@ def test_every_field_a_page_sets_has_a_flag():
                    rate_schedule=((0.0, 2.0), (60.0, 9.5)))
     assert cli_config(simulate_command(replace(base, workload=spec))).workload == replace(
         spec, max_total_tokens=base.workload.max_total_tokens)
+
+
+def test_the_lab_page_shows_the_command_of_what_it_simulated():
+    from test_pages import app
+    at = app()
+    expander = next(e for e in at.expander if e.label == "Reproduce on the command line")
+    shown = expander.code[0].value
+    assert shown == simulate_command(current_config(LabInputs())) and shown.startswith("python -m core simulate ")

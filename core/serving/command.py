@@ -5,7 +5,7 @@ page can be re-run headless and give the same numbers: the simulator is determin
 command's summary equals the page's.
 
 The command line and the Lab share one set of defaults (DEFAULTS below: the Lab's, which are
-vLLM V1's online-serving defaults), so a command with only the deployment's shape (GPU, model, tp,
+vLLM V1's online-serving ones), so a command with only the deployment's shape (GPU, model, tp,
 GPUs, load, lengths) already gives the Lab's figures; `simulate_command` writes a flag for every
 other field that differs from them.
 
@@ -24,7 +24,8 @@ from .simulate import SimConfig, fitted_max_model_len
 
 # The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
 # (core/lab/inputs.py LabInputs, whose defaults tests/test_reproduce.py holds equal to these), which
-# are vLLM V1's online-serving defaults: chunked prefill (policy sarathi) at a 2,048-token budget,
+# follow vLLM V1's online serving: chunked prefill (policy sarathi) at a 2,048-token budget (vLLM's
+# on A100s and GPUs under 70 GiB; it gives H100-class GPUs 8,192, the Lab keeps one budget for all),
 # max_num_seqs 256, 16-token blocks, prefix caching on; a router that sends each request to the
 # replica with the fewest outstanding (vLLM's production-stack default, llm-d's); log-normal lengths
 # (sigma 0.5) because no real workload sends one length; 2,000 requests, enough for a stable p99.
