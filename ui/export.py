@@ -23,7 +23,8 @@ def downloads(result: SimResult, inputs: dict | None = None, key: str = "run", s
     cols[-1].download_button("Run (JSON)", lambda: export.to_json(export.run_dict(result, inputs, extra)),
                              f"{key}.json", "application/json", key=f"dl-{key}-json", on_click="ignore",
                              icon=":material/download:",
-                             help="Inputs, deployment and summary, with the project's version: enough to reproduce it.")
+                             help="Inputs, deployment and summary, with the project's version and the python -m core simulate "
+                                  "command that reproduces its figures (\"reproduce\").")
 
 
 def command(cfg, trace_note: str = "the trace you uploaded") -> None:
