@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.serving import export
+from core.serving.command import simulate_command
 from core.serving.simulate import SimResult
 
 
@@ -22,7 +23,14 @@ def downloads(result: SimResult, inputs: dict | None = None, key: str = "run", s
     cols[-1].download_button("Run (JSON)", lambda: export.to_json(export.run_dict(result, inputs, extra)),
                              f"{key}.json", "application/json", key=f"dl-{key}-json", on_click="ignore",
                              icon=":material/download:",
-                             help="Inputs, deployment and summary, with the project's version: enough to reproduce it.")
+                             help="Inputs, deployment and summary, with the project's version and the python -m core simulate "
+                                  "command that reproduces its figures (\"reproduce\").")
+
+
+def command(cfg, trace_note: str = "the trace you uploaded") -> None:
+    """The `python -m core simulate ...` line that gives this run's figures headless, to copy."""
+    with st.expander("Reproduce on the command line", icon=":material/terminal:"):
+        st.code(simulate_command(cfg, trace_note), language="bash", wrap_lines=True)
 
 
 def table(rows: list[dict], what: str, key: str, label: str = "Table (CSV)") -> None:

@@ -46,6 +46,7 @@ res, cfg = view["result"], view["config"]
 s = res.summary
 st.caption(f"Simulated: {describe_config(cfg)}; {s['requests']:,} requests, {s['steps']:,} engine steps in "
            f"{s['sim_wall_s'] * 1e3:.0f} ms.")
+export.command(cfg)
 widgets.clients(s, "The load")
 if view["sharding"]:
     st.info(view["sharding"], icon=":material/splitscreen:")

@@ -1,11 +1,13 @@
 """`python -m core simulate`: a serving simulation from the command line."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..engine import layout
-from ..physics import catalog
+from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL
+from ..serving.command import DEFAULTS, cli_max_model_len
 from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
@@ -45,20 +47,31 @@ def add_args(p) -> None:
                    help="mean request rate, req/s (default 5; with --concurrency, none: a pure closed loop)")
     p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens (default: the distribution's)")
     p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens (default: the distribution's)")
-    p.add_argument("--requests", type=bounded("requests"), default=1000)
-    p.add_argument("--policy", default="vllm", choices=layout.POLICIES)
-    p.add_argument("--length-dist", default="fixed", choices=LENGTH_DISTS)
-    p.add_argument("--spread", type=bounded("spread"), default=0.5, help="uniform: +-fraction; lognormal: sigma")
+    p.add_argument("--requests", type=bounded("requests"), default=DEFAULTS["requests"],
+                   help="requests to simulate (default 2000, the Lab's: enough for a stable p99)")
+    p.add_argument("--policy", default=DEFAULTS["policy"], choices=layout.POLICIES,
+                   help="scheduler (default sarathi: continuous batching with chunked prefill, vLLM V1's and the "
+                        "Lab's default; vllm: whole prompts in one step)")
+    p.add_argument("--length-dist", default=DEFAULTS["length_dist"], choices=LENGTH_DISTS,
+                   help="prompt and output lengths around --prompt/--output (default lognormal, the Lab's: no real "
+                        "workload sends one length; fixed: every request the same)")
+    p.add_argument("--spread", type=bounded("spread"), default=DEFAULTS["spread"],
+                   help="uniform: +-fraction; lognormal: sigma (default 0.5)")
     p.add_argument("--arrival", default="poisson", choices=ARRIVALS)
     p.add_argument("--cv", type=bounded("cv"), default=1.0, help="coefficient of variation of gamma gaps")
     p.add_argument("--block-size", type=bounded("block"), default=16)
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256)
-    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=8192,
-                   help="token budget of a step (default: vLLM's server default on an 80 GB-class GPU)")
+    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=DEFAULTS["max_batched_tokens"],
+                   help="token budget of a step (default 2048, the Lab's: vLLM V1's online default on A100s and "
+                        "GPUs under 70 GiB; it sets 8192 on H100-class GPUs)")
     p.add_argument("--chunk", type=bounded("chunk"), default=None,
                    help="longest prefill chunk of a step (default: the token budget, as vLLM V1 and Sarathi-Serve)")
-    p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None)
+    p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None,
+                   help="longest request, prompt + output (default: as the Lab fits it, the workload's long tail "
+                        "within the model's context and one replica's KV cache; a trace's longest request)")
     p.add_argument("--mem-util", type=bounded("mem_util"), default=MEM_UTIL)
+    p.add_argument("--watermark", type=bounded("watermark"), default=DEFAULTS["watermark"],
+                   help="share of KV blocks admission keeps free (vLLM's default 0.01)")
     p.add_argument("--ttft-slo-ms", type=bounded("ttft"), default=1000.0)
     p.add_argument("--tpot-slo-ms", type=bounded("tpot"), default=100.0)
     p.add_argument("--seed", type=bounded("seed"), default=0)
@@ -73,7 +86,9 @@ def add_args(p) -> None:
     p.add_argument("--turn-gap", type=bounded("turn_gap"), default=30.0, help="seconds from one turn to the next")
     p.add_argument("--no-prefix-caching", action="store_true",
                    help="recompute every prompt (vLLM's --no-enable-prefix-caching)")
-    p.add_argument("--router", default="rr", choices=layout.ROUTERS)
+    p.add_argument("--router", default=DEFAULTS["router"], choices=layout.ROUTERS,
+                   help="how requests reach replicas (default lor, the Lab's: least outstanding requests; rr: "
+                        "round robin; kv: least KV load)")
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
     p.add_argument("--prefill-gpus", type=bounded("prefill_gpus"), default=0)
     p.add_argument("--prefill-tp", type=bounded("tp"), default=None)
@@ -86,10 +101,21 @@ def add_args(p) -> None:
     p.add_argument("--scale-metric", default="concurrency", choices=SCALE_METRICS,
                    help="concurrency: requests per replica; kv: share of KV blocks in use")
     p.add_argument("--scale-target", type=bounded("scale_target"), default=64.0, help="per-replica target of the metric")
+    p.add_argument("--scale-down-frac", type=bounded("scale_down_frac"), default=DEFAULTS["scale_down_frac"],
+                   help="drain a replica when the load fits one fewer at this share of the target")
     p.add_argument("--scale-interval", type=bounded("scale_interval"), default=5.0, help="seconds between autoscaler decisions")
     p.add_argument("--startup-s", type=bounded("startup_s"), default=30.0, help="fixed replica start-up before weight loading")
     p.add_argument("--load-gbps", type=bounded("load_gbps"), default=5.0, help="weight loading bandwidth per GPU, GB/s")
     p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
+    p.add_argument("--launch", default=DEFAULTS["launch"], choices=sorted(costmodel.LAUNCH_MODES),
+                   help="CUDA graphs for every step (default, as vLLM V1 runs), eager, or auto (graphs for "
+                        "decode-only steps)")
+    p.add_argument("--engine", default=DEFAULTS["engine_overhead"], choices=("bare", "vllm"),
+                   help="vllm: the serving engine's per-step host time (default); bare: forward passes alone")
+    p.add_argument("--no-async-scheduling", action="store_true",
+                   help="schedule each step after the last, as vLLM before 0.14 (default: async, vLLM >= 0.14)")
+    p.add_argument("--offline", action="store_true",
+                   help="clients call the engine directly (vLLM's offline LLM class), not through its API server")
     add_hardware_args(p)
 
 
@@ -112,7 +138,7 @@ def config_from_args(args) -> SimConfig:
             trace = Path(args.trace).read_text()
         except OSError as e:
             raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
-    return SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype,
+    cfg = SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype,
                      kv_dtype=args.kv_dtype, policy=args.policy,
                      block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
                      chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
@@ -121,7 +147,16 @@ def config_from_args(args) -> SimConfig:
                      min_replicas=args.min_replicas, scale_metric=args.scale_metric, scale_target=args.scale_target,
                      scale_interval_s=args.scale_interval, startup_fixed_s=args.startup_s, load_gbps=args.load_gbps,
                      ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention,
-                     prefix_caching=not args.no_prefix_caching)
+                     prefix_caching=not args.no_prefix_caching, watermark=args.watermark,
+                     scale_down_frac=args.scale_down_frac, launch=args.launch, engine_overhead=args.engine,
+                     async_scheduling=not args.no_async_scheduling, api_server=not args.offline)
+    if cfg.max_model_len is None and cfg.gpu and cfg.model:
+        # the Lab's max model length (serving/command.py), so that the same flags give the same figures
+        try:
+            cfg = replace(cfg, max_model_len=cli_max_model_len(cfg))
+        except ValueError:
+            pass  # an unknown GPU or model: the simulation says so in its own words
+    return cfg
 
 
 def cmd_simulate(args) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import CORE_VERSION
+from .command import simulate_command
 from .simulate import SimResult
 
 PROJECT = "LLM Serving Design Lab"
@@ -98,13 +99,20 @@ def _describe(result: SimResult) -> str:
 
 
 def run_dict(result: SimResult, inputs: dict | None = None, extra: dict | None = None) -> dict:
-    """Inputs, deployment and summary of a run, with the version that made it."""
+    """Inputs, deployment and summary of a run, with the version that made it and the command line
+    that reproduces its figures ("reproduce": `python -m core simulate ...`, serving/command.py)."""
     deployment = asdict(result.config)
     trace = deployment.pop("trace_csv")
+    note = None
     if trace is not None:
-        deployment["trace_csv"] = trace if len(trace) <= TRACE_INLINE_MAX else \
+        inline = len(trace) <= TRACE_INLINE_MAX
+        deployment["trace_csv"] = trace if inline else \
             f"(a trace of {result.workload.n} requests, {len(trace):,} characters: too long to keep here)"
+        # the trace travels in this file (up to TRACE_INLINE_MAX), so the command names the file to write it to
+        note = ("write this file's deployment.trace_csv into it" if inline else
+                "the trace this run replayed (too long to keep in this file)")
     out = {"version": project_version(), "written_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "reproduce": simulate_command(result.config, note),
            "inputs": inputs or {}, "deployment": deployment, "summary": result.summary}
     if extra:
         out.update(extra)

@@ -1,0 +1,200 @@
+"""The `python -m core simulate ...` command line that reproduces a simulation.
+
+Every view's Run (JSON) carries it (export.run_dict), and the Lab shows it, so that a figure on a
+page can be re-run headless and give the same numbers: the simulator is deterministic, so the
+command's summary equals the page's.
+
+The command line and the Lab share one set of defaults (DEFAULTS below: the Lab's, which are
+vLLM V1's online-serving ones), so a command with only the deployment's shape (GPU, model, tp,
+GPUs, load, lengths) already gives the Lab's figures; `simulate_command` writes a flag for every
+other field that differs from them.
+
+What a command cannot carry is said in a trailing shell comment (ignored when pasted): a replayed
+trace is a file (`--trace trace.csv`, and where to find its text), and a GPU or model registered
+from an uploaded file is known by its id only on the machine that registered it.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+
+from ..physics import catalog
+from ..physics.memory import MEM_UTIL
+from .simulate import SimConfig, fitted_max_model_len
+
+# The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
+# (core/lab/inputs.py LabInputs, whose defaults tests/test_reproduce.py holds equal to these), which
+# follow vLLM V1's online serving: chunked prefill (policy sarathi) at a 2,048-token budget (vLLM's
+# on A100s and GPUs under 70 GiB; it gives H100-class GPUs 8,192, the Lab keeps one budget for all),
+# max_num_seqs 256, 16-token blocks, prefix caching on; a router that sends each request to the
+# replica with the fewest outstanding (vLLM's production-stack default, llm-d's); log-normal lengths
+# (sigma 0.5) because no real workload sends one length; 2,000 requests, enough for a stable p99.
+DEFAULTS = dict(
+    tp=1, pp=1, dtype="bf16", kv_dtype="bf16", policy="sarathi", block_size=16, max_seqs=256,
+    max_batched_tokens=2048, mem_util=MEM_UTIL, watermark=0.01, prefix_caching=True, router="lor",
+    requests=2000, length_dist="lognormal", spread=0.5, arrival="poisson", cv=1.0, seed=0,
+    system_prompts=0, system_prompt_tokens=0, turns=1, turn_gap_s=30.0, think_s=0.0, think_dist="fixed",
+    prefill_gpus=0, min_replicas=1, scale_metric="concurrency", scale_target=64.0, scale_down_frac=0.7,
+    scale_interval_s=5.0, startup_fixed_s=30.0, load_gbps=5.0, ttft_slo_ms=1000.0, tpot_slo_ms=100.0,
+    attn_kernel="paged", launch="graph", engine_overhead="vllm",
+)
+
+TRACE_FILE = "trace.csv"
+
+
+def cli_max_model_len(cfg: SimConfig) -> int:
+    """The max model length the command line gives a configuration that sets none: the Lab's
+    (fitted_max_model_len: the workload's long tail, within the context and one replica's KV cache;
+    a trace's longest request), for the smallest replica of the deployment, which must hold it."""
+    tp = min(cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp) if cfg.disagg else cfg.tp
+    return fitted_max_model_len(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), cfg.workload, cfg.trace_csv,
+                                tp, cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs, cfg.block_size,
+                                1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype)
+
+
+def _num(v) -> str:
+    """A number as the parser reads it back exactly: 2048, 0.5, 1.2345678901234567."""
+    if isinstance(v, bool):
+        raise TypeError("a flag's value, not a switch")
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 2**53):
+        return str(int(v))
+    return repr(float(v))
+
+
+def _gpu(gpu_id: str) -> tuple[str, str | None]:
+    """(the --gpu value, a note where it is not a catalog GPU)."""
+    base = gpu_id.rpartition("@")[0] or gpu_id
+    try:
+        known = catalog.get_gpu(base).id in catalog.gpu_ids()
+    except ValueError:
+        known = False
+    if known:  # a catalog GPU, at its list price or at the user's (h100@1.85): exact anywhere
+        return gpu_id, None
+    return gpu_id, (f"{base} is the GPU of your uploaded datasheet or profile, known by that id only on this "
+                    f"machine: elsewhere give --gpu-file with that file instead of --gpu"
+                    + (" (and the price after '@' is lost)" if "@" in gpu_id else ""))
+
+
+def _model(model_id: str) -> tuple[str, str | None]:
+    if model_id.startswith(catalog.MODEL_PREFIX):
+        return model_id, (f"{model_id} is the model of your uploaded config.json, known by that id only on this "
+                          f"machine: elsewhere give --model-config with that file instead of --model")
+    return model_id, None
+
+
+def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
+    """`python -m core simulate ...` for `cfg`: the deployment's shape always, then a flag for every
+    field that differs from the command line's defaults. With a replayed trace the command reads
+    `--trace trace.csv`; `trace_note` says where that file's text is (default: the trace replayed)."""
+    D, w = DEFAULTS, cfg.workload
+    args: list[str] = []
+    notes: list[str] = []
+
+    def flag(name, value=None):
+        args.append(name)
+        if value is not None:
+            args.append(value if isinstance(value, str) else _num(value))
+
+    def differs(name, value, field=None):
+        if value != D[field or name.replace("-", "_")]:
+            flag(f"--{name}", value)
+
+    gpu, note = _gpu(cfg.gpu)
+    notes += [note] if note else []
+    model, note = _model(cfg.model)
+    notes += [note] if note else []
+    flag("--gpu", gpu)
+    flag("--model", model)
+    flag("--tp", cfg.tp)
+    if cfg.gpus is not None:
+        flag("--gpus", cfg.gpus)
+    differs("pp", cfg.pp)
+    differs("dtype", cfg.dtype)
+    differs("kv-dtype", cfg.kv_dtype)
+
+    # the load: an open loop at a rate, or a closed loop of users (a rate of inf: as fast as answered)
+    if w.closed_loop:
+        flag("--concurrency", w.concurrency)
+        differs("think-time", w.think_s, "think_s")
+        differs("think-dist", w.think_dist)
+    if w.rate_schedule:
+        flag("--rate-schedule", ",".join(f"{_num(t)}:{_num(r)}" for t, r in w.rate_schedule))
+    if math.isfinite(w.rate):
+        flag("--rate", w.rate)
+    elif not w.closed_loop and cfg.trace_csv is None:  # a trace's arrivals are its own
+        notes.append("every request due at once (an offline batch, a request rate of inf) has no flag: the "
+                     "command asks for the highest rate the command line takes")
+        flag("--rate", 100000.0)
+    if w.prompt_mean is not None:
+        flag("--prompt", w.prompt_mean)
+    if w.output_mean is not None:
+        flag("--output", w.output_mean)
+    differs("requests", w.n_requests)
+    differs("length-dist", w.length_dist)
+    differs("spread", w.spread)
+    differs("arrival", w.arrival)
+    differs("cv", w.cv)
+    differs("seed", w.seed)
+    differs("system-prompts", w.prefix_groups)
+    differs("system-prompt-tokens", w.prefix_tokens)
+    differs("turns", w.turns)
+    differs("turn-gap", w.turn_gap_s, "turn_gap_s")
+    if cfg.trace_csv is not None:
+        flag("--trace", TRACE_FILE)
+        notes.append(f"{TRACE_FILE}: {trace_note or 'the trace this run replayed'}")
+
+    # the engine
+    differs("policy", cfg.policy)
+    differs("block-size", cfg.block_size)
+    differs("max-seqs", cfg.max_seqs)
+    differs("max-batched-tokens", cfg.max_batched_tokens)
+    # a chunk equal to the budget is what no --chunk means under chunked prefill; otherwise say it
+    if cfg.chunk is not None and not (cfg.policy == "sarathi" and cfg.chunk == cfg.max_batched_tokens):
+        flag("--chunk", cfg.chunk)
+    if cfg.max_model_len is not None:
+        try:
+            fitted = cli_max_model_len(cfg)
+        except ValueError:
+            fitted = None
+        if cfg.max_model_len != fitted:
+            flag("--max-model-len", cfg.max_model_len)
+    differs("mem-util", cfg.mem_util)
+    differs("watermark", cfg.watermark)
+    if not cfg.prefix_caching:
+        flag("--no-prefix-caching")
+    differs("attention", cfg.attn_kernel, "attn_kernel")
+    differs("launch", cfg.launch)
+    differs("engine", cfg.engine_overhead, "engine_overhead")
+    if not cfg.async_scheduling:
+        flag("--no-async-scheduling")
+    if not cfg.api_server:
+        flag("--offline")
+
+    # the cluster
+    differs("router", cfg.router)
+    if cfg.disagg:
+        flag("--disagg")
+    differs("prefill-gpus", cfg.prefill_gpus)
+    if cfg.prefill_tp is not None:
+        flag("--prefill-tp", cfg.prefill_tp)
+    if cfg.decode_tp is not None:
+        flag("--decode-tp", cfg.decode_tp)
+    if cfg.autoscale:
+        flag("--autoscale")
+    differs("min-replicas", cfg.min_replicas)
+    differs("scale-metric", cfg.scale_metric)
+    differs("scale-target", cfg.scale_target)
+    differs("scale-down-frac", cfg.scale_down_frac)
+    differs("scale-interval", cfg.scale_interval_s, "scale_interval_s")
+    differs("startup-s", cfg.startup_fixed_s, "startup_fixed_s")
+    differs("load-gbps", cfg.load_gbps)
+    differs("ttft-slo-ms", cfg.ttft_slo_ms)
+    differs("tpot-slo-ms", cfg.tpot_slo_ms)
+    # Not carried, because no figure depends on them: max_steps (a guard: a page's run that finished
+    # within its 10 million steps finishes within the command line's 50 million), fast_forward (the
+    # same results either way), trace_cap and stream_* (how many steps and token times are sampled
+    # for the charts); workload.max_total_tokens is the max model length, set by the run.
+    line = "python -m core simulate " + " ".join(shlex.quote(a) for a in args)
+    if notes:
+        line += "  # " + "; ".join(n.replace("\n", " ") for n in notes)
+    return line
