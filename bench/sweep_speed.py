@@ -22,8 +22,8 @@ from core.serving.workload import WorkloadSpec  # noqa: E402
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 CASES = {
-    # the command line's defaults: 500 requests a level at least, fixed lengths
-    "cli_default_8b_h100": SimConfig(gpu="h100", model="llama-3.1-8b", policy="sarathi",
+    # 500 requests a level at least, fixed lengths
+    "8b_h100_fixed_lengths": SimConfig(gpu="h100", model="llama-3.1-8b", policy="sarathi",
                                      workload=WorkloadSpec(n_requests=500, prompt_mean=1024, output_mean=256)),
     # the Lab's workload shape: log-normal lengths, 2,048-token budget, 400 requests a level at least
     "lab_8b_h100_lognormal": SimConfig(gpu="h100", model="llama-3.1-8b", policy="sarathi", max_batched_tokens=2048,
@@ -38,7 +38,7 @@ CASES = {
 
 def main(argv: list[str]) -> None:
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
-    warm = CASES["cli_default_8b_h100"]
+    warm = CASES["8b_h100_fixed_lengths"]
     simulate(replace(warm, workload=replace(warm.workload, n_requests=10)))
     results = {}
     for name, cfg in CASES.items():
