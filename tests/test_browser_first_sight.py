@@ -179,6 +179,12 @@ def test_every_component_path_describes_a_deployment_the_page_names(browser):
         words = captions.nth(i).inner_text()
         sharded = "tp=1" not in words and ("tp" in words)
         assert ("off" in (shards.get_attribute("class") or "")) != sharded, words
+    # the simulated deployment (2 replicas x tp=4) is sharded: its path, its own or the one above, says so
+    simulated = page.locator("[data-testid='stCaptionContainer']").filter(has_text="simulated here")
+    assert simulated.count() == 1 and "tp=4" in simulated.inner_text()
+    own = paths.count() == 2
+    shards = paths.nth(1 if own else 0).locator(".part").filter(has_text="Model shards")
+    assert "off" not in (shards.get_attribute("class") or "")
     page.close()
 
 

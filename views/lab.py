@@ -53,6 +53,8 @@ if view["sharding"]:
 if view["current_path"]:
     st.html(widgets.diagram_html(view["current_path"]))
     st.caption(f"The component path of the deployment simulated here: {describe_config(cfg)}.")
+elif view["current_path_note"]:
+    st.caption(f"The deployment simulated here: {describe_config(cfg)}. {view['current_path_note']}")
 if view["placement"]:
     st.info(view["placement"], icon=":material/lan:")
 if view["differs"]:

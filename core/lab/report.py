@@ -22,7 +22,7 @@ def lab_view(inputs: LabInputs) -> dict:
     view = dict(recommendation=rec, path=architecture_path(rec.light_stage, gpus),
                 config=None, result=None, gauges=None, headline=None, trust=None, memory=None,
                 current_misses=None, current_error=None, current_fix=None, differs=None, placement=None,
-                sharding=None, current_path=None, adopt=None)
+                sharding=None, current_path=None, current_path_note=None, adopt=None)
     try:
         cfg, res = current(inputs)
     except ValueError as e:
@@ -33,9 +33,11 @@ def lab_view(inputs: LabInputs) -> dict:
     view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
                 trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs),
                 differs=differs(rec, cfg), placement=placement_note(cfg), sharding=sharding_note(inputs, cfg))
-    stage, gpus = config_stage(cfg), cfg.gpus or cfg.tp * cfg.pp
-    if rec.shown is None or (stage, gpus) != (rec.light_stage, rec.shown.gpus):
-        view["current_path"] = architecture_path(stage, gpus)  # the simulated deployment's own components
+    own = architecture_path(config_stage(cfg), cfg.gpus or cfg.tp * cfg.pp)
+    if own != view["path"]:
+        view["current_path"] = own  # the simulated deployment's own components
+    elif view["differs"]:
+        view["current_path_note"] = "Its components are those of the path above."
     if rec.shown is not None and not rec.shown.disagg and (view["differs"] or not rec.met):
         # the sidebar settings that simulate the deployment named above (a split has no toggle)
         view["adopt"] = dict(settings=lab_inputs_for(rec.shown), action=f"Simulate {rec.shown.label()} below")
