@@ -206,3 +206,21 @@ def test_the_default_page_shows_one_deployment_and_no_banner_that_its_figures_di
     assert "its figures differ" not in text
     assert "chunked prefill 2048" in text.split("Current architecture")[0]  # the sidebar's own token budget
     page.close()
+
+
+@pytest.mark.parametrize("query,words", [
+    ("?model=llama-3.1-405b&gpu=h100&gpus=16&tp_on=true", "is 8 H100: 1×tp8, fp8"),  # it said 16 H100 in bf16
+    ("?model=deepseek-v3&gpu=h200&gpus=8", "is 8 H200: 1×tp8, fp8"),  # a model that ships in fp8
+    ("scenarios", None),
+])
+def test_the_recommendation_names_fp8_and_says_when_batching_costs_nothing(browser, query, words):
+    if words is None:  # Scenario 1's card opens the Lab: one request at a time, and why batching still pays
+        page = opened(browser, "scenarios", 1800)
+        page.get_by_role("button", name="Load into the Lab").first.click()
+        page.wait_for_selector("h3:has-text('Recommended shape')", timeout=120_000)
+        wait_idle(page)
+        assert "costs nothing more on the same GPUs" in lab_text(page)
+    else:
+        page = opened_lab(browser, query, 2000)
+        assert words in lab_text(page) and "set Weights to fp8" in lab_text(page)
+    page.close()
