@@ -101,7 +101,7 @@ def cmd_sweep(args) -> None:
         if tty:
             sys.stderr.write("\n")
         results.append(dict(deployment=name, **r))
-        rows += frontier.table(r["points"], name)
+        rows += frontier.rows(r, deployment=name)
     lines = []
     for r in results:
         lines.append(f"{r['deployment']}: {r['knee_words']}")

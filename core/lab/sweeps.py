@@ -122,10 +122,8 @@ def sweep_users(inputs: LabInputs) -> list[dict]:
     levels = user_levels(inputs, cfg)
     progress.expect(len(levels))
     check_page_work([frontier.level_config(base, n) for n in levels], "This concurrency sweep")
-    points = [frontier.point(base, n, run) for n in levels]
-    k = frontier.knee(points)
-    return [dict(p, knee=i == k, current=inputs.closed_loop and p["users"] == inputs.users)
-            for i, p in enumerate(points)]
+    return [dict(r, current=inputs.closed_loop and r["users"] == inputs.users)
+            for r in frontier.rows(frontier.sweep(base, levels, run=run))]
 
 
 def users_caption(rows: list[dict], inputs: LabInputs) -> str:

@@ -119,14 +119,9 @@ class Plan:
         plans = [(name, c, frontier.levels_for(c)) for name, c in cfgs]
         total, done, rows = sum(len(levels) for _, _, levels in plans), 0, []
         for name, c, levels in plans:
-            points = []
-            for n in levels:
-                points.append(frontier.point(c, n))
-                done += 1
-                if on_point:
-                    on_point(done, total)
-            k = frontier.knee(points)
-            rows += [dict(p, deployment=name, knee=i == k) for i, p in enumerate(points)]
+            tick = (lambda i, n, before=done: on_point(before + i, total)) if on_point else None
+            rows += frontier.rows(frontier.sweep(c, levels, tick), deployment=name)
+            done += len(levels)
         return rows
 
     def rows(self) -> list[dict]:

@@ -85,13 +85,13 @@ def knee(points: list[dict]) -> int:
     return len(points) - 1
 
 
-def sweep(cfg: SimConfig, levels, on_point=None) -> dict:
-    """One deployment over the concurrency levels: its points, the knee, and in words what the knee
-    means. on_point(i, n) is told after each level (a progress bar)."""
+def sweep(cfg: SimConfig, levels, on_point=None, run=simulate) -> dict:
+    """One deployment over the concurrency levels, each simulated by `run`: its points, the knee,
+    and in words what the knee means. on_point(i, n) is told after each level (a progress bar)."""
     levels = check_levels(levels)
     points = []
     for i, users in enumerate(levels):
-        points.append(point(cfg, users))
+        points.append(point(cfg, users, run))
         if on_point:
             on_point(i + 1, len(levels))
     k = knee(points)
@@ -112,7 +112,8 @@ def knee_words(points: list[dict], k: int) -> str:
     return words + "; the throughput still grows at every level swept: sweep further to find where it stops"
 
 
-def table(points: list[dict], label: str) -> list[dict]:
-    """The points as rows of an exported table, named by their deployment."""
-    return [dict(deployment=label, **p) for p in points]
+def rows(result: dict, **named) -> list[dict]:
+    """A sweep's points as rows of a chart or an exported table: each marked whether it is the knee,
+    with the columns `named` gives (say its deployment)."""
+    return [dict(p, knee=i == result["knee"], **named) for i, p in enumerate(result["points"])]
 

@@ -215,8 +215,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
     )
     summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span, (t0, t1), cap)
     in_flight = float(np.clip(np.minimum(finish, t1) - np.maximum(arrival, t0), 0.0, None).sum()) / window
-    summary["clients"] = clients_summary(cfg, pools, summary, in_flight, (req["scheduled_s"] - arrival)[done_in],
-                                         due_rate)
+    summary["clients"] = clients_summary(cfg, pools, summary, in_flight, due_rate)
     if cfg.disagg:
         moved = req["xfer_done_s"] >= 0
         summary["kv_transfer_ms"] = dist((req["xfer_done_s"][moved] - req["xfer_start_s"][moved]) * 1e3)
@@ -273,7 +272,7 @@ def _pool_utilisation(name: str, req: dict, window: tuple[float, float], cap) ->
     return tok_s / max(cap.output_tok_s, tok_s, 1e-9)
 
 
-def clients_summary(cfg, pools, summary: dict, in_flight: float, wait_s: np.ndarray, due: float) -> dict:
+def clients_summary(cfg, pools, summary: dict, in_flight: float, due: float) -> dict:
     """How the load was offered, and for a closed loop what limits it. in_flight: the requests sent
     and not yet answered, on average over the steady state (a closed loop's users less those
     thinking); `saturates` says in words what stops more users from raising the throughput."""
@@ -283,14 +282,13 @@ def clients_summary(cfg, pools, summary: dict, in_flight: float, wait_s: np.ndar
                     saturates=None)
     users = spec.concurrency
     slots = (1 if cfg.policy == "serial" else cfg.max_seqs) * pools[-1].replicas
-    waiting = float(np.median(wait_s)) * 1e3 if len(wait_s) else 0.0
     if math.isfinite(due) and summary["arrival_rate_req_s"] < 0.95 * due:
         saturates = (f"the client: requests fall due at {due:.3g} req/s, but {users:,} users waiting for their answers "
                      f"send only {summary['arrival_rate_req_s']:.3g} req/s")
     elif users > slots:
         saturates = (f"batch slots: {users:,} users against {slots:,} sequences the replicas run at once, so the rest "
-                     f"wait in the queue (median {waiting:,.0f} ms): more users lengthen the time to first token, "
-                     f"not the throughput")
+                     f"wait in the queue (median {summary['queue_wait_ms']['p50']:,.0f} ms): more users lengthen the "
+                     f"time to first token, not the throughput")
     elif summary["preemptions"] > 0 or summary["min_free_kv_blocks"] <= 0.02 * summary["kv_blocks_total"]:
         saturates = (f"the KV cache: the users' requests fill the KV blocks ({summary['preemptions']:,} preemptions); "
                      f"more users wait for blocks or recompute their prompts")
@@ -299,7 +297,6 @@ def clients_summary(cfg, pools, summary: dict, in_flight: float, wait_s: np.ndar
     return dict(mode="closed" if math.isinf(due) else "rate+concurrency", users=users, think_s=spec.think_s,
                 think_dist=spec.think_dist, due_rate_req_s=due, in_flight=in_flight, batch_slots=slots,
                 saturates=saturates)
-
 
 
 def clients_words(summary: dict) -> str | None:

@@ -427,7 +427,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     args = (RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
             of, work_i, work_f, stream, cl_t, cl_q)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
-                itl_hist=itl_hist, oi=oi, of=of, cfg_i=cfg_i)
+                itl_hist=itl_hist, oi=oi, of=of, cfg_i=cfg_i, stream=stream)
 
 
 def _clients(cfg: SimConfig, wl: Workload, RI, RF, gpu, eff=None):
@@ -600,7 +600,7 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
                   token_s=a["stream_t"])
     due_rate, dry = due_rate_of(wl), None
     if cfg.workload.closed_loop:
-        sent = a["args"][-3]  # the stream, in the order its requests fell due
+        sent = a["stream"]  # in the order its requests fell due
         due_rate = due_rate_of(replace(wl, arrival_s=wl.arrival_s[sent]))
         dry = float(RF[sent[-1], L.F_ARRIVAL])
         wl, requests, stream = _as_sent(wl, requests, stream)
