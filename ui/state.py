@@ -19,7 +19,7 @@ from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
 from ui import links, widgets, yourgpu, yourmodel
 
 DEFAULTS = LabInputs()
-LOADS = {"rate": "request rate", "users": "concurrent users"}
+LOAD_LABELS = {"rate": "request rate", "users": "concurrent users"}
 TOKENS = bounds.sidebar_options("prompt")
 TARGETS_MS = bounds.sidebar_options("ttft")
 SIZES_B = bounds.sidebar_options("size_b")
@@ -57,7 +57,7 @@ def sidebar() -> None:
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
-    sb.segmented_control("Load", list(LOADS), default=DEFAULTS.load, key="load", format_func=LOADS.get,
+    sb.segmented_control("Load", list(LOAD_LABELS), default=DEFAULTS.load, key="load", format_func=LOAD_LABELS.get,
                          required=True,
                          help="An open loop: requests arrive at a rate, whatever the server does (production "
                               "traffic). Or a closed loop: a fixed number of users, each sending its next request "

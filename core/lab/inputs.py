@@ -202,32 +202,30 @@ class NeedsShape(ValueError):
 
 def sharded_shape(inputs: LabInputs, need: int) -> tuple[int, int, int]:
     """(GPUs, tp, pp) of the smallest replica of at least `need` GPUs' worth of sharding that the
-    sidebar can set: tensor parallel within a node, pipeline stages across nodes (replica_shape),
-    its GPU count one of the sidebar's."""
-    model = catalog.get_model(inputs.model)
-    counts = [g for g in bounds.sidebar_options("gpus") if g >= need]
-    for g in counts:
-        tp = 2 ** max(1, math.ceil(math.log2(need)))
-        if g % tp == 0 and model.heads % min(tp, catalog.get_gpu(inputs.gpu).gpus_per_node) == 0:
-            t, pp = replica_shape(replace(inputs, pp=0), tp)
-            if model.heads % t == 0:
-                return max(g, t * pp), t, pp
-    raise ValueError(f"{model.label()} needs more than {bounds.sidebar_options('gpus')[-1]} "
-                     f"{catalog.get_gpu(inputs.gpu).name} GPUs per replica: choose a GPU with more memory, or fp8 "
-                     f"or int4 weights (Advanced)")
+    sidebar can set: a power of two (the degrees heads divide), tensor parallel within a node and
+    pipeline stages across nodes (replica_shape), on the fewest of the sidebar's GPU counts."""
+    model, gpu = catalog.get_model(inputs.model), catalog.get_gpu(inputs.gpu)
+    tp, pp = replica_shape(replace(inputs, pp=0), 2 ** max(1, math.ceil(math.log2(need))))
+    size = tp * pp
+    if model.heads % tp == 0:
+        for g in bounds.sidebar_options("gpus"):
+            if g >= size and g % size == 0:
+                return g, tp, pp
+    raise ValueError(f"{model.label()} needs more than {bounds.sidebar_options('gpus')[-1]} {gpu.name} GPUs per "
+                     f"replica: choose a GPU with more memory, or fp8 or int4 weights (Advanced)")
 
 
 def needs_more_gpus(inputs: LabInputs, need: int) -> NeedsShape:
     """The sidebar's GPUs hold no replica: name the smallest shape that can be set, and offer it."""
     model, gpu = catalog.get_model(inputs.model), catalog.get_gpu(inputs.gpu)
     gpus, tp, pp = sharded_shape(inputs, need)
+    short = f"tp={tp}" + (f" × pp={pp}" if pp > 1 else "")
     shape = f"tp={tp}" + (f" within each {gpu.gpus_per_node}-GPU node × pp={pp} pipeline stages across nodes"
                           if pp > 1 else "")
     return NeedsShape(f"{model.label()} in {inputs.dtype} does not fit the sidebar's {inputs.gpus} {gpu.name} GPUs: "
                       f"a replica needs {need} or more, and one of {tp * pp} runs {shape}. Set the GPU count to "
                       f"{gpus} with tensor-parallel sharding on (its degree on auto)",
-                      dict(gpus=gpus, tensor_parallel=True, tp=0, pp=0), f"Use {gpus} GPUs ({shape.split(' within')[0]}"
-                      + (f" × pp={pp})" if pp > 1 else ")"))
+                      dict(gpus=gpus, tensor_parallel=True, tp=0, pp=0), f"Use {gpus} GPUs ({short})")
 
 
 def auto_tp(inputs: LabInputs) -> int:

@@ -3,6 +3,7 @@ names a simulated deployment."""
 from __future__ import annotations
 
 from ..physics import catalog
+from ..planner.space import stage_of
 from ..serving.simulate import SimConfig
 from ..text import count
 from .gauges import gauges, headline, mark_growing, memory_split
@@ -33,7 +34,7 @@ def lab_view(inputs: LabInputs) -> dict:
     view.update(config=cfg, result=res, gauges=gauges(cfg, res, inputs), headline=mark_growing(headline(res, inputs), res.summary),
                 trust=trust(cfg, res.summary), memory=memory_split(res), current_misses=misses(res.summary, inputs),
                 differs=differs(rec, cfg), placement=placement_note(cfg), sharding=sharding_note(inputs, cfg))
-    own = architecture_path(config_stage(cfg), cfg.gpus or cfg.tp * cfg.pp)
+    own = architecture_path(stage_of(cfg.policy, cfg.tp * cfg.pp, cfg.disagg), cfg.gpus or cfg.tp * cfg.pp)
     if own != view["path"]:
         view["current_path"] = own  # the simulated deployment's own components
     elif view["differs"]:
@@ -42,14 +43,6 @@ def lab_view(inputs: LabInputs) -> dict:
         # the sidebar settings that simulate the deployment named above (a split has no toggle)
         view["adopt"] = dict(settings=lab_inputs_for(rec.shown), action=f"Simulate {rec.shown.label()} below")
     return view
-
-
-def config_stage(cfg: SimConfig) -> int:
-    """The architecture stage a simulated deployment amounts to, from the features it uses (as
-    planner.space.Deployment.stage)."""
-    if cfg.disagg:
-        return 5
-    return {"serial": 1, "static": 2}.get(cfg.policy, 4 if cfg.tp * cfg.pp > 1 else 3)
 
 
 def differs(rec, cfg: SimConfig) -> str | None:

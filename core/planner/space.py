@@ -33,6 +33,14 @@ POLICY_WORDS = {"serial": "one request at a time", "static": "static batching", 
                 "sarathi": "chunked prefill"}
 
 
+def stage_of(policy: str, replica_gpus: int, disagg: bool) -> int:
+    """The architecture stage a deployment amounts to, from the features it uses: a prefill pool,
+    then the schedule, then sharding (a replica of more than one GPU)."""
+    if disagg:
+        return 5
+    return {"serial": 1, "static": 2}.get(policy, 4 if replica_gpus > 1 else 3)
+
+
 @dataclass(frozen=True)
 class Targets:
     ttft_p99_ms: float = 1000.0
@@ -137,14 +145,7 @@ class Deployment:
 
     @property
     def stage(self) -> int:
-        """The architecture stage the deployment amounts to, from the features it uses."""
-        if self.disagg:
-            return 5
-        if self.policy == "serial":
-            return 1
-        if self.policy == "static":
-            return 2
-        return 4 if self.tp * self.pp > 1 else 3
+        return stage_of(self.policy, self.tp * self.pp, self.disagg)
 
     def label(self) -> str:
         gpu = self.gpu.upper()
