@@ -16,14 +16,23 @@ and the step's aggregates follow from sums kept as members join and leave:
 
 A step then costs O(1) for the whole cohort, plus O(log n) when a request joins or leaves;
 a member's own columns are written back ("materialised") when it leaves.
+
+Speculative decoding (physics/speculative.py) is a rule on the same counter: each member verifies
+its pending token and k draft tokens in a step, so the step takes the blocks of k + 1 more tokens,
+and S moves on by the tokens accepted, the same for every member: one draw a step for the whole
+cohort (drawing per member would make a step cost O(batch)). The batch's tokens a step then have
+the acceptance model's mean; what is lost is only the spread between sequences of one step, which
+each request's time per output token averages out over its many steps. The rejected drafts' blocks
+go back when the step completes. A member that a jump takes past its last token stops at it.
 """
 from ..jit import engine_jit
+from ..physics.costmodel import KV_HEADS, SPEC_K, SPEC_SURV
 
 from .kvcache import blocks_for
-from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_ROWS, P_LANE,
-                     M_SUM_CTX, M_TOKENS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_NFRESH, P_NSAMPLED,
-                     P_S, P_S_BLOCK, P_S_SPLIT, P_STORED, P_USED, Q_LAST_DECODE, R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_STATE,
-                     R_STREAM, R_V, R_W, S_DECODE)
+from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_DRAFTS, M_ROWS,
+                     P_LANE, M_SUM_CTX, M_TOKENS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_NFRESH, P_NSAMPLED,
+                     P_S, P_S_BLOCK, P_S_SPLIT, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE, P_STORED, P_USED, Q_LAST_DECODE,
+                     R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_OUTPUT, R_STATE, R_STREAM, R_V, R_W, S_DECODE)
 from .queues import heap_push, heap_remove
 
 
@@ -64,7 +73,7 @@ def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
     v = RI[q, R_V]
     c = v + S
     RI[q, R_COMPUTED] = c
-    RI[q, R_GENERATED] = RI[q, R_W] + S
+    RI[q, R_GENERATED] = min(RI[q, R_W] + S, RI[q, R_OUTPUT])  # a speculative jump stops at the last token
     if paged:
         RI[q, R_BLOCKS] = blocks_for(c, cfg[C_BLOCK])
     if RI[q, R_FRESH] == 1:
@@ -85,51 +94,109 @@ def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
 
 
 @engine_jit
-def blocks_needed(PI, BKT, r, cfg):
-    """New KV blocks the cohort takes this step (paged KV)."""
-    return BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
+def blocks_needed(PI, BKT, r, cfg, k):
+    """New KV blocks the cohort takes this step (paged KV): members whose next token, or one of
+    the k draft tokens after it, starts a block."""
+    bs = cfg[C_BLOCK]
+    s = PI[r, P_S_BLOCK]
+    need = BKT[r, B_BLOCK, s]
+    for _ in range(k):
+        s = s + 1 if s + 1 < bs else 0
+        need += BKT[r, B_BLOCK, s]
+    return need
 
 
 @engine_jit
-def needs_block(RI, PI, r, q, cfg):
-    return (RI[q, R_V] + PI[r, P_S]) % cfg[C_BLOCK] == 0
+def step_blocks(RI, PI, r, q, cfg, k):
+    """Blocks member q takes in this step (its next token and k draft tokens)."""
+    bs = cfg[C_BLOCK]
+    c = RI[q, R_V] + PI[r, P_S]
+    n = 0
+    for i in range(k + 1):
+        if (c + i) % bs == 0:
+            n += 1
+    return n
+
+
+# Weyl sequences (n x an irrational, mod 1) are equidistributed: the draws' mean converges at
+# O(1/n), faster than random numbers' O(1/sqrt(n)), and a run is reproducible without a seed
+GOLDEN = 0.6180339887498949
+SILVER = 0.4142135623730951  # a replica's offset, so that replicas stepping together do not jump together
 
 
 @engine_jit
-def add_step(PI, BKT, r, cfg, kv_heads, paged, mix):
+def draw_advance(PI, r, p):
+    """Tokens every member gains in this step: 1 plus the drafts the target accepts, the most j
+    with u below the chance that at least j are accepted."""
+    k = int(p[SPEC_K])
+    if k == 0:
+        return 1
+    n = PI[r, P_SPEC_DRAWS] + 1
+    PI[r, P_SPEC_DRAWS] = n
+    u = (n * GOLDEN + r * SILVER) % 1.0
+    a = 0
+    while a < k and u < p[SPEC_SURV + a]:
+        a += 1
+    return 1 + a
+
+
+@engine_jit
+def add_step(PI, BKT, r, cfg, p, paged, mix):
     """The cohort decodes in this step: take its blocks and add it to the step's token mix."""
     m = PI[r, P_COH_N]
     if m == 0:
         return
     S = PI[r, P_S]
+    k = int(p[SPEC_K])
+    j = draw_advance(PI, r, p)
+    PI[r, P_SPEC_ADV] = j
     if paged:  # from the replica's pool (a pipeline's lanes share lane 0's)
-        PI[r - PI[r, P_LANE], P_USED] += BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
+        taken = blocks_needed(PI, BKT, r, cfg, k)
+        PI[r - PI[r, P_LANE], P_USED] += taken
+        if k > 0:  # the blocks only rejected drafts start go back when the step completes
+            PI[r, P_SPEC_FREE] = taken - blocks_needed(PI, BKT, r, cfg, j - 1)
+    kv_heads = p[KV_HEADS]
     split = cfg[C_SPLIT]
     if split > 0:  # split-KV kernel: one thread block per partition of each context
         PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, PI[r, P_S_SPLIT]]  # contexts entering a new partition
         mix[M_CTAS] += kv_heads * PI[r, P_COH_PARTS]
     else:  # one thread block per sequence and KV head
         mix[M_CTAS] += kv_heads * m
-    mix[M_TOKENS] += m
+    mix[M_TOKENS] += m * (k + 1)  # every member's pending token and its drafts
     mix[M_DECODES] += m
+    mix[M_DRAFTS] += m * k
     mix[M_SUM_CTX] += PI[r, P_COH_V] + m * (S + 1)
-    mix[M_ROWS] += m
+    mix[M_ROWS] += m * (k + 1)  # the target's logits at every position it verifies
     PI[r, P_COH_STEPPED] = 1
 
 
 @engine_jit
-def advance(PI, r, cfg):
-    """The cohort has decoded one step: S and its phases move on."""
-    PI[r, P_S] += 1
-    b = PI[r, P_S_BLOCK] + 1
-    PI[r, P_S_BLOCK] = 0 if b == cfg[C_BLOCK] else b
-    if cfg[C_SPLIT] > 0:
-        k = PI[r, P_S_SPLIT] + 1
-        PI[r, P_S_SPLIT] = 0 if k == cfg[C_SPLIT] else k
+def advance(PI, BKT, r, cfg):
+    """The cohort has decoded one step: S and its phases move on by the tokens each member gained
+    (one, or under speculative decoding 1 + the drafts accepted)."""
+    j = PI[r, P_SPEC_ADV]
+    if j == 1:
+        PI[r, P_S] += 1
+        b = PI[r, P_S_BLOCK] + 1
+        PI[r, P_S_BLOCK] = 0 if b == cfg[C_BLOCK] else b
+        if cfg[C_SPLIT] > 0:
+            k = PI[r, P_S_SPLIT] + 1
+            PI[r, P_S_SPLIT] = 0 if k == cfg[C_SPLIT] else k
+    else:
+        PI[r, P_S] += j
+        PI[r, P_S_BLOCK] = (PI[r, P_S_BLOCK] + j) % cfg[C_BLOCK]
+        split = cfg[C_SPLIT]
+        if split > 0:
+            for i in range(1, j):  # contexts that enter a partition at the accepted tokens past the first
+                PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, (PI[r, P_S_SPLIT] + i) % split]
+            PI[r, P_S_SPLIT] = (PI[r, P_S_SPLIT] + j) % split
+    if PI[r, P_SPEC_FREE] > 0:
+        PI[r - PI[r, P_LANE], P_USED] -= PI[r, P_SPEC_FREE]
+        PI[r, P_SPEC_FREE] = 0
 
 
 @engine_jit
 def stored_after_step(PI, r):
     """Tokens the cohort holds once its scheduled step completes."""
-    S = PI[r, P_S] + PI[r, P_COH_STEPPED]
+    S = PI[r, P_S] + PI[r, P_COH_STEPPED] * PI[r, P_SPEC_ADV]
     return PI[r, P_COH_V] + PI[r, P_COH_N] * S

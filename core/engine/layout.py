@@ -135,3 +135,14 @@ NCI = NCI + 2
 # the loop's integer scratch (work_i): round-robin positions at the gateway and in the decode pool;
 # the stream's next request, users free, entries in the clients' heap
 W_RR, W_RR_DECODE, W_POS, W_FREE, W_HEAPN, NW = range(6)
+# ---- speculative decoding (cohort.py): each member of a decode cohort verifies costmodel.SPEC_K
+# draft tokens with its pending token in one step. P_SPEC_DRAWS: the replica's draws so far;
+# P_SPEC_ADV: the tokens every member gains in the step in flight (1 + the drafts accepted);
+# P_SPEC_FREE: the blocks its rejected drafts took, given back when it completes; M_DRAFTS: the step's draft tokens verified; O_SPEC_SEQ_STEPS / O_SPEC_ACCEPTED: sequences that
+# speculated, summed over steps, and the drafts they had accepted
+P_SPEC_DRAWS, P_SPEC_ADV, P_SPEC_FREE = NPI, NPI + 1, NPI + 2
+NPI = NPI + 3
+M_DRAFTS = NM
+NM = NM + 1
+O_SPEC_SEQ_STEPS, O_SPEC_ACCEPTED = NOI, NOI + 1
+NOI = NOI + 2

@@ -170,10 +170,11 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
     requests are preempted until the rest fit. Returns (budget left, preempted any)."""
     bs = cfg[C_BLOCK]
     g = shared_row(PI, r)  # the KV block pool
-    budget -= PI[r, P_COH_N]
+    k = int(p[cm.SPEC_K])  # draft tokens each decode verifies (speculative decoding)
+    budget -= PI[r, P_COH_N] * (k + 1)
     # plan the chunks in progress
     PI[r, P_NSCHED] = 0
-    need = cohort.blocks_needed(PI, BKT, r, cfg) if paged else 0
+    need = cohort.blocks_needed(PI, BKT, r, cfg, k) if paged else 0
     left = budget
     for i in range(PI[r, P_NPRE]):
         q = SLOTS[r, L_PRE, i]
@@ -198,8 +199,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
     while paged and need > PI[g, P_BLOCKS] - PI[g, P_USED] and PI[r, P_NRUN] > 0:
         v = PI[r, P_RTAIL]
         if RI[v, R_STATE] == S_DECODE:
-            if cohort.needs_block(RI, PI, r, v, cfg):
-                need -= 1
+            need -= cohort.step_blocks(RI, PI, r, v, cfg, k)
         else:
             for k in range(PI[r, P_NSCHED]):
                 if SLOTS[r, L_SCH_REQ, k] == v and SLOTS[r, L_SCH_N, k] > 0:
@@ -207,7 +207,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
         preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg)
         preempted = True
     # take the blocks and build the step's token mix
-    cohort.add_step(PI, BKT, r, cfg, p[cm.KV_HEADS], paged, mix)
+    cohort.add_step(PI, BKT, r, cfg, p, paged, mix)
     for k in range(PI[r, P_NSCHED]):
         q, n = SLOTS[r, L_SCH_REQ, k], SLOTS[r, L_SCH_N, k]
         if n == 0:
@@ -328,7 +328,7 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix):
 def step_duration(p, mix, scratch):
     """Cost-model time of the scheduled step's token mix."""
     return cm.step_breakdown(p, mix[M_TOKENS], mix[M_DECODES], mix[M_SUM_CTX], mix[M_CTAS], mix[M_PREFILL_ATTN],
-                             mix[M_CHUNKS], mix[M_ROWS], scratch)
+                             mix[M_CHUNKS], mix[M_ROWS], scratch, mix[M_DRAFTS])
 
 
 # ---------------------------------------------------------------- step completion
@@ -368,16 +368,17 @@ def complete_cohort(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, itl_hist, itl_edg
         PI[r, P_ITL_BIN] = b
         itl_hist[b] += m - fresh
         of[OF_MAX_ITL] = max(of[OF_MAX_ITL], gap)
-    cohort.advance(PI, r, cfg)
+    cohort.advance(PI, BKT, r, cfg)
     PF[r, Q_LAST_DECODE] = t
     S = PI[r, P_S]
     if PI[r, P_NSAMPLED] > 0:
+        j = PI[r, P_SPEC_ADV]  # tokens each member gained in the step
         for s in range(len(stream_ids)):
             q = stream_ids[s]
             if RI[q, R_STATE] == S_DECODE and RI[q, R_REPLICA] == r:
                 g = RI[q, R_W] + S
-                if g <= stream_t.shape[1]:
-                    stream_t[s, g - 1] = t
+                for h in range(max(1, g - j + 1), min(g, RI[q, R_OUTPUT], stream_t.shape[1]) + 1):
+                    stream_t[s, h - 1] = t
     finished = 0
     while True:
         q = heap_top(SLOTS, PI, r)
@@ -593,7 +594,10 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scrat
     if mix[M_DECODES] > 0:  # the sequences the step's passes carry: decodes and prompt chunks
         oi[O_DECODE_STEPS] += 1
         oi[O_SEQS_DECODE_STEPS] += int(mix[M_DECODES] + mix[M_CHUNKS])
-    explicit = mix[M_TOKENS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
+    if mix[M_DRAFTS] > 0:
+        oi[O_SPEC_SEQ_STEPS] += PI[r, P_COH_N]
+        oi[O_SPEC_ACCEPTED] += PI[r, P_COH_N] * (PI[r, P_SPEC_ADV] - 1)
+    explicit = mix[M_TOKENS] - mix[M_DRAFTS] - PI[r, P_COH_N] * PI[r, P_COH_STEPPED]
     # tokens of blocks several requests share are stored once (counted over the lanes' steps)
     stored_after = PI[r, P_STORED] + explicit + cohort.stored_after_step(PI, r) - PI[g, P_PC_SHARED] / cfg[C_PP]
     bs = cfg[C_BLOCK]
@@ -614,7 +618,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
     """Simulate until every request has finished. stream: the requests no earlier turn releases,
     in the order they fall due (clients.py); cl_t, cl_q: the clients' heap (room for one entry a
     user). itl_edges: the histogram's bin edges (ITL_BINS + 1, in s); work_i (NW ints) and work_f
-    (NM + 10 floats) are scratch space."""
+    (NM + cm.N_BREAKDOWN floats) are scratch space."""
     n = RI.shape[0]
     R = PI.shape[0]
     n_pre = cfg[C_N_PREFILL]
@@ -624,7 +628,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
     work_i[W_POS], work_i[W_FREE], work_i[W_HEAPN] = 0, cfg[C_USERS], 0
     closed = cfg[C_USERS] > 0
     mix = work_f[0:NM]
-    scratch = work_f[NM:NM + 10]
+    scratch = work_f[NM:NM + cm.N_BREAKDOWN]
     inf = np.inf
     next_tick = cf[G_SCALE_INTERVAL] if cfg[C_AUTOSCALE] else inf
     oi[O_TRACE_STRIDE] = 1

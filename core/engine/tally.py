@@ -4,7 +4,7 @@ integrated over time (for Little's law)."""
 import math
 
 from ..jit import engine_jit, step_jit
-from .layout import (ITL_BINS, ITL_LO, ITL_PER_DECADE, M_DECODES, M_TOKENS, NT, O_TRACE_N, O_TRACE_SKIP,
+from .layout import (ITL_BINS, ITL_LO, ITL_PER_DECADE, M_DECODES, M_DRAFTS, M_TOKENS, NT, O_TRACE_N, O_TRACE_SKIP,
                      O_TRACE_STRIDE, OF_AREA_DECODE, OF_AREA_FRONT, OF_AREA_XFER, OFF, P_COH_N, P_COH_V, P_NHELD,
                      P_NRUN, P_NWAIT, P_NXFER, P_PC_SHARED, P_POOL, P_S, P_STATE, P_STORED, P_USED, POOL_DECODE, T_ACTIVE,
                      T_DECODE, T_EMPTY_SLOTS, T_PREFILL, T_REPLICA, T_RUNNING, T_STEP, T_TIME, T_USED, T_WAITING,
@@ -58,7 +58,7 @@ def record(trace, oi, t, dt, mix, r, PI, bs):
             active += 1
     trace[k, T_TIME] = t
     trace[k, T_STEP] = dt
-    trace[k, T_PREFILL] = mix[M_TOKENS] - mix[M_DECODES]
+    trace[k, T_PREFILL] = mix[M_TOKENS] - mix[M_DECODES] - mix[M_DRAFTS]
     trace[k, T_DECODE] = mix[M_DECODES]
     trace[k, T_RUNNING] = running
     trace[k, T_WAITING] = waiting

@@ -41,6 +41,7 @@ from .. import DATA
 from ..jit import engine_jit
 
 from .catalog import EMBED_BYTES, GPU, Model, check_formats, kv_format, weight_format
+from .speculative import SPEC_MAX, Speculation, proposer
 
 FIT_FILE = DATA / "costmodel_fit.json"
 
@@ -85,7 +86,19 @@ T_ISSUE_ENGINE = 36  # vLLM: host time per layer of a step run without graphs, s
 T_SEQ = 37  # vLLM: host time per scheduled sequence (sampling, output processing), s
 ASYNC = 38  # vLLM: fraction of the GPU time of a step that hides host work (0 without async scheduling)
 T_MOE_LAYER = 39  # per-MoE-layer time of the routing kernels (top-k, token sort, output sum), s
-N_PARAMS = 40
+# speculative decoding (speculative.py): the proposer's share of a step, per draft token
+SPEC_K = 40  # draft tokens each decoding sequence proposes and the target verifies a step (0: off)
+DRAFT_LAYERS = 41  # decoder layers one proposal runs (a draft model's all; an EAGLE head's or MTP's one)
+DRAFT_W = 42  # bytes of those layers per GPU
+DRAFT_FLOPS = 43  # their FLOPs per proposing sequence per GPU
+DRAFT_KV = 44  # the proposer's KV bytes per context token (all its layers) per GPU
+DRAFT_HEAD_W = 45  # the vocabulary projection a proposal samples from, bytes per GPU
+DRAFT_HEAD_FLOPS = 46  # its FLOPs per proposing sequence per GPU
+DRAFT_ALLREDUCE = 47  # bytes all-reduced per token per all-reduce of a proposer layer
+DRAFT_MOE = 48  # 1: the proposer's layer is one of the target's MoE layers (DeepSeek's MTP module)
+T_PROPOSE_SEQ = 49  # host time of one sequence's proposal (n-gram prompt lookup), s
+SPEC_SURV = 50  # SPEC_SURV + j - 1: the chance that at least j drafts are accepted (j = 1..SPEC_MAX)
+N_PARAMS = SPEC_SURV + SPEC_MAX
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
@@ -129,9 +142,11 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 
 def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
           attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
-          capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16") -> np.ndarray:
+          capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
+          spec: Speculation | None = None) -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
-    capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py).
+    capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py); spec, speculative
+    decoding (its proposer priced per draft token, its acceptance model for the engine).
 
     Quantised weights (data/quantisation.json) shrink the bytes the linear layers stream; their
     GEMMs run at the rate of the format's tensor cores (fp8 at the FP8 rate; int4 is dequantised
@@ -213,6 +228,19 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[T_SEQ] = eff.engine_seq_us * 1e-6 if engine == "vllm" else 0.0
     p[ASYNC] = eff.async_overlap if async_scheduling else 0.0
     p[T_MOE_LAYER] = eff.t_moe_layer_us * 1e-6 if model.is_moe else 0.0
+    if spec is not None:
+        prop = proposer(spec, model, tp, wb, kv_format(kv_dtype).bytes_per_value)
+        p[SPEC_K] = spec.tokens
+        p[DRAFT_LAYERS] = prop.layers
+        p[DRAFT_W] = prop.weight_bytes
+        p[DRAFT_FLOPS] = prop.flops_per_token
+        p[DRAFT_KV] = prop.kv_bytes_per_token
+        p[DRAFT_HEAD_W] = prop.head_bytes
+        p[DRAFT_HEAD_FLOPS] = prop.head_flops * p[HEAD_FLOPS] / (2 * model.vocab / tp * h)  # 16-bit, as the LM head
+        p[DRAFT_ALLREDUCE] = prop.allreduce_bytes if tp > 1 else 0.0
+        p[DRAFT_MOE] = 1.0 if prop.moe_layer else 0.0
+        p[T_PROPOSE_SEQ] = prop.host_s_per_seq
+        p[SPEC_SURV:SPEC_SURV + spec.tokens] = spec.survival
     return p
 
 
@@ -303,13 +331,14 @@ def decode_ctas(p, ctx):
 
 
 @engine_jit
-def decode_attention_time(p, sum_ctx, ctas):
-    """All decoding sequences of a step: read every cached token's K and V once per layer."""
+def decode_attention_time(p, sum_ctx, ctas, queries=1.0):
+    """All decoding sequences of a step: read every cached token's K and V once per layer, for
+    `queries` query positions a sequence (1 + its draft tokens under speculative decoding)."""
     if sum_ctx <= 0:
         return 0.0
     s_byte = max(p[S_BYTE], p[S_CTA_BYTE] / ctas)  # too few thread blocks cannot pull full bandwidth
     t_mem = p[LAYERS] * sum_ctx * p[KV_BYTES] * s_byte
-    t_flops = p[LAYERS] * sum_ctx * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
+    t_flops = p[LAYERS] * sum_ctx * queries * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
     return max(t_mem, t_flops)
 
 
@@ -357,30 +386,61 @@ def host_issue_time(p, n_decode, n_chunks):
     return p[LAYERS] * per_layer
 
 
+@engine_jit
+def proposer_time(p, seqs, sum_ctx):
+    """Speculative decoding's proposer for `seqs` sequences of `sum_ctx` cached tokens in all: k
+    proposals one after another, each a pass of the proposer's layers (weights streamed against
+    their GEMMs, its own KV cache read, its all-reduces), a vocabulary projection to sample the
+    draft from, and the host's share (n-gram lookup runs on the CPU)."""
+    k = p[SPEC_K]
+    if k <= 0 or seqs <= 0:
+        return 0.0
+    one = 0.0
+    if p[DRAFT_LAYERS] > 0:
+        one = soft_max(p[DRAFT_FLOPS] * seqs * p[S_FLOP], p[DRAFT_W] * p[S_BYTE])
+        if p[DRAFT_MOE] > 0:  # its routed experts, as one of the target's MoE layers
+            one += experts_time(p, seqs) / p[MOE_LAYERS]
+        one += sum_ctx * p[DRAFT_KV] * p[S_BYTE]
+        one += soft_max(p[DRAFT_HEAD_FLOPS] * seqs * p[S_FLOP], p[DRAFT_HEAD_W] * p[S_BYTE])
+        one += p[DRAFT_LAYERS] * p[T_LAYER]
+        if p[TP] > 1 and p[DRAFT_ALLREDUCE] > 0:
+            bytes_ = seqs * p[DRAFT_ALLREDUCE]
+            one += 2.0 * p[DRAFT_LAYERS] * (p[LINK_LAT] + 2.0 * (p[TP] - 1.0) / p[TP] * bytes_ * p[S_LINK_BYTE])
+    return k * one + seqs * p[T_PROPOSE_SEQ]
+
+
 # breakdown slots
 B_LINEAR, B_EXPERTS, B_ELEMENTWISE, B_ATTN_DECODE, B_ATTN_PREFILL, B_LM_HEAD, B_COMM, B_LAYER_OVERHEAD, \
-    B_HOST_WAIT, B_SCHEDULER = range(10)
+    B_HOST_WAIT, B_SCHEDULER, B_PROPOSER = range(11)
+N_BREAKDOWN = 11
 BREAKDOWN_NAMES = ("linear", "experts", "elementwise", "attn_decode", "attn_prefill", "lm_head", "comm",
-                   "layer_overhead", "host_issue_wait", "scheduler")
+                   "layer_overhead", "host_issue_wait", "scheduler", "proposer")
 
 
 @engine_jit
-def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, out):
-    """Fill `out` (len 10) with each operator's share of the step; return the step time (s).
+def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, out, drafts=0.0):
+    """Fill `out` (len N_BREAKDOWN) with each operator's share of the step; return the step time (s).
 
-    tokens: all new tokens of the step; n_decode / sum_ctx / ctas: the decoding sequences, their
-    summed context and thread blocks; prefill_attn: summed prefill_attention_time of the chunks;
-    rows: rows that sample a token (decodes plus chunks that finish their prompt).
+    tokens: all new tokens of the step (draft tokens verified included); n_decode / sum_ctx / ctas:
+    the decoding sequences, their summed context and thread blocks; prefill_attn: summed
+    prefill_attention_time of the chunks; rows: rows whose logits are computed (decodes and their
+    drafts, plus chunks that finish their prompt); drafts: draft tokens verified, p[SPEC_K] a
+    sequence that speculates.
     """
     out[B_LINEAR] = linear_time(p, tokens)
     out[B_EXPERTS] = experts_time(p, tokens)
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
-    out[B_ATTN_DECODE] = decode_attention_time(p, sum_ctx, ctas)
+    queries = 1.0 + drafts / n_decode if drafts > 0 else 1.0
+    out[B_ATTN_DECODE] = decode_attention_time(p, sum_ctx, ctas, queries)
     out[B_ATTN_PREFILL] = prefill_attn
     out[B_LM_HEAD] = lm_head_time(p, rows)
     out[B_COMM] = allreduce_time(p, tokens)
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
-    gpu = 0.0
+    out[B_PROPOSER] = 0.0
+    if drafts > 0:  # the speculating sequences and their share of the summed context
+        seqs = drafts / p[SPEC_K]
+        out[B_PROPOSER] = proposer_time(p, seqs, sum_ctx * seqs / n_decode)
+    gpu = out[B_PROPOSER]
     for i in range(8):
         gpu += out[i]
     out[B_HOST_WAIT] = 0.0
@@ -440,7 +500,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0
     tokens = decode_batch + prefill_tokens
-    out = np.zeros(10)
+    out = np.zeros(N_BREAKDOWN)
     total = step_breakdown(p, tokens, decode_batch, decode_batch * context, ctas, pre, n_chunks,
                            decode_batch + n_chunks, out)
     breakdown = {name: float(v) * 1e3 for name, v in zip(BREAKDOWN_NAMES, out)}

@@ -145,9 +145,11 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
                      mla_q_lora_rank=q_lora, mla_qk_nope_dim=f.int("qk_nope_head_dim"),
                      mla_v_dim=f.int("v_head_dim"))
         shape.update(kv_heads=heads, head_dim=shape["mla_qk_nope_dim"])
-        if f.int("num_nextn_predict_layers", default=0, lo=0):
-            notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not counted: it serves "
-                         "speculative decoding, which is not modelled")
+        mtp = f.int("num_nextn_predict_layers", default=0, lo=0)
+        if mtp:  # it serves speculative decoding (--spec-method mtp), whose proposer cost counts it there
+            shape["mtp_layers"] = mtp
+            notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not in the weights: it "
+                         "serves speculative decoding (spec method mtp), which loads it")
     window = cfg.get("sliding_window")
     if isinstance(window, int) and not isinstance(window, bool) and 0 < window < context and \
             cfg.get("use_sliding_window", True) is not False:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from .catalog import EMBED_BYTES, GIB, GPU, Model, check_formats, kv_format, weight_format
 from .costmodel import _attn_params_per_gpu, check_tp, kv_bytes_per_token_per_gpu
 from .pipeline import check_pp, stage_layers
+from .speculative import Speculation, proposer
 
 # The driver and CUDA context keep part of the HBM: an "80 GB" H100 reports 79.2 GiB to PyTorch.
 DRIVER_RESERVED_GIB = 0.8
@@ -102,10 +103,12 @@ def usable_bytes(gpu: GPU) -> float:
 
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
-                kv_dtype: str = "bf16") -> MemoryPlan:
+                kv_dtype: str = "bf16", spec: Speculation | None = None) -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
-    KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks."""
+    KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
+    A speculative proposer (a draft model, an EAGLE head, an MTP module) adds its weights, and its
+    KV cache shares the pool: each token's block holds the proposer's layers too."""
     check_tp(model, tp)
     check_pp(model, pp)
     check_formats(gpu, dtype, kv_dtype)
@@ -117,10 +120,14 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     budget = usable * mem_util
     weights = weight_bytes_per_gpu(model, tp, dtype, pp)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs)
-    pool = budget - weights - work
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value)
     if pp > 1:
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
+    if spec is not None:
+        prop = proposer(spec, model, tp, weight_format(dtype).bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
+        weights += prop.memory_bytes
+        kv_tok += prop.kv_bytes_per_token
+    pool = budget - weights - work
     blocks = int(pool // (block_size * kv_tok)) if pool > 0 else 0
     if blocks < 1:
         need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype)

@@ -16,7 +16,7 @@ from .. import bounds, progress
 from ..engine import layout as L
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
-from ..physics import catalog, costmodel, pipeline, vllm_host
+from ..physics import catalog, costmodel, pipeline, speculative, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from .capacity import capacity
 from .metrics import summarize
@@ -74,6 +74,13 @@ class SimConfig:
     api_server: bool = True  # clients reach the engine through vLLM's OpenAI API server (not the offline LLM class)
     max_steps: int = 50_000_000  # a guard: a run needing more engine steps stops with a clear error
     fast_forward: bool = True  # run quiet decode steps back to back (fastforward.py); same results either way
+    # speculative decoding (physics/speculative.py): a proposer (draft, eagle, eagle3, mtp, ngram; None:
+    # off), its draft tokens a step and acceptance rate (None: the method's sourced defaults; a tuple:
+    # one rate per draft position), and the draft model of method "draft"
+    spec_method: str | None = None
+    spec_tokens: int | None = None
+    spec_acceptance: float | tuple | None = None
+    draft_model: str | None = None
     trace_cap: int = 4096
     stream_samples: int = 12
     stream_cap: int = 4096
@@ -114,6 +121,19 @@ class SimResult:
 
     def to_json(self) -> dict:
         return self.summary
+
+
+def speculation(cfg: SimConfig, model: catalog.Model | None = None) -> speculative.Speculation | None:
+    """The run's speculative decoding, checked; None when it is off."""
+    if cfg.spec_method is None:
+        for name, value in (("--spec-tokens", cfg.spec_tokens), ("--spec-acceptance", cfg.spec_acceptance),
+                            ("--draft-model", cfg.draft_model)):
+            if value is not None:
+                raise ValueError(f"{name} needs speculative decoding: choose a method (--spec-method draft, eagle, "
+                                 f"eagle3, mtp or ngram)")
+        return None
+    return speculative.speculation(cfg.spec_method, cfg.spec_tokens, cfg.spec_acceptance, cfg.draft_model,
+                                   model or catalog.get_model(cfg.model))
 
 
 def model_len_for(longest: float, model: catalog.Model) -> int:
@@ -183,8 +203,9 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         if n_gpus % (tp * pp):
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
+        spec = speculation(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
         plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype)
+                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         if plan.kv_blocks < need:
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
@@ -192,7 +213,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                              f"or raise tp")
         p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff,
                             vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)), cfg.async_scheduling,
-                            cfg.kv_dtype)
+                            cfg.kv_dtype, spec)
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp)
 
     if not cfg.disagg:
@@ -252,6 +273,13 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("pipeline parallelism (pp > 1) is simulated on a colocated deployment of fixed replicas: "
                          "turn off disaggregation and autoscaling, or set pp=1")
     bounds.check("block", cfg.block_size)
+    if cfg.spec_method is not None and cfg.pp > 1:
+        raise ValueError("speculative decoding runs with pp=1 (vLLM V1 speculates on one pipeline stage): set pp=1 "
+                         "or turn speculative decoding off")
+    if cfg.spec_method is not None and cfg.policy in ("serial", "static"):
+        raise ValueError("speculative decoding is simulated with iteration-level batching: choose the vllm, sarathi "
+                         "or orca policy")
+    speculation(cfg)
     if cfg.trace_cap < 16 or cfg.trace_cap % 2:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
@@ -366,6 +394,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     PF = np.zeros((R, L.Q_STAGE + pp))
     PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL, L.P_LHEAD,
            L.P_LTAIL, L.P_DHEAD, L.P_DTAIL]] = -1
+    PI[:, L.P_SPEC_ADV] = 1  # tokens a cohort step gains (1 + drafts accepted under speculative decoding)
     PF[:, L.Q_BUSY] = np.inf
     params = np.zeros((R, costmodel.N_PARAMS))
     r = 0
@@ -397,7 +426,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
     cfg_i[L.C_SPLIT] = split
     cfg_i[L.C_MAX_STEPS] = cfg.max_steps
-    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward)
+    # a quiet run's shortcut steps one token at a time; speculative steps take the general path
+    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward and cfg.spec_method is None)
     cfg_i[L.C_PP] = pp
     cfg_i[L.C_PP_NODE] = pipeline.stages_per_node(gpu, pools[0].tp)
     cfg_i[L.C_USERS] = cfg.workload.concurrency
@@ -423,7 +453,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     itl_edges = 10.0 ** (L.ITL_LO + np.arange(L.ITL_BINS + 1) / L.ITL_PER_DECADE)
     oi = np.zeros(L.NOI, np.int64)
     of = np.zeros(L.NOF)
-    work_i, work_f = np.zeros(L.NW, np.int64), np.zeros(L.NM + 10)
+    work_i, work_f = np.zeros(L.NW, np.int64), np.zeros(L.NM + costmodel.N_BREAKDOWN)
     args = (RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
             of, work_i, work_f, stream, cl_t, cl_q)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
