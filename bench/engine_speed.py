@@ -33,7 +33,7 @@ import_s = time.perf_counter() - t0
 def config(n):
     spec = WorkloadSpec(n_requests=n, rate={rate}, prompt_mean={prompt}, output_mean=128, length_dist="lognormal", seed=1,
                         {shared})
-    return SimConfig(gpu="h100", model="llama-3.1-8b", gpus={gpus}, pp={pp}, router="rr", workload=spec)
+    return SimConfig(gpu="h100", model="llama-3.1-8b", gpus={gpus}, pp={pp}, router="rr", workload=spec, {spec})
 t1 = time.perf_counter()
 simulate(config(10))  # the first call in a process loads the compiled engine
 first_s = time.perf_counter() - t1
@@ -63,10 +63,15 @@ SHARED = {"off": (512, ""), "shared": (256, "prefix_groups=10, prefix_tokens=256
           "turns": (128, "turns=4, turn_gap_s=30.0")}
 
 
+# speculative decoding (physics/speculative.py) on the same traffic: an EAGLE head, n-gram lookup
+SPECULATIVE = {"off": "", "eagle": 'spec_method="eagle"', "ngram": 'spec_method="ngram"'}
+
+
 def run_case(n: int, rate: float, gpus: int = 1, env: dict | None = None, repeat: int = 3, prefix: str = "off",
-             pp: int = 1) -> dict:
+             pp: int = 1, spec: str = "off") -> dict:
     prompt, shared = SHARED[prefix]
-    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat, prompt=prompt, shared=shared, pp=pp)
+    code = CASE.format(root=str(ROOT), n=n, rate=rate, gpus=gpus, repeat=repeat, prompt=prompt, shared=shared, pp=pp,
+                       spec=SPECULATIVE[spec])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env or os.environ.copy(),
                          timeout=3600)
     if out.returncode:
@@ -125,6 +130,19 @@ def main(argv: list[str]) -> None:
             results["pipeline_pp2"].append(r)
             print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), pp=2: {summary(r)}, batch {r['mean_batch']:.1f}",
                   flush=True)
+
+    # speculative decoding against the plain engine on the same requests (the same output tokens):
+    # engine time per output token, as a ratio of the plain run's
+    results["speculative"] = []
+    n = sizes[1]
+    for label, rate in (("light", 5.0), ("heavy", 40.0)):
+        plain = next(r for r in results["single_replica"] if r["requests"] == n and r["load"] == label)
+        for spec in ("eagle", "ngram"):
+            r = run_case(n, rate, spec=spec)
+            r.update(load=label, spec=spec, engine_vs_plain=r["engine_s"] / plain["engine_s"])
+            results["speculative"].append(r)
+            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), speculative {spec}: {summary(r)}, "
+                  f"{r['engine_vs_plain']:.2f}x the plain engine's time", flush=True)
 
     # a cluster: 64 single-GPU replicas behind the gateway
     n = 100_000 if quick else 1_000_000

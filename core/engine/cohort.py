@@ -94,16 +94,23 @@ def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
 
 
 @engine_jit
+def draft_blocks(BKT, r, phase, k, j, bs):
+    """(blocks the cohort takes for its next token and k drafts from the block phase, those of
+    them that its first j tokens start: the rest go back when only j are accepted)."""
+    need = keep = 0
+    for i in range(k + 1):  # branch-free in j: the draws are random, a branch on them mispredicts
+        n = BKT[r, B_BLOCK, phase]
+        need += n
+        keep += n * (i < j)
+        phase = phase + 1 if phase + 1 < bs else 0
+    return need, keep
+
+
+@engine_jit
 def blocks_needed(PI, BKT, r, cfg, k):
     """New KV blocks the cohort takes this step (paged KV): members whose next token, or one of
     the k draft tokens after it, starts a block."""
-    bs = cfg[C_BLOCK]
-    s = PI[r, P_S_BLOCK]
-    need = BKT[r, B_BLOCK, s]
-    for _ in range(k):
-        s = s + 1 if s + 1 < bs else 0
-        need += BKT[r, B_BLOCK, s]
-    return need
+    return draft_blocks(BKT, r, PI[r, P_S_BLOCK], k, 0, cfg[C_BLOCK])[0]
 
 
 @engine_jit
@@ -118,26 +125,40 @@ def step_blocks(RI, PI, r, q, cfg, k):
     return n
 
 
-# Weyl sequences (n x an irrational, mod 1) are equidistributed: the draws' mean converges at
-# O(1/n), faster than random numbers' O(1/sqrt(n)), and a run is reproducible without a seed
-GOLDEN = 0.6180339887498949
-SILVER = 0.4142135623730951  # a replica's offset, so that replicas stepping together do not jump together
+# The draws u are a Weyl sequence (x += golden ratio x 2^32, mod 2^32; u = x / 2^32): it is
+# equidistributed, so the draws' mean converges at O(1/n), faster than random numbers'
+# O(1/sqrt(n)), a run is reproducible without a seed, and a draw is an add and a mask
+WEYL_STEP = 2654435769  # round(2^32 / golden ratio)
+WEYL_MASK = (1 << 32) - 1
+WEYL_SCALE = 4294967296.0
+WEYL_START = 1779033703  # replica r starts at r x this (the fraction of sqrt(2) x 2^32), so that
+# replicas stepping together do not draw alike
 
 
 @engine_jit
-def draw_advance(PI, r, p):
-    """Tokens every member gains in this step: 1 plus the drafts the target accepts, the most j
-    with u below the chance that at least j are accepted."""
+def next_draw(x):
+    return (x + WEYL_STEP) & WEYL_MASK
+
+
+@engine_jit
+def tokens_gained(p, x):
+    """Tokens every member gains in a speculative step of draw x: 1 plus the drafts the target
+    accepts, the most a with u = x / 2^32 below the chance that at least a are accepted."""
+    u = x / WEYL_SCALE
     k = int(p[SPEC_K])
-    if k == 0:
-        return 1
-    n = PI[r, P_SPEC_DRAWS] + 1
-    PI[r, P_SPEC_DRAWS] = n
-    u = (n * GOLDEN + r * SILVER) % 1.0
     a = 0
     while a < k and u < p[SPEC_SURV + a]:
         a += 1
     return 1 + a
+
+
+@engine_jit
+def draw_advance(PI, r, p):
+    if p[SPEC_K] == 0:
+        return 1
+    x = next_draw(PI[r, P_SPEC_DRAWS])
+    PI[r, P_SPEC_DRAWS] = x
+    return tokens_gained(p, x)
 
 
 @engine_jit
@@ -151,10 +172,9 @@ def add_step(PI, BKT, r, cfg, p, paged, mix):
     j = draw_advance(PI, r, p)
     PI[r, P_SPEC_ADV] = j
     if paged:  # from the replica's pool (a pipeline's lanes share lane 0's)
-        taken = blocks_needed(PI, BKT, r, cfg, k)
+        taken, keep = draft_blocks(BKT, r, PI[r, P_S_BLOCK], k, j, cfg[C_BLOCK])
         PI[r - PI[r, P_LANE], P_USED] += taken
-        if k > 0:  # the blocks only rejected drafts start go back when the step completes
-            PI[r, P_SPEC_FREE] = taken - blocks_needed(PI, BKT, r, cfg, j - 1)
+        PI[r, P_SPEC_FREE] = taken - keep  # blocks only rejected drafts start: back when the step completes
     kv_heads = p[KV_HEADS]
     split = cfg[C_SPLIT]
     if split > 0:  # split-KV kernel: one thread block per partition of each context
@@ -185,14 +205,27 @@ def advance(PI, BKT, r, cfg):
     else:
         PI[r, P_S] += j
         PI[r, P_S_BLOCK] = (PI[r, P_S_BLOCK] + j) % cfg[C_BLOCK]
-        split = cfg[C_SPLIT]
-        if split > 0:
-            for i in range(1, j):  # contexts that enter a partition at the accepted tokens past the first
-                PI[r, P_COH_PARTS] += BKT[r, B_SPLIT, (PI[r, P_S_SPLIT] + i) % split]
-            PI[r, P_S_SPLIT] = (PI[r, P_S_SPLIT] + j) % split
+        if cfg[C_SPLIT] > 0:
+            PI[r, P_COH_PARTS], PI[r, P_S_SPLIT] = enter_partitions(BKT, r, PI[r, P_COH_PARTS], PI[r, P_S_SPLIT], j,
+                                                                    j - 1, cfg[C_SPLIT])
     if PI[r, P_SPEC_FREE] > 0:
         PI[r - PI[r, P_LANE], P_USED] -= PI[r, P_SPEC_FREE]
         PI[r, P_SPEC_FREE] = 0
+
+
+@engine_jit
+def enter_partitions(BKT, r, parts, phase, j, k, split):
+    """(partitions, split phase) after a jump of j <= k + 1 tokens: contexts that enter a partition
+    at the accepted tokens past the first (the first's were counted when the step started).
+    Branch-free in j, as draft_blocks."""
+    ph = phase
+    for i in range(k):
+        ph = ph + 1 if ph + 1 < split else 0
+        parts += BKT[r, B_SPLIT, ph] * (i < j - 1)
+    phase += j
+    while phase >= split:
+        phase -= split
+    return parts, phase
 
 
 @engine_jit

@@ -20,7 +20,9 @@ the same order (tests/test_engine.py runs both and compares).
 """
 from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
-from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_TOKENS, OF_KV_ALLOC_S,
+from .cohort import draft_blocks, enter_partitions, next_draw, tokens_gained
+from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_DRAFTS, M_TOKENS,
+                     O_SPEC_ACCEPTED, O_SPEC_SEQ_STEPS, OF_KV_ALLOC_S, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE,
                      OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
                      O_DECODE_STEPS, O_SEQS_DECODE_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
@@ -63,12 +65,30 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
     kv_data, kv_alloc, max_itl = of[OF_KV_DATA_S], of[OF_KV_ALLOC_S], of[OF_MAX_ITL]
     steps = 0
     min_free, peak_used, max_steps = oi[O_MIN_FREE], oi[O_PEAK_USED], cfg[C_MAX_STEPS] - oi[O_STEPS]
-    while busy < t_other and S + 1 < last and steps < max_steps:
-        nb = s_block + 1 if s_block + 1 < bs else 0
-        need = BKT[r, B_BLOCK, nb] if paged else 0
-        if need > blocks - used:
+    # speculative decoding (cohort.py): the step in flight gains j tokens a member and gives back
+    # the blocks of its rejected drafts when it completes; each next step draws its own j
+    k = int(p[cm.SPEC_K])
+    j, spec_free, draws = PI[r, P_SPEC_ADV], PI[r, P_SPEC_FREE], PI[r, P_SPEC_DRAWS]
+    accepted = 0
+    # the step's operators that the batch alone sets: the same every step of the run
+    cm.step_fixed(p, float(m * (k + 1)), float(m), 0.0, float(m * (k + 1)), float(m * k), scratch)
+    while busy < t_other and S + j < last and steps < max_steps:
+        if k == 0:
+            nb = s_block + 1 if s_block + 1 < bs else 0
+            need = BKT[r, B_BLOCK, nb] if paged else 0
+            j_next, keep = 1, 0
+        else:
+            nb = s_block + j
+            while nb >= bs:
+                nb -= bs
+            x = next_draw(draws)
+            j_next = tokens_gained(p, x)
+            need = keep = 0
+            if paged:
+                need, keep = draft_blocks(BKT, r, nb, k, j_next, bs)
+        if need > blocks - used + spec_free:
             break
-        # ---- the step in flight completes: each member has one more token
+        # ---- the step in flight completes: each member has j more tokens
         integrate(PI, of, busy - t)
         t = busy
         busy_s += t - step_start
@@ -76,24 +96,34 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
         b = itl_bin_near(gap, b, itl_edges)
         itl_hist[b] += m
         max_itl = max(max_itl, gap)
-        S += 1
+        if k == 0:
+            S += 1
+            if split > 0:
+                s_split = s_split + 1 if s_split + 1 < split else 0
+        else:  # not a branch on j: the draws are random, and a branch on them mispredicts
+            S += j
+            if split > 0:
+                parts, s_split = enter_partitions(BKT, r, parts, s_split, j, k, split)
         s_block = nb
-        if split > 0:
-            s_split = s_split + 1 if s_split + 1 < split else 0
+        used -= spec_free
         last_decode = t
         # ---- the next step starts: the cohort takes its blocks and decodes again
         used += need
+        if k > 0:
+            draws = x
+            j, spec_free = j_next, need - keep
+            accepted += m * (j - 1)
         if split > 0:
             parts += BKT[r, B_SPLIT, s_split]
             ctas = kv_heads * parts
         else:
             ctas = kv_heads * m
         sum_ctx = coh_v + m * (S + 1)
-        dt = cm.step_breakdown(p, float(m), float(m), float(sum_ctx), ctas, 0.0, 0.0, float(m), scratch)
+        dt = cm.step_time(p, float(m * (k + 1)), float(m), float(sum_ctx), ctas, 0.0, scratch, float(m * k))
         busy = t + dt
         step_start = t
         steps += 1
-        kv_data += (stored + sum_ctx) * dt
+        kv_data += (stored + sum_ctx + m * (j - 1)) * dt
         kv_alloc += used * bs * dt
         if used > peak:
             peak = used
@@ -106,8 +136,14 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
         else:  # a row of the trace: it reads the replica table, so bring that up to date first
             PI[r, P_S], PI[r, P_USED] = S, used
             mix[:] = 0.0
-            mix[M_TOKENS] = mix[M_DECODES] = m
+            mix[M_TOKENS] = m * (k + 1)
+            mix[M_DECODES] = m
+            mix[M_DRAFTS] = m * k
             record(trace, oi, t, dt, mix, r, PI, bs)
+    PI[r, P_SPEC_ADV], PI[r, P_SPEC_FREE], PI[r, P_SPEC_DRAWS] = j, spec_free, draws
+    if k > 0:
+        oi[O_SPEC_SEQ_STEPS] += steps * m
+        oi[O_SPEC_ACCEPTED] += accepted
     PI[r, P_S], PI[r, P_S_BLOCK], PI[r, P_S_SPLIT] = S, s_block, s_split
     PI[r, P_USED], PI[r, P_COH_PARTS], PI[r, P_PEAK], PI[r, P_ITL_BIN] = used, parts, peak, b
     PI[r, P_STEPS] += steps

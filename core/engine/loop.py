@@ -618,7 +618,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
     """Simulate until every request has finished. stream: the requests no earlier turn releases,
     in the order they fall due (clients.py); cl_t, cl_q: the clients' heap (room for one entry a
     user). itl_edges: the histogram's bin edges (ITL_BINS + 1, in s); work_i (NW ints) and work_f
-    (NM + cm.N_BREAKDOWN floats) are scratch space."""
+    (NM + cm.N_SCRATCH floats) are scratch space."""
     n = RI.shape[0]
     R = PI.shape[0]
     n_pre = cfg[C_N_PREFILL]
@@ -628,7 +628,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
     work_i[W_POS], work_i[W_FREE], work_i[W_HEAPN] = 0, cfg[C_USERS], 0
     closed = cfg[C_USERS] > 0
     mix = work_f[0:NM]
-    scratch = work_f[NM:NM + cm.N_BREAKDOWN]
+    scratch = work_f[NM:NM + cm.N_SCRATCH]
     inf = np.inf
     next_tick = cf[G_SCALE_INTERVAL] if cfg[C_AUTOSCALE] else inf
     oi[O_TRACE_STRIDE] = 1

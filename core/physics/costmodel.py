@@ -387,39 +387,44 @@ def host_issue_time(p, n_decode, n_chunks):
 
 
 @engine_jit
-def proposer_time(p, seqs, sum_ctx):
-    """Speculative decoding's proposer for `seqs` sequences of `sum_ctx` cached tokens in all: k
-    proposals one after another, each a pass of the proposer's layers (weights streamed against
-    their GEMMs, its own KV cache read, its all-reduces), a vocabulary projection to sample the
-    draft from, and the host's share (n-gram lookup runs on the CPU)."""
-    k = p[SPEC_K]
-    if k <= 0 or seqs <= 0:
+def proposer_fixed(p, seqs):
+    """One proposal's share of speculative decoding that its batch alone sets (not the contexts):
+    the proposer's layers (weights streamed against their GEMMs, its routed experts for an MoE
+    layer, its all-reduces), the vocabulary projection it samples a draft from, its kernels."""
+    if p[DRAFT_LAYERS] <= 0:
         return 0.0
-    one = 0.0
-    if p[DRAFT_LAYERS] > 0:
-        one = soft_max(p[DRAFT_FLOPS] * seqs * p[S_FLOP], p[DRAFT_W] * p[S_BYTE])
-        if p[DRAFT_MOE] > 0:  # its routed experts, as one of the target's MoE layers
-            one += experts_time(p, seqs) / p[MOE_LAYERS]
-        one += sum_ctx * p[DRAFT_KV] * p[S_BYTE]
-        one += soft_max(p[DRAFT_HEAD_FLOPS] * seqs * p[S_FLOP], p[DRAFT_HEAD_W] * p[S_BYTE])
-        one += p[DRAFT_LAYERS] * p[T_LAYER]
-        if p[TP] > 1 and p[DRAFT_ALLREDUCE] > 0:
-            bytes_ = seqs * p[DRAFT_ALLREDUCE]
-            one += 2.0 * p[DRAFT_LAYERS] * (p[LINK_LAT] + 2.0 * (p[TP] - 1.0) / p[TP] * bytes_ * p[S_LINK_BYTE])
-    return k * one + seqs * p[T_PROPOSE_SEQ]
+    one = soft_max(p[DRAFT_FLOPS] * seqs * p[S_FLOP], p[DRAFT_W] * p[S_BYTE])
+    if p[DRAFT_MOE] > 0:  # its routed experts, as one of the target's MoE layers
+        one += experts_time(p, seqs) / p[MOE_LAYERS]
+    one += soft_max(p[DRAFT_HEAD_FLOPS] * seqs * p[S_FLOP], p[DRAFT_HEAD_W] * p[S_BYTE])
+    one += p[DRAFT_LAYERS] * p[T_LAYER]
+    if p[TP] > 1 and p[DRAFT_ALLREDUCE] > 0:
+        bytes_ = seqs * p[DRAFT_ALLREDUCE]
+        one += 2.0 * p[DRAFT_LAYERS] * (p[LINK_LAT] + 2.0 * (p[TP] - 1.0) / p[TP] * bytes_ * p[S_LINK_BYTE])
+    return one
 
 
-# breakdown slots
+@engine_jit
+def proposer_time(p, fixed, seqs, sum_ctx):
+    """Speculative decoding's proposer for `seqs` sequences of `sum_ctx` cached tokens in all: k
+    proposals one after another, each `fixed` (proposer_fixed) plus reading the proposer's own KV
+    cache, and the host's share (n-gram lookup runs on the CPU)."""
+    return p[SPEC_K] * (fixed + sum_ctx * p[DRAFT_KV] * p[S_BYTE]) + seqs * p[T_PROPOSE_SEQ]
+
+
+# breakdown slots, then what step_fixed keeps for step_time: the proposer's batch-set share, the
+# query positions a decoding sequence verifies, the speculating sequences and their share of the
+# decodes (kept so that a quiet run's steps divide nothing: a division is the slowest step of a step)
 B_LINEAR, B_EXPERTS, B_ELEMENTWISE, B_ATTN_DECODE, B_ATTN_PREFILL, B_LM_HEAD, B_COMM, B_LAYER_OVERHEAD, \
-    B_HOST_WAIT, B_SCHEDULER, B_PROPOSER = range(11)
-N_BREAKDOWN = 11
+    B_HOST_WAIT, B_SCHEDULER, B_PROPOSER, B_PROPOSER_FIXED, B_QUERIES, B_SPEC_SEQS, B_SPEC_SHARE = range(15)
+N_SCRATCH = 15
 BREAKDOWN_NAMES = ("linear", "experts", "elementwise", "attn_decode", "attn_prefill", "lm_head", "comm",
                    "layer_overhead", "host_issue_wait", "scheduler", "proposer")
 
 
 @engine_jit
 def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, rows, out, drafts=0.0):
-    """Fill `out` (len N_BREAKDOWN) with each operator's share of the step; return the step time (s).
+    """Fill `out` (len N_SCRATCH) with each operator's share of the step; return the step time (s).
 
     tokens: all new tokens of the step (draft tokens verified included); n_decode / sum_ctx / ctas:
     the decoding sequences, their summed context and thread blocks; prefill_attn: summed
@@ -427,19 +432,38 @@ def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, r
     drafts, plus chunks that finish their prompt); drafts: draft tokens verified, p[SPEC_K] a
     sequence that speculates.
     """
+    step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out)
+    return step_time(p, tokens, n_decode, sum_ctx, ctas, n_chunks, out, drafts)
+
+
+@engine_jit
+def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
+    """The operators of a step that its token counts set, not the decodes' contexts: a run of
+    decode steps with the same batch (fastforward.py) computes them once."""
     out[B_LINEAR] = linear_time(p, tokens)
     out[B_EXPERTS] = experts_time(p, tokens)
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
-    queries = 1.0 + drafts / n_decode if drafts > 0 else 1.0
-    out[B_ATTN_DECODE] = decode_attention_time(p, sum_ctx, ctas, queries)
     out[B_ATTN_PREFILL] = prefill_attn
     out[B_LM_HEAD] = lm_head_time(p, rows)
     out[B_COMM] = allreduce_time(p, tokens)
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
+    out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
+    if drafts > 0:
+        seqs = drafts / p[SPEC_K]
+        out[B_QUERIES] = 1.0 + drafts / n_decode
+        out[B_SPEC_SEQS] = seqs
+        out[B_SPEC_SHARE] = seqs / n_decode
+        out[B_PROPOSER_FIXED] = proposer_fixed(p, seqs)
+
+
+@engine_jit
+def step_time(p, tokens, n_decode, sum_ctx, ctas, n_chunks, out, drafts):
+    """The step's time from `out` as step_fixed left it: add the decodes' attention and the
+    proposer (which read every context), the host's share, and sum."""
+    out[B_ATTN_DECODE] = decode_attention_time(p, sum_ctx, ctas, out[B_QUERIES])
     out[B_PROPOSER] = 0.0
     if drafts > 0:  # the speculating sequences and their share of the summed context
-        seqs = drafts / p[SPEC_K]
-        out[B_PROPOSER] = proposer_time(p, seqs, sum_ctx * seqs / n_decode)
+        out[B_PROPOSER] = proposer_time(p, out[B_PROPOSER_FIXED], out[B_SPEC_SEQS], sum_ctx * out[B_SPEC_SHARE])
     gpu = out[B_PROPOSER]
     for i in range(8):
         gpu += out[i]
@@ -500,7 +524,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0
     tokens = decode_batch + prefill_tokens
-    out = np.zeros(N_BREAKDOWN)
+    out = np.zeros(N_SCRATCH)
     total = step_breakdown(p, tokens, decode_batch, decode_batch * context, ctas, pre, n_chunks,
                            decode_batch + n_chunks, out)
     breakdown = {name: float(v) * 1e3 for name, v in zip(BREAKDOWN_NAMES, out)}

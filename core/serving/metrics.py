@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ..engine import layout as E
+from ..physics.costmodel import SPEC_K
 
 PCTS = (50, 90, 99)
 
@@ -213,6 +214,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         max_model_len=max_len, clipped_requests=wl.clipped, policy=cfg.policy,
         sim_wall_s=wall,
     )
+    summary["speculative"] = speculative_summary(cfg, pools, oi)
     summary["pools"] = _pool_metrics(cfg, pools, req, PI, PF, of, span, (t0, t1), cap)
     in_flight = float(np.clip(np.minimum(finish, t1) - np.maximum(arrival, t0), 0.0, None).sum()) / window
     summary["clients"] = clients_summary(cfg, pools, summary, in_flight, due_rate)
@@ -223,6 +225,18 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
     else:
         summary["kv_transfer_ms"] = dist(np.zeros(0))
     return summary
+
+
+def speculative_summary(cfg, pools, oi) -> dict | None:
+    """Speculative decoding as vLLM's SpecDecodingStats count it: draft tokens accepted over those
+    proposed, and the tokens a speculating sequence gained a step (1 + accepted); None when off."""
+    if cfg.spec_method is None:
+        return None
+    k = int(pools[-1].params[SPEC_K])  # the decoding pool's
+    seq_steps, accepted = int(oi[E.O_SPEC_SEQ_STEPS]), int(oi[E.O_SPEC_ACCEPTED])
+    return dict(method=cfg.spec_method, spec_tokens=k, draft_model=cfg.draft_model, proposed_tokens=seq_steps * k,
+                accepted_tokens=accepted, acceptance_rate=accepted / (seq_steps * k) if seq_steps else 0.0,
+                tokens_per_step=1.0 + accepted / seq_steps if seq_steps else 1.0)
 
 
 def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:

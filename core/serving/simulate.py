@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import bounds, progress
 from ..engine import layout as L
+from ..engine import cohort
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
 from ..physics import catalog, costmodel, pipeline, speculative, vllm_host
@@ -395,6 +396,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     PI[:, [L.P_HEAD, L.P_TAIL, L.P_XHEAD, L.P_XTAIL, L.P_FHEAD, L.P_FTAIL, L.P_RHEAD, L.P_RTAIL, L.P_LHEAD,
            L.P_LTAIL, L.P_DHEAD, L.P_DTAIL]] = -1
     PI[:, L.P_SPEC_ADV] = 1  # tokens a cohort step gains (1 + drafts accepted under speculative decoding)
+    PI[:, L.P_SPEC_DRAWS] = (np.arange(R, dtype=np.int64) * cohort.WEYL_START) & cohort.WEYL_MASK
     PF[:, L.Q_BUSY] = np.inf
     params = np.zeros((R, costmodel.N_PARAMS))
     r = 0
@@ -426,8 +428,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_i[L.C_SCALE_METRIC] = SCALE_METRICS.index(cfg.scale_metric)
     cfg_i[L.C_SPLIT] = split
     cfg_i[L.C_MAX_STEPS] = cfg.max_steps
-    # a quiet run's shortcut steps one token at a time; speculative steps take the general path
-    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward and cfg.spec_method is None)
+    cfg_i[L.C_FAST_FORWARD] = int(cfg.fast_forward)
     cfg_i[L.C_PP] = pp
     cfg_i[L.C_PP_NODE] = pipeline.stages_per_node(gpu, pools[0].tp)
     cfg_i[L.C_USERS] = cfg.workload.concurrency
@@ -453,7 +454,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     itl_edges = 10.0 ** (L.ITL_LO + np.arange(L.ITL_BINS + 1) / L.ITL_PER_DECADE)
     oi = np.zeros(L.NOI, np.int64)
     of = np.zeros(L.NOF)
-    work_i, work_f = np.zeros(L.NW, np.int64), np.zeros(L.NM + costmodel.N_BREAKDOWN)
+    work_i, work_f = np.zeros(L.NW, np.int64), np.zeros(L.NM + costmodel.N_SCRATCH)
     args = (RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg_i, cfg_f, trace, stream_t, stream_ids, itl_hist, itl_edges, oi,
             of, work_i, work_f, stream, cl_t, cl_q)
     return dict(args=args, RI=RI, RF=RF, PI=PI, PF=PF, trace=trace, stream_t=stream_t, stream_ids=stream_ids,
