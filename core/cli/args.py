@@ -70,3 +70,35 @@ def client_fields(args, default_rate: float | None = 5.0) -> dict:
         return dict(rate=args.rate if args.rate is not None else default_rate)
     return dict(rate=args.rate if args.rate is not None else float("inf"), concurrency=args.concurrency,
                 think_s=args.think_time, think_dist=args.think_dist)
+
+
+def _acceptance(text: str):
+    """--spec-acceptance: one rate within 0..1, or one per draft token ('0.9,0.8,0.6')."""
+    from ..physics.speculative import parse_acceptance
+    try:
+        value = parse_acceptance(text)
+        for a in (value if isinstance(value, tuple) else (value,)):
+            bounds.check("spec_acceptance", a)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def add_spec_args(p: argparse.ArgumentParser) -> None:
+    """Speculative decoding (physics/speculative.py; the defaults' sources: data/speculative.json)."""
+    from ..physics.speculative import METHODS
+    p.add_argument("--spec-method", default=None, choices=METHODS,
+                   help="speculative decoding's proposer: a draft model, an EAGLE or EAGLE-3 head, DeepSeek's MTP "
+                        "module, or n-gram prompt lookup (default: off)")
+    p.add_argument("--spec-tokens", type=bounded("spec_tokens"), default=None, metavar="K",
+                   help="draft tokens a step (vLLM's num_speculative_tokens; default: the method's)")
+    p.add_argument("--spec-acceptance", type=_acceptance, default=None, metavar="A",
+                   help="chance a draft token is accepted given the ones before it were: one rate, or one per draft "
+                        "position (0.9,0.8,0.6); default: the method's published rate")
+    p.add_argument("--draft-model", default=None, metavar="ID",
+                   help="the draft model of --spec-method draft (e.g. llama-3.2-1b for Llama-3.1)")
+
+
+def spec_fields(args) -> dict:
+    return dict(spec_method=args.spec_method, spec_tokens=args.spec_tokens, spec_acceptance=args.spec_acceptance,
+                draft_model=args.draft_model)

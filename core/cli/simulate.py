@@ -12,7 +12,7 @@ from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from ..text import count
-from .args import add_client_args, bounded, client_fields, emit
+from .args import add_client_args, add_spec_args, bounded, client_fields, emit, spec_fields
 from .yourdata import add_hardware_args, write_simulation_csv
 
 
@@ -116,6 +116,7 @@ def add_args(p) -> None:
                    help="schedule each step after the last, as vLLM before 0.14 (default: async, vLLM >= 0.14)")
     p.add_argument("--offline", action="store_true",
                    help="clients call the engine directly (vLLM's offline LLM class), not through its API server")
+    add_spec_args(p)
     add_hardware_args(p)
 
 
@@ -149,7 +150,7 @@ def config_from_args(args) -> SimConfig:
                      ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention,
                      prefix_caching=not args.no_prefix_caching, watermark=args.watermark,
                      scale_down_frac=args.scale_down_frac, launch=args.launch, engine_overhead=args.engine,
-                     async_scheduling=not args.no_async_scheduling, api_server=not args.offline)
+                     async_scheduling=not args.no_async_scheduling, api_server=not args.offline, **spec_fields(args))
     if cfg.max_model_len is None and cfg.gpu and cfg.model:
         # the Lab's max model length (serving/command.py), so that the same flags give the same figures
         try:
@@ -180,6 +181,13 @@ def cmd_simulate(args) -> None:
         f"{s['kv_utilization']:.1%}, {s['preemptions']} preemptions; mean batch {s['mean_batch']:.1f}",
         f"  prefix cache: {s['prefix_hit_rate']:.1%} of prompt tokens found cached, {s['prefill_tokens_saved']:,} "
         f"prefill tokens saved, {s['prefix_cache_evictions']:,} cached blocks evicted",
+    ]
+    if s["speculative"]:
+        sp = s["speculative"]
+        lines.append(f"  speculative decoding ({sp['method']}, {sp['spec_tokens']} draft tokens): "
+                     f"{sp['acceptance_rate']:.1%} of drafts accepted, {sp['tokens_per_step']:.2f} tokens a sequence "
+                     f"a step")
+    lines += [
         f"  cost: {s['gpu_hours']:.3f} GPU-hours, ${s['cost_per_1m_tokens_usd']:.3f} per 1M output tokens "
         f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",
         f"  simulated in {s['sim_wall_s'] * 1e3:.0f} ms",

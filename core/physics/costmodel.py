@@ -503,9 +503,11 @@ def vllm_step(p, tokens, n_decode, n_chunks, gpu, out):
 def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context: int = 0,
              prefill_tokens: int = 0, prefill_cached: int = 0, launch: str = "auto", dtype: str = "bf16",
              attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
-             capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16") -> dict:
+             capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
+             spec: Speculation | None = None) -> dict:
     """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
-    chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms."""
+    chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms. With
+    speculative decoding (spec) every decoding sequence verifies spec.tokens drafts too."""
     for name, v in (("decode batch", decode_batch), ("context", context), ("prefill tokens", prefill_tokens),
                     ("prefill cached tokens", prefill_cached)):
         if v < 0:
@@ -519,14 +521,16 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     longest = max(context, prefill_tokens + prefill_cached)
     if longest > model.max_context:
         raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
-    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling, kv_dtype)
+    p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling, kv_dtype,
+              spec)
     ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0
-    tokens = decode_batch + prefill_tokens
+    drafts = decode_batch * spec.tokens if spec else 0
+    tokens = decode_batch + drafts + prefill_tokens
     out = np.zeros(N_SCRATCH)
     total = step_breakdown(p, tokens, decode_batch, decode_batch * context, ctas, pre, n_chunks,
-                           decode_batch + n_chunks, out)
+                           decode_batch + drafts + n_chunks, out, float(drafts))
     breakdown = {name: float(v) * 1e3 for name, v in zip(BREAKDOWN_NAMES, out)}
     weights_read = (model.layers - model.moe_layers) * p[DENSE_W] + model.moe_layers * (
         p[MOE_DENSE_W] + experts_touched(p, tokens) * p[EXPERT_W]) + p[HEAD_W]

@@ -137,6 +137,19 @@ def speculation(method: str, tokens: int | None, acceptance, draft_model: str | 
     return Speculation(method, k, tuple(float(a) for a in rates), draft)
 
 
+def for_config(cfg, target: Model) -> Speculation | None:
+    """The speculative decoding of a simulation config (its spec_* fields and draft_model),
+    checked; None when it is off."""
+    if cfg.spec_method is None:
+        for name, value in (("--spec-tokens", cfg.spec_tokens), ("--spec-acceptance", cfg.spec_acceptance),
+                            ("--draft-model", cfg.draft_model)):
+            if value is not None:
+                raise ValueError(f"{name} needs speculative decoding: choose a method (--spec-method draft, eagle, "
+                                 f"eagle3, mtp or ngram)")
+        return None
+    return speculation(cfg.spec_method, cfg.spec_tokens, cfg.spec_acceptance, cfg.draft_model, target)
+
+
 # ---------------------------------------------------------------- what the proposer is made of
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..physics import catalog, costmodel, pipeline
+from ..physics import catalog, costmodel, pipeline, speculative
 
 MIXING = ("orca", "vllm", "sarathi")  # policies whose steps carry decodes and prompt tokens together
 
@@ -20,9 +20,11 @@ class Capacity:
 
 def step_ms(cfg, tp: int, **mix) -> float:
     """One step of this deployment's GPU, model and engine, in ms (the cost model)."""
-    return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp, launch=cfg.launch,
+    model = catalog.get_model(cfg.model)
+    spec = speculative.for_config(cfg, model) if mix.get("decode_batch") else None
+    return costmodel.steptime(catalog.get_gpu(cfg.gpu), model, tp, launch=cfg.launch,
                               dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead,
-                              kv_dtype=cfg.kv_dtype, **mix)["step_ms"]
+                              kv_dtype=cfg.kv_dtype, spec=spec, **mix)["step_ms"]
 
 
 def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached: float = 0.0) -> Capacity:
@@ -31,8 +33,13 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     one finishes. A mixing engine (vLLM V1, Sarathi-Serve) folds the new requests' prompt tokens
     into the decode steps (batch x prompt / output tokens a step); a static or serial engine
     prefills each request in a step of its own; a prefill pool takes prefill off the decode side.
-    `cached`: prompt tokens per request the prefix cache held (read from the cache, not computed)."""
+    `cached`: prompt tokens per request the prefix cache held (read from the cache, not computed).
+    Under speculative decoding a decode step gains the acceptance model's tokens a sequence, and
+    takes its drafts' share of the token budget."""
     model = catalog.get_model(cfg.model)
+    spec = speculative.for_config(cfg, model)
+    gained = spec.tokens_per_step if spec else 1.0  # output tokens a sequence gains a decode step
+    width = 1 + (spec.tokens if spec else 0)  # its tokens in the step's budget
     pool = pools[-1]
     pp = getattr(pool, "pp", 1)
     prompt, output = max(prompt, 1.0), max(output, 1.0)
@@ -41,7 +48,7 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))
     if cfg.disagg:
         per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
-        req_s = batch / output / (per_step / 1e3)
+        req_s = batch * gained / output / (per_step / 1e3)
     elif cfg.policy in MIXING and pp > 1:
         # pp batches in flight share the running sequences; each takes a full pass through the
         # stages plus the hand-offs, while the other batches fill the other stages
@@ -52,10 +59,11 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
         batch = lane * pp
         req_s = batch / output / (per_step / 1e3)
     elif cfg.policy in MIXING:
-        batch = max(1, min(batch, int(budget * output / (prompt + output))))
-        new_tokens = int(min(batch * max(prompt - cached, 1.0) / output, budget - batch, model.max_context))
+        batch = max(1, min(batch, int(budget * output / (prompt * gained + output * width))))
+        new_tokens = int(min(batch * gained * max(prompt - cached, 1.0) / output, budget - batch * width,
+                             model.max_context))
         per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx, prefill_tokens=max(new_tokens, 0))
-        req_s = batch / output / (per_step / 1e3)
+        req_s = batch * gained / output / (per_step / 1e3)
     else:
         decode = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
         prefill = step_ms(cfg, pool.tp, prefill_tokens=int(min(max(prompt - cached, 1.0), model.max_context)))

@@ -124,19 +124,6 @@ class SimResult:
         return self.summary
 
 
-def speculation(cfg: SimConfig, model: catalog.Model | None = None) -> speculative.Speculation | None:
-    """The run's speculative decoding, checked; None when it is off."""
-    if cfg.spec_method is None:
-        for name, value in (("--spec-tokens", cfg.spec_tokens), ("--spec-acceptance", cfg.spec_acceptance),
-                            ("--draft-model", cfg.draft_model)):
-            if value is not None:
-                raise ValueError(f"{name} needs speculative decoding: choose a method (--spec-method draft, eagle, "
-                                 f"eagle3, mtp or ngram)")
-        return None
-    return speculative.speculation(cfg.spec_method, cfg.spec_tokens, cfg.spec_acceptance, cfg.draft_model,
-                                   model or catalog.get_model(cfg.model))
-
-
 def model_len_for(longest: float, model: catalog.Model) -> int:
     """A max model length that holds `longest` tokens: a power of two, at least 2048, within the
     model's context."""
@@ -204,7 +191,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         if n_gpus % (tp * pp):
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
-        spec = speculation(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
+        spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
         plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
                            cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
@@ -280,7 +267,7 @@ def validate(cfg: SimConfig) -> None:
     if cfg.spec_method is not None and cfg.policy in ("serial", "static"):
         raise ValueError("speculative decoding is simulated with iteration-level batching: choose the vllm, sarathi "
                          "or orca policy")
-    speculation(cfg)
+    speculative.for_config(cfg, catalog.get_model(cfg.model))
     if cfg.trace_cap < 16 or cfg.trace_cap % 2:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
