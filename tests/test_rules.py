@@ -20,7 +20,8 @@ from ui import state
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "core" / "data"
 RULES = content.rules()
-IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur"]
+IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur",
+       "speculative_decoding", "eagle", "deepseek_mtp"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
 
@@ -51,7 +52,8 @@ def test_every_rule_is_cited_with_a_link_authors_venue_and_year(rid):
     assert rule["sources"]["claim"] and rule["sources"]["authors"]
 
 
-@pytest.mark.parametrize("rid", ["pagedattention", "orca", "sarathi", "distserve", "splitwise", "vidur"])
+@pytest.mark.parametrize("rid", ["pagedattention", "orca", "sarathi", "distserve", "splitwise", "vidur",
+                                 "speculative_decoding", "eagle", "deepseek_mtp"])
 def test_papers_state_their_headline_number(rid):
     assert re.search(r"\d(\.\d+)?(x|%)", RULES[rid]["claim"])
 

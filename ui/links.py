@@ -16,7 +16,7 @@ import streamlit as st
 
 from core import bounds
 from core.lab.inputs import LOADS, LabInputs
-from core.physics import catalog
+from core.physics import catalog, speculative
 from core.serving.workload import LENGTH_DISTS
 from ui import widgets
 
@@ -27,16 +27,18 @@ ROUTERS = {"lor": "least outstanding requests", "rr": "round robin", "kv": "leas
 TP_CHOICES = {0: "auto (the planner's choice)", 2: "2", 4: "4", 8: "8", 16: "16"}
 PP_CHOICES = {0: "auto (across nodes only)", 1: "1", 2: "2", 4: "4", 8: "8"}
 DTYPES = ("bf16", "fp8", "int4")  # weights (fp16 is bf16's size and speed)
+SPEC_METHODS = ("off",) + speculative.METHODS
 
 # URL parameter (= widget key) -> input of the table; the sidebar offers a list of values
 OPTIONS = {"prompt": "prompt", "output": "output", "gpus": "gpus", "ttft": "ttft", "budget": "budget",
            "max_seqs": "max_seqs", "block": "block", "tpot": "tpot", "requests": "requests", "size_b": "size_b",
            "sys_prompts": "system_prompts", "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap",
-           "users": "concurrency", "think": "think_time"}
+           "users": "concurrency", "think": "think_time", "spec_k": "spec_tokens_choice",
+           "spec_a": "spec_acceptance_choice"}
 # ... or a range (a slider, a number field)
 RANGES = {"rate": "rate", "seed": "seed", "price": "price", "stage": "stage"}
 BOOLS = ("cb", "tp_on", "chunked", "prefix_cache")
-CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load")
+CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load", "spec")
 # set by Streamlit itself, or by widgets that bind their own parameter (the Lab's chart tabs)
 OTHERS = ("embed", "embed_options", "chart")
 
@@ -48,7 +50,8 @@ FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", 
           "dist": "length_dist", "tpot": "tpot_ms", "requests": "requests", "seed": "seed", "router": "router",
           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s", "load": "load",
-          "users": "users", "think": "think_s"}
+          "users": "users", "think": "think_s", "spec": "spec_method", "spec_k": "spec_tokens",
+          "spec_a": "spec_acceptance"}
 
 
 def defaults() -> dict:
@@ -122,6 +125,8 @@ def _read_choice(key: str, raw: str, default):
         known = {d: d for d in LENGTH_DISTS}
     elif key == "load":
         known = {d: d for d in LOADS}
+    elif key == "spec":
+        known = {d: d for d in SPEC_METHODS}
     elif key == "dtype":
         known = {d: d for d in DTYPES}
     elif key == "kv_dtype":

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from core import bounds
-from core.physics import catalog
+from core.physics import catalog, speculative
 from core.lab import sweeps
 from core.lab.inputs import LabInputs, with_trace_lengths
 from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
@@ -198,6 +198,36 @@ def _knobs() -> None:
     st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", persist_state="session", format_func=kv_label,
                  help="An fp8 cache stores a token in half the bytes of a 16-bit one: twice the blocks in the "
                       "same memory, and half the bytes each decode step reads. Needs FP8 support.")
+    _speculation()
+
+
+SPEC_LABELS = {"off": "off", "draft": "draft model", "eagle": "EAGLE head", "eagle3": "EAGLE-3 head",
+               "mtp": "MTP module (DeepSeek)", "ngram": "n-gram prompt lookup"}
+
+
+def _speculation() -> None:
+    """Speculative decoding's knobs; the counts default to the chosen method's published ones."""
+    st.selectbox("Speculative decoding", list(links.SPEC_METHODS), 0, key="spec", persist_state="session",
+                 format_func=SPEC_LABELS.get,
+                 help="A proposer guesses the next tokens; the model checks them all in one step and keeps them up "
+                      "to the first it disagrees with, plus one of its own. Fewer steps per token when batches are "
+                      "small (memory-bound steps); little or nothing when large batches make steps compute-bound. "
+                      "A draft model is the catalog's smallest with this model's tokenizer; MTP is DeepSeek-V3's.")
+    method = st.session_state.get("spec", "off")
+    off = method == "off"
+    defaults = speculative.method_defaults(method) if not off else None
+    st.select_slider("Draft tokens a step", bounds.sidebar_options("spec_tokens_choice"), 0, key="spec_k",
+                     persist_state="session", disabled=off,
+                     format_func=lambda k: (f"the method's ({defaults['spec_tokens']})" if defaults else "the method's")
+                     if k == 0 else str(k),
+                     help="vLLM's num_speculative_tokens: drafts proposed and verified each step.")
+    st.select_slider("Draft acceptance rate", bounds.sidebar_options("spec_acceptance_choice"), -1, key="spec_a",
+                     persist_state="session", disabled=off,
+                     format_func=lambda a: (f"the method's ({defaults['acceptance']:.0%})" if defaults else "the method's")
+                     if a < 0 else f"{a:.0%}",
+                     help="Chance that a draft token is accepted, given the ones before it were: it depends on the "
+                          "proposer and the text (code and summaries repeat more than chat). The default is the "
+                          "method's published rate (its source: the Rules page).")
 
 def inputs(ss: Mapping | None = None) -> LabInputs:
     """The current inputs, from the widgets (defaults where a widget is not drawn; with a replayed trace,
@@ -226,7 +256,8 @@ def inputs(ss: Mapping | None = None) -> LabInputs:
         system_prompts=int(ss.get("sys_prompts", DEFAULTS.system_prompts)),
         system_prompt_tokens=int(ss.get("sys_tokens", DEFAULTS.system_prompt_tokens)),
         turns=int(ss.get("turns", DEFAULTS.turns)), turn_gap_s=float(ss.get("turn_gap", DEFAULTS.turn_gap_s)),
-        trace_csv=ss.get(TRACE_KEY)))
+        spec_method=ss.get("spec", DEFAULTS.spec_method), spec_tokens=int(ss.get("spec_k", DEFAULTS.spec_tokens)),
+        spec_acceptance=float(ss.get("spec_a", DEFAULTS.spec_acceptance)), trace_csv=ss.get(TRACE_KEY)))
 
 
 def valid_inputs() -> LabInputs:

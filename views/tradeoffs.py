@@ -7,7 +7,7 @@ from core.text import sentence
 from ui import cache, export, state, widgets
 
 st.title("Decision trade-offs")
-st.markdown("Why this changes: six choices the design makes as the workload grows. Each is simulated off and on, "
+st.markdown(f"Why this changes: {len(content.tradeoffs())} choices the design makes as the workload grows. Each is simulated off and on, "
             "on the sidebar's workload.")
 
 inputs = state.valid_inputs()

@@ -188,7 +188,21 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
                   f"{s['mean_batch']:.1f} sequences. {d['running_batch']}"),
         dict(label="Cost per 1M output tokens", value=usd(s['cost_per_1m_tokens_usd']),
              help=f"At ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})."),
-    ] + (prefix_cards(s, result.config) if inputs.shares_prefixes() else [])
+    ] + (prefix_cards(s, result.config) if inputs.shares_prefixes() else []) + speculative_cards(s)
+
+
+def speculative_cards(s: dict) -> list[dict]:
+    """What speculative decoding gained, on a run that speculates."""
+    sp = s.get("speculative")
+    if not sp:
+        return []
+    d = DEFINITIONS
+    return [
+        dict(label="Draft acceptance rate", value=f"{sp['acceptance_rate']:.1%}",
+             note=f"of {sp['spec_tokens']} draft tokens a step ({sp['method']})", help=d["spec_acceptance"]),
+        dict(label="Tokens per step", value=f"{sp['tokens_per_step']:.2f} tokens",
+             note="a decoding sequence gains a step", help=d["spec_tokens_per_step"]),
+    ]
 
 
 def prefix_cards(s: dict, cfg: SimConfig) -> list[dict]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from .. import bounds, memo
-from ..physics import catalog, pipeline
+from ..physics import catalog, pipeline, speculative
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
 from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
@@ -81,6 +81,12 @@ class LabInputs:
     turns: int = 1
     turn_gap_s: float = 30.0
     prefix_caching: bool = True  # vLLM V1's default
+    # speculative decoding (physics/speculative.py): a proposer, or "off"; 0 draft tokens and a
+    # negative acceptance rate stand for the method's published defaults (data/speculative.json);
+    # a draft model is the catalog's smallest with the model's tokenizer
+    spec_method: str = "off"
+    spec_tokens: int = 0
+    spec_acceptance: float = -1.0
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
 
     @property
@@ -100,6 +106,14 @@ class LabInputs:
             wl = load_trace(self.trace_csv)
             return wl.prefix_id is not None or wl.conversation_id is not None
         return self.system_prompts > 0 or self.turns > 1
+
+    def speculation(self, policy: str = "sarathi") -> dict:
+        """SimConfig's speculative-decoding fields for a deployment of `policy` (none for the stages
+        before continuous batching: speculation is a rule of iteration-level batching)."""
+        if self.spec_method == "off" or policy in ("serial", "static"):
+            return {}
+        return dict(spec_method=self.spec_method, spec_tokens=self.spec_tokens or None,
+                    spec_acceptance=self.spec_acceptance if self.spec_acceptance >= 0 else None)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
@@ -131,6 +145,13 @@ class LabInputs:
             raise ValueError("the p99 time-to-first-token target must be above 0 ms")
         if self.length_dist not in LENGTH_DISTS:
             raise ValueError(f"unknown length distribution '{self.length_dist}'")
+        if self.spec_method != "off":  # the proposer exists for this model; the draft counts are in range
+            if self.spec_method not in speculative.METHODS:
+                raise ValueError(f"speculative decoding is off or one of {', '.join(speculative.METHODS)}, not "
+                                 f"'{self.spec_method}'")
+            fields_ = self.speculation()
+            speculative.speculation(self.spec_method, fields_["spec_tokens"], fields_["spec_acceptance"], None,
+                                    catalog.get_model(self.model))
         context = catalog.get_model(self.model).max_context
         if self.prompt_tokens + self.output_tokens > context:
             raise ValueError(f"{self.prompt_tokens} prompt + {self.output_tokens} output tokens exceed "
@@ -289,7 +310,8 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),
                      workload=workload(inputs), trace_csv=inputs.trace_csv, router=inputs.router,
                      ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms,
-                     prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS, **kw)
+                     prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS,
+                     **inputs.speculation(kw.get("policy", "sarathi")), **kw)
 
 
 def continuous_policy(inputs: LabInputs) -> str:

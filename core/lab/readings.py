@@ -25,6 +25,11 @@ DEFINITIONS = {
                         "system prompt or an earlier turn that no eviction has reclaimed."),
     "prefill_saved": ("Prompt tokens whose prefill the prefix cache skipped: their KV blocks were taken from the cache "
                       "instead of computed again."),
+    "spec_acceptance": ("Speculative decoding: draft tokens the model accepted, as a share of those proposed "
+                        "(vLLM's draft acceptance rate). A draft is kept only if every draft before it was."),
+    "spec_tokens_per_step": ("Speculative decoding: tokens a decoding sequence gains in a step, 1 (the model's own) "
+                             "plus the drafts accepted: the fewer steps a response takes, the lower its time per "
+                             "output token, if the wider steps and the proposer cost less than they save."),
 }
 
 
@@ -54,6 +59,8 @@ READ = {
     "preemptions": lambda s: f"{s['preemptions']:,}",
     "prefix_hit_rate": lambda s: f"{s['prefix_hit_rate']:.0%} of prompt tokens",
     "prefill_saved": lambda s: f"{s['prefill_tokens_saved']:,} tokens",
+    "spec_acceptance": lambda s: f"{s['speculative']['acceptance_rate']:.0%} of drafts" if s["speculative"] else "off",
+    "spec_tokens_per_step": lambda s: f"{s['speculative']['tokens_per_step']:.2f} tokens" if s["speculative"] else "1",
     "gpu_hours": lambda s: f"{s['gpu_hours']:.3f} h",
     "queue": _queue,
     "gpus_replicas": lambda s: f"{s['gpus']} / {s['replicas']}",

@@ -2,7 +2,7 @@
 names a simulated deployment."""
 from __future__ import annotations
 
-from ..physics import catalog
+from ..physics import catalog, speculative
 from ..planner.space import stage_of
 from ..serving.simulate import SimConfig
 from ..text import count
@@ -83,6 +83,8 @@ def describe_config(cfg: SimConfig) -> str:
     policy = POLICY_WORDS[cfg.policy]
     gpus = cfg.gpus or cfg.tp * cfg.pp
     model = catalog.get_model(cfg.model).label()
+    spec = speculative.for_config(cfg, catalog.get_model(cfg.model))
+    policy += f", speculative decoding ({spec.label()})" if spec else ""
     if cfg.disagg:
         return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
                 f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..physics import catalog
 from ..serving.metrics import growing
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
@@ -131,7 +132,22 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
              f"{replicas} replicas of tp={tp}.")
     if tid == "streaming":
         return base, base, note.replace("Both sides run on", "One run, seen two ways, on", 1)
+    if tid == "speculative":
+        method = spec_method(inputs)
+        on = replace(base, **replace(inputs, spec_method=method).speculation(base.policy))
+        off = replace(base, spec_method=None, spec_tokens=None, spec_acceptance=None, draft_model=None)
+        chosen = ("the sidebar's" if inputs.spec_method != "off" else
+                  "DeepSeek's MTP module (the model ships one)" if method == "mtp" else
+                  "an EAGLE head (speculative decoding is off in the sidebar)")
+        return off, on, note + f" The proposer: {chosen}."
     raise ValueError(f"unknown trade-off '{tid}'")
+
+
+def spec_method(inputs: LabInputs) -> str:
+    """The proposer the speculative A/B runs: the sidebar's, else the one the model would use."""
+    if inputs.spec_method != "off":
+        return inputs.spec_method
+    return "mtp" if catalog.get_model(inputs.model).mtp_layers else "eagle"
 
 
 def verdict(r: ABResult) -> str:
@@ -168,6 +184,17 @@ def verdict(r: ABResult) -> str:
         return (f"Over the day, autoscaling uses {used}; "
                 f"cost per 1M output tokens {change(b['cost_per_1m_tokens_usd'], a['cost_per_1m_tokens_usd'], usd2, *CHEAPER)}; "
                 f"p99 TTFT {wait_change(b, a)}.")
+    if tid == "speculative":
+        sp = b["speculative"]
+        gain = (f"{sp['tokens_per_step']:.2f} tokens a step ({sp['acceptance_rate']:.0%} of "
+                f"{sp['spec_tokens']} drafts accepted): p50 TPOT "
+                f"{change(b['tpot_ms']['p50'], a['tpot_ms']['p50'], ms1, *FASTER)}")
+        if b["tpot_ms"]["p50"] >= a["tpot_ms"]["p50"]:
+            return (f"{gain}: at a batch of {a['mean_batch']:.0f} the wider steps and the proposer cost more than the "
+                    f"drafts save. It pays at lower load, smaller batches, or with a proposer the model agrees with "
+                    f"more often.")
+        return (f"{gain}; p99 TTFT {wait_change(b, a)}; throughput "
+                f"{change(b['throughput_tok_s'], a['throughput_tok_s'], tok_s)}.")
     if tid == "streaming":
         return (f"Streaming shows the first token after {growing(fmt_ms(b['ttft_ms']['p50']), b)} (p50); waiting for the whole "
                 f"answer takes {growing(secs(b['e2e_s']['p50']), b)}, "
@@ -232,5 +259,9 @@ def comparison(r: ABResult) -> dict[str, list[str]]:
                                          "whole answer (p99)"],
                 "streaming": [fmt_ms(s["ttft_ms"]["p50"]), fmt_ms(s["ttft_ms"]["p99"]), "", ""],
                 "waiting for the whole answer": ["", "", f"{s['e2e_s']['p50']:.2f} s", f"{s['e2e_s']['p99']:.2f} s"]}
-    return {"metric": [label for label, _ in COMPARED], "off": [f(r.off.summary) for _, f in COMPARED],
-            "on": [f(r.on.summary) for _, f in COMPARED]}
+    rows = COMPARED + (SPECULATIVE if r.id == "speculative" else ())
+    return {"metric": [label for label, _ in rows], "off": [f(r.off.summary) for _, f in rows],
+            "on": [f(r.on.summary) for _, f in rows]}
+
+
+SPECULATIVE = readings.rows((("draft acceptance", "spec_acceptance"), ("tokens a step", "spec_tokens_per_step")))

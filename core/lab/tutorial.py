@@ -17,7 +17,7 @@ from functools import lru_cache, partial
 from types import SimpleNamespace
 
 from .. import DATA
-from ..physics import catalog, costmodel, pipeline
+from ..physics import catalog, costmodel, pipeline, speculative
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving.metrics import growing, overload
@@ -295,7 +295,42 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
         return _fill_missing(n)
     n.update(_step_numbers(f, inputs))
     n.update(_sim_numbers(f, inputs))
+    n.update(_spec_numbers(f, inputs))
     return _fill_missing(n)
+
+
+def _spec_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
+    """Speculative decoding at batch 1 and at the full batch: the sidebar's method, or where it is
+    off the one this model would use (DeepSeek's MTP module where it ships one, else an EAGLE head)."""
+    model, cfg = f["model"], f["cfg"]
+    method = inputs.spec_method if inputs.spec_method != "off" else ("mtp" if model.mtp_layers else "eagle")
+    chosen = replace(inputs, spec_method=method).speculation()
+    spec = speculative.speculation(method, chosen["spec_tokens"], chosen["spec_acceptance"], None, model)
+    ctx, B = f["ctx"], f["batch_max"]
+    d1, dmax = f["d1"]["step_ms"], f["dmax"]["step_ms"]
+    v1 = steptime(cfg, spec=spec, decode_batch=1, context=ctx)
+    vmax = steptime(cfg, spec=spec, decode_batch=B, context=ctx)
+    gained = spec.tokens_per_step
+    s1, smax = d1 * gained / v1["step_ms"], dmax * gained / vmax["step_ms"]
+
+    def speed(x):
+        return f"{times(x)} as fast" if x >= 1.005 else f"{times(x)}: slower" if x < 0.995 else "no faster"
+
+    a = spec.acceptance
+    rate = f"{a[0]:.0%}" if len(set(a)) == 1 else ", ".join(f"{x:.0%}" for x in a) + " (by position)"
+    return dict(
+        spec_method_name=spec.label().split(",")[0], spec_k=toks(spec.tokens, "draft token" + "s" * (spec.tokens > 1)),
+        spec_a=rate, spec_tokens_per_step=f"{gained:.2f} tokens",
+        spec_verify_ms_batch1=ms(v1["step_ms"]), spec_proposer_ms_batch1=ms(v1["breakdown_ms"]["proposer"]),
+        spec_tpot_batch1=ms(v1["step_ms"] / gained), spec_speedup_batch1=speed(s1),
+        spec_verify_ms_batch_max=ms(vmax["step_ms"]), spec_tpot_batch_max=ms(vmax["step_ms"] / gained),
+        spec_speedup_batch_max=speed(smax),
+        spec_verdict=("the full batch's steps are compute-bound, so verifying the drafts costs about what they save."
+                      if abs(smax - 1) < 0.1 else
+                      "the gain shrinks as the batch grows: the wider steps turn compute-bound." if 1 < smax < s1 else
+                      "at this batch the verification and the proposer cost more than the drafts save: speculate "
+                      "only while batches are small." if smax < 1 else
+                      "even the full batch's steps stay memory-bound here, so the drafts still pay."))
 
 
 def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import DATA, bounds
-from .catalog import Model, get_model
+from .catalog import Model, get_model, model_ids
 
 METHODS = ("draft", "eagle", "eagle3", "mtp", "ngram")
 SPEC_MAX = 15  # the most draft tokens the engine's tables hold (core/engine/layout.py)
@@ -117,10 +117,7 @@ def speculation(method: str, tokens: int | None, acceptance, draft_model: str | 
         bounds.check("spec_acceptance", a)
     draft = None
     if method == "draft":
-        if not draft_model:
-            raise ValueError("a draft model proposes the tokens of --spec-method draft: name it (--draft-model, "
-                             "e.g. llama-3.2-1b)")
-        draft = get_model(draft_model)
+        draft = get_model(draft_model) if draft_model else default_draft(target)
         if draft.vocab != target.vocab:
             raise ValueError(f"{draft.name} has a vocabulary of {draft.vocab:,} tokens and {target.name} one of "
                              f"{target.vocab:,}: a draft model must share its target's tokenizer (choose one of the "
@@ -148,6 +145,16 @@ def for_config(cfg, target: Model) -> Speculation | None:
                                  f"eagle3, mtp or ngram)")
         return None
     return speculation(cfg.spec_method, cfg.spec_tokens, cfg.spec_acceptance, cfg.draft_model, target)
+
+
+def default_draft(target: Model) -> Model:
+    """The smallest catalog model with the target's vocabulary (its tokenizer), as a draft model."""
+    fits = [m for m in map(get_model, model_ids()) if m.vocab == target.vocab and m.params() < target.params()
+            and not m.parametric]
+    if not fits:
+        raise ValueError(f"the catalog has no smaller model with {target.name}'s tokenizer to draft for it: name "
+                         f"one (--draft-model, a config.json of your own), or choose eagle or ngram")
+    return min(fits, key=Model.params)
 
 
 # ---------------------------------------------------------------- what the proposer is made of
