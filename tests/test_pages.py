@@ -29,7 +29,8 @@ CHANGES = [
     ("selectbox", "gpu", "h200"),
     ("select_slider", "ttft", 500), ("select_slider", "budget", 4096),
     ("select_slider", "sys_prompts", 10), ("select_slider", "sys_tokens", 2048), ("select_slider", "turns", 3),
-    ("select_slider", "turn_gap", 10), ("toggle", "prefix_cache", False), ("toggle", "chunked", False),
+    ("select_slider", "turn_gap", 10), ("selectbox", "spec", "eagle"), ("select_slider", "spec_k", 2),
+    ("select_slider", "spec_a", 0.9), ("toggle", "prefix_cache", False), ("toggle", "chunked", False),
     ("toggle", "cb", False), ("toggle", "tp_on", True), ("select_slider", "max_seqs", 64),
     ("select_slider", "block", 32), ("selectbox", "dist", "sharegpt"), ("select_slider", "tpot", 50),
     ("select_slider", "requests", 1000), ("number_input", "seed", 3), ("selectbox", "dtype", "fp8"),
@@ -276,3 +277,16 @@ def test_a_gpu_entered_by_its_datasheet_becomes_the_labs_gpu():
     gpu = at.sidebar.selectbox(key="gpu")
     assert "Lab test GPU" in gpu.options[gpu.index]  # chosen, and the Lab simulated on it:
     assert "48 GiB" in gpu.options[gpu.index] and any(m.value for m in at.main.metric)
+
+
+def test_a_link_with_speculative_decoding_shows_what_it_gained():
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
+    at.query_params["spec"], at.query_params["spec_a"], at.query_params["rate"] = "eagle", "0.8", "1"
+    at.run()
+    assert not at.exception
+    simulated = next(c.value for c in at.caption if c.value.startswith("Simulated:"))
+    assert "speculative decoding (EAGLE head, 3 draft tokens" in simulated
+    # 0.8 over 3 drafts: 1 + 0.8 + 0.64 + 0.512 tokens a step, about 49% of drafts accepted
+    assert float(metric(at, "Tokens per step").split()[0]) == pytest.approx(2.952, abs=0.03)
+    assert float(metric(at, "Draft acceptance rate").rstrip("%")) == pytest.approx(65.1, abs=1.5)
+    assert at.query_params["spec"] == "eagle" and at.query_params["spec_a"] == "0.8"

@@ -208,11 +208,12 @@ SPEC_LABELS = {"off": "off", "draft": "draft model", "eagle": "EAGLE head", "eag
 def _speculation() -> None:
     """Speculative decoding's knobs; the counts default to the chosen method's published ones."""
     st.selectbox("Speculative decoding", list(links.SPEC_METHODS), 0, key="spec", persist_state="session",
-                 format_func=SPEC_LABELS.get,
+                 format_func=SPEC_LABELS.get, disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
                  help="A proposer guesses the next tokens; the model checks them all in one step and keeps them up "
                       "to the first it disagrees with, plus one of its own. Fewer steps per token when batches are "
                       "small (memory-bound steps); little or nothing when large batches make steps compute-bound. "
-                      "A draft model is the catalog's smallest with this model's tokenizer; MTP is DeepSeek-V3's.")
+                      "A draft model is the catalog's smallest with this model's tokenizer; MTP is DeepSeek-V3's. "
+                      "Needs continuous batching: it is a rule of iteration-level scheduling.")
     method = st.session_state.get("spec", "off")
     off = method == "off"
     defaults = speculative.method_defaults(method) if not off else None

@@ -6,7 +6,9 @@ import math
 import numpy as np
 
 from ..engine import layout as E
+from ..physics import catalog
 from ..physics.costmodel import SPEC_K
+from ..physics.speculative import for_config
 
 PCTS = (50, 90, 99)
 
@@ -234,7 +236,9 @@ def speculative_summary(cfg, pools, oi) -> dict | None:
         return None
     k = int(pools[-1].params[SPEC_K])  # the decoding pool's
     seq_steps, accepted = int(oi[E.O_SPEC_SEQ_STEPS]), int(oi[E.O_SPEC_ACCEPTED])
-    return dict(method=cfg.spec_method, spec_tokens=k, draft_model=cfg.draft_model, proposed_tokens=seq_steps * k,
+    spec = for_config(cfg, catalog.get_model(cfg.model))
+    return dict(method=cfg.spec_method, spec_tokens=k, draft_model=spec.draft.id if spec.draft else None,
+                expected_tokens_per_step=spec.tokens_per_step, proposed_tokens=seq_steps * k,
                 accepted_tokens=accepted, acceptance_rate=accepted / (seq_steps * k) if seq_steps else 0.0,
                 tokens_per_step=1.0 + accepted / seq_steps if seq_steps else 1.0)
 
