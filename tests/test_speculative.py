@@ -98,16 +98,26 @@ def test_verifying_costs_compute_not_weight_reads():
     assert big5["breakdown_ms"]["linear"] > 3 * big["breakdown_ms"]["linear"]
 
 
-def test_speedup_at_batch_one_is_within_the_published_range_and_smaller_at_large_batch():
+def users(n: int, **spec) -> dict:
+    """n users in a closed loop, each sending its next request when its answer is complete: a batch of n."""
+    return simulate(SimConfig(gpu=H100, model=LLAMA8, policy="sarathi", max_batched_tokens=8192, **spec,
+                              workload=WorkloadSpec(rate=float("inf"), concurrency=n, n_requests=max(60, 3 * n),
+                                                    prompt_mean=128, output_mean=256, length_dist="fixed"))).summary
+
+
+def test_speedup_at_batch_one_is_within_the_published_range_and_shrinks_as_batches_grow():
     low, high = speculative.data()["methods"]["eagle"]["speedup_batch1"]["value"]
-    plain, eagle = lone(), lone(spec_method="eagle")
-    speedup = plain["tpot_ms"]["mean"] / eagle["tpot_ms"]["mean"]
-    assert low <= speedup <= high
-    # a loaded replica: batches of about a hundred sequences, whose steps are compute-bound
-    busy = config(rate=30, n=1500, output=300, max_seqs=256)
-    p, e = simulate(busy).summary, simulate(replace(busy, spec_method="eagle")).summary
-    assert p["mean_batch"] > 50
-    assert p["tpot_ms"]["p50"] / e["tpot_ms"]["p50"] < speedup - 0.3
+    speedup = {n: users(n)["tpot_ms"]["p50"] / users(n, spec_method="eagle")["tpot_ms"]["p50"] for n in (1, 24, 128)}
+    assert low <= speedup[1] <= high
+    # the verification step's k + 1 positions a sequence turn the GEMMs compute-bound as the batch grows
+    assert speedup[1] > speedup[24] > speedup[128]
+    assert speedup[128] < speedup[1] - 0.3
+
+
+def test_a_draft_model_loses_to_plain_decoding_at_a_large_batch():
+    # a 1B draft's own passes are not free: at a batch of 128 it costs more than it saves (vLLM's blog
+    # measured draft models 1.4x slower at high load)
+    assert users(128, spec_method="draft")["tpot_ms"]["p50"] > users(128)["tpot_ms"]["p50"]
 
 
 def test_a_draft_model_takes_memory_from_the_kv_cache():
