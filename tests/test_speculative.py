@@ -178,3 +178,22 @@ def test_bad_input_is_one_sentence_naming_the_fix(args, says):
     assert out.returncode == 2
     assert says in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the planner
+
+def test_the_planner_meets_a_tpot_target_with_speculation_that_plain_decoding_needs_more_gpus_for():
+    from core.planner.plan import plan
+    from core.planner.space import Budget, Targets, Workload
+    w = Workload(LLAMA8, WorkloadSpec(rate=1.0, n_requests=200, prompt_mean=512, output_mean=256),
+                 Targets(ttft_p99_ms=1000, tpot_p99_ms=5.5))
+    plain = plan(w, Budget(gpu_types=("h100",), max_gpus=2, dtypes=("bf16",), disaggregation=False), executor="inline")
+    spec = plan(w, Budget(gpu_types=("h100",), max_gpus=2, dtypes=("bf16",), disaggregation=False,
+                          speculative=("eagle", "mtp")),
+                executor="inline")
+    assert spec.cheapest is not None and spec.cheapest.deployment.spec == "eagle"
+    assert spec.cheapest.deployment.gpus == 1
+    assert plain.cheapest is None or plain.cheapest.deployment.gpus > 1
+    # Llama-3.1-8B ships no MTP module: no deployment of the search uses one
+    assert all(r.shape.spec in ("", "eagle") for r in spec.results)
+    assert any(r.shape.spec == "eagle" for r in spec.results)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core.lab.recommend import lab_inputs_for, planner_workload
-from core.physics import catalog
+from core.physics import catalog, speculative
 from core.planner.plan import highest_load, plan
 from core.planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
 from core.text import count, fmt_ms, sentence, usd
@@ -46,6 +46,11 @@ with st.form("budget"):
     disagg = b.toggle("Prefill/decode splits", True, help="Also search deployments split into a prefill and a "
                                                           "decode pool, each with its own tensor parallelism.")
     requests = c.select_slider("Requests per simulation", [500, 1000, 2000, 5000], 2000)
+    spec = st.multiselect("Speculative decoding", speculative.METHODS,
+                          [inputs.spec_method] if inputs.spec_method != "off" else [],
+                          format_func=state.SPEC_LABELS.get,
+                          help="Proposers to search beside plain decoding, each at its published acceptance rate (or "
+                               "the sidebar's, under Advanced). A proposer the model has none of (MTP) is skipped.")
     with st.expander("Prices ($ per GPU-hour): the catalog's sourced list prices, or the sidebar's; edit a cell to use yours"):
         prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [price(g) for g in gpu_ids]}),
                                 disabled=["GPU"], hide_index=True, key="prices",
@@ -57,7 +62,7 @@ catalog_prices = {g: catalog.get_gpu(g).price_usd_per_gpu_hour for g in gpu_ids}
 overrides = tuple((g, float(p)) for g, p in zip(prices["GPU"], prices["$ per GPU-hour"])
                   if g in gpu_types and float(p) != catalog_prices[g])
 budget = Budget(gpu_types=tuple(gpu_types), max_gpus=max_gpus, prices=overrides, dtypes=tuple(dtypes),
-                kv_dtypes=tuple(kv_dtypes), disaggregation=disagg)
+                kv_dtypes=tuple(kv_dtypes), disaggregation=disagg, speculative=tuple(spec))
 workload = planner_workload(inputs, requests=requests, attainment=attainment)
 key = (workload, budget)
 

@@ -72,7 +72,7 @@ def client_fields(args, default_rate: float | None = 5.0) -> dict:
                 think_s=args.think_time, think_dist=args.think_dist)
 
 
-def _acceptance(text: str):
+def acceptance_arg(text: str):
     """--spec-acceptance: one rate within 0..1, or one per draft token ('0.9,0.8,0.6')."""
     from ..physics.speculative import parse_acceptance
     try:
@@ -92,7 +92,7 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
                         "module, or n-gram prompt lookup (default: off)")
     p.add_argument("--spec-tokens", type=bounded("spec_tokens"), default=None, metavar="K",
                    help="draft tokens a step (vLLM's num_speculative_tokens; default: the method's)")
-    p.add_argument("--spec-acceptance", type=_acceptance, default=None, metavar="A",
+    p.add_argument("--spec-acceptance", type=acceptance_arg, default=None, metavar="A",
                    help="chance a draft token is accepted given the ones before it were: one rate, or one per draft "
                         "position (0.9,0.8,0.6); default: the method's published rate")
     p.add_argument("--draft-model", default=None, metavar="ID",

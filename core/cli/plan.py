@@ -11,7 +11,7 @@ from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
 from ..serving import export
 from .. import bounds
-from .args import add_client_args, bounded, client_fields, emit
+from .args import acceptance_arg, add_client_args, bounded, client_fields, emit
 from .yourdata import add_hardware_args
 
 
@@ -61,6 +61,13 @@ def register(sub) -> None:
     p.add_argument("--turns", type=bounded("turns"), default=1, help="turns per conversation (each holds the earlier ones)")
     p.add_argument("--turn-gap", type=bounded("turn_gap"), default=30.0, help="seconds from one turn to the next")
     p.add_argument("--no-prefix-caching", action="store_true", help="recompute every prompt")
+    p.add_argument("--spec-methods", default="", metavar="M,M",
+                   help="speculative decoding's proposers to search beside plain decoding (draft, eagle, eagle3, mtp, "
+                        "ngram; default: none)")
+    p.add_argument("--spec-tokens", type=bounded("spec_tokens"), default=None, metavar="K",
+                   help="draft tokens a step of a speculating deployment (default: its method's)")
+    p.add_argument("--spec-acceptance", type=acceptance_arg, default=None, metavar="A",
+                   help="a speculating deployment's acceptance rate, or one per draft (default: its method's)")
     p.add_argument("--executor", default="local", choices=EXECUTORS,
                    help="local: a process pool on this machine; inline: this process; ray: a Ray cluster")
     p.add_argument("--address", default=None, help="Ray cluster address (with --executor ray; default: start one)")
@@ -72,14 +79,19 @@ def register(sub) -> None:
 
 
 def cmd_plan(args) -> None:
+    if not args.spec_methods and (args.spec_tokens is not None or args.spec_acceptance is not None):
+        raise ValueError("--spec-tokens and --spec-acceptance tune speculating deployments: name their proposers "
+                         "(--spec-methods eagle,ngram)")
     spec = WorkloadSpec(n_requests=args.requests, **client_fields(args, default_rate=None), prompt_mean=args.prompt, output_mean=args.output,
                         length_dist=args.length_dist, spread=args.spread, seed=args.seed,
                         prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
                         turn_gap_s=args.turn_gap)
     w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment),
-                 Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching))
+                 Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching, spec_tokens=args.spec_tokens,
+                        spec_acceptance=args.spec_acceptance))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
-                    dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg)
+                    dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg,
+                    speculative=_ids(args.spec_methods) if args.spec_methods else ())
 
     def progress(done, total):
         if not args.json and sys.stderr.isatty():

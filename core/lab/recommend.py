@@ -71,7 +71,10 @@ def planner_workload(inputs: LabInputs, requests: int | None = None, attainment:
     spec = replace(workload(inputs), n_requests=search_requests(inputs) if requests is None else requests)
     return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment),
                     Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router,
-                           prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS), inputs.trace_csv)
+                           prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS,
+                           spec_tokens=inputs.spec_tokens or None,
+                           spec_acceptance=inputs.spec_acceptance if inputs.spec_acceptance >= 0 else None),
+                    inputs.trace_csv)
 
 
 def lab_dtypes(inputs: LabInputs) -> tuple[str, ...]:
@@ -85,10 +88,12 @@ def lab_dtypes(inputs: LabInputs) -> tuple[str, ...]:
 def lab_budget(inputs: LabInputs, **changes) -> Budget:
     """The sidebar's GPUs: its type, at most its count, its KV cache dtype, the weight dtypes of
     lab_dtypes, and its own schedule preferred at equal cost (so that on the default page the
-    recommendation is the deployment the sidebar simulates, not its twin at another token budget)."""
+    recommendation is the deployment the sidebar simulates, not its twin at another token budget);
+    with speculative decoding on, its proposer beside plain decoding."""
     own = (continuous_policy(inputs), inputs.max_batched_tokens) if inputs.continuous_batching else None
+    spec = (inputs.spec_method,) if inputs.spec_method != "off" and inputs.continuous_batching else ()
     return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=lab_dtypes(inputs),
-                          kv_dtypes=(inputs.kv_dtype,), own_schedule=own), **changes)
+                          kv_dtypes=(inputs.kv_dtype,), own_schedule=own, speculative=spec), **changes)
 
 
 def _describe(r: ShapeResult, w: Workload) -> str:
@@ -216,4 +221,4 @@ def lab_inputs_for(d: Deployment) -> dict:
     return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, kv_dtype=d.kv_dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
                 chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk,
                 tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0,
-                pp=d.pp if not d.disagg else 0)
+                pp=d.pp if not d.disagg else 0, spec_method=d.spec or "off")

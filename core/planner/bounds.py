@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..physics import catalog, costmodel
+from ..physics import catalog, costmodel, speculative
 from ..physics.memory import MEM_UTIL, plan_memory
 from ..serving.simulate import model_len_for
 from ..serving.workload import generate, load_trace, uncached_prompt_tokens
@@ -83,11 +83,16 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     P_new = mean_prefill(w) if w.engine.prefix_caching and shares(w) else P
     budget = max(shape.chunk, w.engine.max_seqs)
     pools = [(shape.prefill_tp, "prefill"), (shape.tp, "decode")] if shape.disagg else [(shape.tp, "serving")]
+    # speculative decoding: its proposer in the decoding GPUs' memory, its tokens a step in the decode bounds
+    spec = (speculative.speculation(shape.spec, w.engine.spec_tokens, w.engine.spec_acceptance, None, model)
+            if shape.spec else None)
+    gained = spec.tokens_per_step if spec else 1.0
     plans = {}
     for tp, name in pools:
         try:
             plans[name] = plan_memory(gpu, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
-                                      shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype)
+                                      shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype,
+                                      spec=spec if name != "prefill" else None)
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")
 
@@ -95,7 +100,8 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # Latency floors: a decode step alone at batch 1 and the shortest context; the prefill of a
     # prompt at the attainment quantile alone on an idle replica.
     decode_tp = shape.tp
-    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1) * 1e3
+    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1,
+                         spec=spec) * 1e3 / gained
     if tpot_floor > t.tpot_p99_ms:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
                              f"TPOT target", pruned_by="roofline")
@@ -113,7 +119,8 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
     batch = 1 if serial else max(1, min(w.engine.max_seqs, kv_plan.kv_tokens // ctx))
-    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=batch, context=max(1, int(P))) / batch
+    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=batch,
+                                 context=max(1, int(P)), spec=spec) / (batch * gained)
     if shape.disagg:
         return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),
                      prefill_req_s=GENEROUS / (P_new * prefill_s_per_token))

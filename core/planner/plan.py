@@ -99,7 +99,7 @@ class Plan:
         return dict(deployment=d.label(), gpu=d.gpu, gpus=d.gpus, stage=d.stage, dtype=d.dtype, kv_dtype=d.kv_dtype,
                     policy=d.policy,
                     chunk=d.chunk, tp=d.tp, pp=d.pp, replicas=d.replicas, prefill_tp=d.prefill_tp,
-                    prefill_replicas=d.prefill_replicas, meets=o.meets,
+                    prefill_replicas=d.prefill_replicas, spec=d.spec, meets=o.meets,
                     max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped, max_users=r.max_users,
                     ttft_p99_ms=o.ttft_p99_ms, tpot_p99_ms=o.tpot_p99_ms, attainment=o.attainment,
                     usd_per_hour=usd_h, usd_per_1m_output_tokens=usd_h / (tok_h / 1e6) if tok_h > 0 else math.inf,

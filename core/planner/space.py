@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from ..physics import catalog
+from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.workload import WorkloadSpec
@@ -73,6 +73,9 @@ class Budget:
     # the schedule (policy, token budget) the user runs: searched beside SCHEDULES, and preferred over
     # them at equal cost, stage and dtypes, so that an answer the user's own settings reach is given in them
     own_schedule: tuple[str, int] | None = None
+    # speculative decoding's proposers the deployments may use (physics/speculative.py: draft, eagle,
+    # eagle3, mtp, ngram), each with continuous batching on the schedules' first, beside every plain shape
+    speculative: tuple[str, ...] = ()
 
     def price(self, gpu: str) -> float:
         return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
@@ -105,6 +108,9 @@ class Budget:
         for d in self.kv_dtypes:
             if d not in KV_DTYPES:
                 raise ValueError(f"unknown KV cache dtype '{d}': choose from {', '.join(KV_DTYPES)}")
+        for m in self.speculative:
+            if m not in speculative.METHODS:
+                raise ValueError(f"unknown speculative method '{m}': choose from {', '.join(speculative.METHODS)}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,9 @@ class Engine:
     router: str = "lor"  # least outstanding requests
     prefix_caching: bool = True  # vLLM V1's default
     max_steps: int = 50_000_000  # engine steps one simulation may take (SimConfig.max_steps); a page sets its own
+    # a speculating deployment's draft tokens and acceptance (None: its method's published defaults)
+    spec_tokens: int | None = None
+    spec_acceptance: float | tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,7 @@ class Deployment:
     prefill_replicas: int = 0
     pp: int = 1  # pipeline stages of a colocated replica
     kv_dtype: str = "bf16"
+    spec: str = ""  # speculative decoding's proposer ("": none)
 
     @property
     def replica_gpus(self) -> int:
@@ -155,7 +165,8 @@ class Deployment:
         else:
             shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
         kv = f", {self.kv_dtype} KV" if self.kv_dtype != "bf16" else ""
-        return f"{self.gpus} {gpu}: {shape}, {self.dtype}{kv}, {sched}"
+        spec = f", {self.spec} speculation" if self.spec else ""
+        return f"{self.gpus} {gpu}: {shape}, {self.dtype}{kv}, {sched}{spec}"
 
     def to_dict(self) -> dict:
         return dict(asdict(self), gpus=self.gpus, stage=self.stage, label=self.label())
@@ -206,6 +217,8 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps)
+    if d.spec:
+        cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance)
     if d.disagg:
         cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
                       decode_tp=d.tp)
@@ -231,8 +244,11 @@ def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str =
 def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     """Every deployment shape within the budget (replica counts left at 1): each GPU type, each
     weight and KV dtype it supports (fp8 needs FP8 support), each tensor-parallel degree that fits,
-    each schedule; and prefill/decode splits whose pools take the smallest fitting tp or twice it."""
+    each schedule; and prefill/decode splits whose pools take the smallest fitting tp or twice it.
+    Each proposer the budget allows speculates on the first schedule's colocated replicas and on
+    the splits' decode pools."""
     out = []
+    methods = proposers(w, budget)
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
 
@@ -246,6 +262,8 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                         if policy in ("serial", "static") and (tp > 1 or dtype != "bf16" or kv != "bf16"):
                             continue
                         out.append(Deployment(gpu, tp, 1, dtype, policy, chunk, kv_dtype=kv))
+                    out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, spec=m)
+                               for m in methods)
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
                     if tp * pp <= budget.max_gpus:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
@@ -254,8 +272,22 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                     for ptp in tps[:2]:
                         for dtp in tps[:2]:
                             if ptp + dtp <= budget.max_gpus:
-                                out.append(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv))
+                                out.extend(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv, spec=m)
+                                           for m in ("",) + methods)
     return out
+
+
+def proposers(w: Workload, budget: Budget) -> tuple[str, ...]:
+    """The budget's speculative methods that this model can use (MTP needs the module the model
+    ships; a draft model, a smaller model with its tokenizer)."""
+    out = []
+    for m in budget.speculative:
+        try:
+            speculative.speculation(m, w.engine.spec_tokens, w.engine.spec_acceptance, None, catalog.get_model(w.model))
+        except ValueError:
+            continue
+        out.append(m)
+    return tuple(out)
 
 
 def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf16") -> list[tuple[int, int]]:
@@ -285,5 +317,6 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
 
 def preference(d: Deployment, price: float) -> tuple:
     """Cheapest first; at equal cost the simpler stage, then the least quantisation error: 16-bit
-    weights before fp8 before int4, a 16-bit KV cache before fp8."""
-    return (round(d.gpus * price, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16")
+    weights before fp8 before int4, a 16-bit KV cache before fp8; then no proposer to run before one."""
+    return (round(d.gpus * price, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
+            d.spec != "")
