@@ -6,6 +6,7 @@ engine's inputs and the summary metrics. "quiet_steps" are those run back to bac
 (core/engine/fastforward.py).
 
 usage: python bench/engine_speed.py [--quick] [--out bench/results/engine.json]
+       python bench/engine_speed.py --speculative [--out bench/results/engine_speculative.json]
 
 Each case runs in a fresh process (so that peak memory is its own) after the cache is warm; the
 cold compile runs with an empty numba cache directory. Figures are for one core: numba code here
@@ -85,7 +86,31 @@ def summary(r: dict) -> str:
             f"({r['quiet_steps'] / max(r['steps'], 1):.0%} quiet), peak {r['peak_rss_mb']:.0f} MB")
 
 
+def speculative_cases(n: int, plain_runs: list[dict]) -> list[dict]:
+    """Speculative decoding against the plain engine on the same requests (the same output tokens):
+    engine time as a ratio of the plain run's, light and heavy."""
+    out = []
+    for label, rate in (("light", 5.0), ("heavy", 40.0)):
+        plain = next(r for r in plain_runs if r["requests"] == n and r["load"] == label)
+        for spec in ("eagle", "ngram"):
+            r = run_case(n, rate, spec=spec, repeat=5)
+            r.update(load=label, spec=spec, engine_vs_plain=r["engine_s"] / plain["engine_s"])
+            out.append(r)
+            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), speculative {spec}: {summary(r)}, "
+                  f"{r['engine_vs_plain']:.2f}x the plain engine's time", flush=True)
+    return out
+
+
 def main(argv: list[str]) -> None:
+    if "--speculative" in argv:
+        out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else \
+            ROOT / "bench" / "results" / "engine_speculative.json"
+        plain = []
+        for label, rate in (("light", 5.0), ("heavy", 40.0)):
+            plain.append(dict(run_case(100_000, rate, repeat=5), load=label))
+            print(f"  100,000 requests, {label:>5} ({rate:g} req/s), plain: {summary(plain[-1])}", flush=True)
+        out_path.write_text(json.dumps(dict(plain=plain, speculative=speculative_cases(100_000, plain)), indent=1) + "\n")
+        return
     quick = "--quick" in argv
     out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "engine.json"
     results = {}
@@ -131,18 +156,7 @@ def main(argv: list[str]) -> None:
             print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), pp=2: {summary(r)}, batch {r['mean_batch']:.1f}",
                   flush=True)
 
-    # speculative decoding against the plain engine on the same requests (the same output tokens):
-    # engine time per output token, as a ratio of the plain run's
-    results["speculative"] = []
-    n = sizes[1]
-    for label, rate in (("light", 5.0), ("heavy", 40.0)):
-        plain = next(r for r in results["single_replica"] if r["requests"] == n and r["load"] == label)
-        for spec in ("eagle", "ngram"):
-            r = run_case(n, rate, spec=spec)
-            r.update(load=label, spec=spec, engine_vs_plain=r["engine_s"] / plain["engine_s"])
-            results["speculative"].append(r)
-            print(f"{n:>9,} requests, {label:>5} ({rate:g} req/s), speculative {spec}: {summary(r)}, "
-                  f"{r['engine_vs_plain']:.2f}x the plain engine's time", flush=True)
+    results["speculative"] = speculative_cases(sizes[1], results["single_replica"])
 
     # a cluster: 64 single-GPU replicas behind the gateway
     n = 100_000 if quick else 1_000_000

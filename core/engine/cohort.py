@@ -27,6 +27,7 @@ go back when the step completes. A member that a jump takes past its last token 
 """
 from ..jit import engine_jit
 from ..physics.costmodel import KV_HEADS, SPEC_K, SPEC_SURV
+from ..physics.speculative import SPEC_MAX
 
 from .kvcache import blocks_for
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_DRAFTS, M_ROWS,
@@ -42,6 +43,15 @@ def split_parts(tokens, split):
 
 
 @engine_jit
+def bucket(BKT, r, kind, phase, period, n):
+    """Count n more members at `phase` of a bucket row. A row repeats its period as far as SPEC_MAX
+    phases past its end, so that the window of a speculative step's next phases is one contiguous
+    run of it, wherever it starts (no wrap-around to test in the step's loops)."""
+    for c in range(1 + (SPEC_MAX + period - 1) // period):
+        BKT[r, kind, phase + c * period] += n
+
+
+@engine_jit
 def join(RI, PI, SLOTS, BKT, r, q, cfg):
     """Request q (KV cached up to R_COMPUTED, one token behind) starts decoding with the cohort."""
     S = PI[r, P_S]
@@ -53,10 +63,10 @@ def join(RI, PI, SLOTS, BKT, r, q, cfg):
     PI[r, P_COH_N] += 1
     PI[r, P_COH_V] += v
     PI[r, P_STORED] -= c  # now counted by the cohort's sums
-    BKT[r, B_BLOCK, (-v) % cfg[C_BLOCK]] += 1
+    bucket(BKT, r, B_BLOCK, (-v) % cfg[C_BLOCK], cfg[C_BLOCK], 1)
     split = cfg[C_SPLIT]
     if split > 0:
-        BKT[r, B_SPLIT, (-v) % split] += 1
+        bucket(BKT, r, B_SPLIT, (-v) % split, split, 1)
         PI[r, P_COH_PARTS] += split_parts(c, split)
     heap_push(RI, SLOTS, PI, r, q)
     RI[q, R_FRESH] = 1  # its first cohort step has its own inter-token gap
@@ -83,10 +93,10 @@ def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
     PI[r, P_COH_N] -= 1
     PI[r, P_COH_V] -= v
     PI[r, P_STORED] += c
-    BKT[r, B_BLOCK, (-v) % cfg[C_BLOCK]] -= 1
+    bucket(BKT, r, B_BLOCK, (-v) % cfg[C_BLOCK], cfg[C_BLOCK], -1)
     split = cfg[C_SPLIT]
     if split > 0:
-        BKT[r, B_SPLIT, (-v) % split] -= 1
+        bucket(BKT, r, B_SPLIT, (-v) % split, split, -1)
         PI[r, P_COH_PARTS] -= split_parts(c, split)
     heap_remove(RI, SLOTS, PI, r, q)
     if RI[q, R_STREAM] >= 0:
@@ -94,23 +104,14 @@ def leave(RI, RF, PI, PF, SLOTS, BKT, r, q, cfg, paged):
 
 
 @engine_jit
-def draft_blocks(BKT, r, phase, k, j, bs):
-    """(blocks the cohort takes for its next token and k drafts from the block phase, those of
-    them that its first j tokens start: the rest go back when only j are accepted)."""
-    need = keep = 0
-    for i in range(k + 1):  # branch-free in j: the draws are random, a branch on them mispredicts
-        n = BKT[r, B_BLOCK, phase]
-        need += n
-        keep += n * (i < j)
-        phase = phase + 1 if phase + 1 < bs else 0
-    return need, keep
-
-
-@engine_jit
 def blocks_needed(PI, BKT, r, cfg, k):
     """New KV blocks the cohort takes this step (paged KV): members whose next token, or one of
     the k draft tokens after it, starts a block."""
-    return draft_blocks(BKT, r, PI[r, P_S_BLOCK], k, 0, cfg[C_BLOCK])[0]
+    phase = PI[r, P_S_BLOCK]
+    need = 0
+    for i in range(k + 1):  # a contiguous run of the row (bucket)
+        need += BKT[r, B_BLOCK, phase + i]
+    return need
 
 
 @engine_jit
@@ -141,27 +142,6 @@ def next_draw(x):
 
 
 @engine_jit
-def tokens_gained(p, x):
-    """Tokens every member gains in a speculative step of draw x: 1 plus the drafts the target
-    accepts, the most a with u = x / 2^32 below the chance that at least a are accepted."""
-    u = x / WEYL_SCALE
-    k = int(p[SPEC_K])
-    a = 0
-    while a < k and u < p[SPEC_SURV + a]:
-        a += 1
-    return 1 + a
-
-
-@engine_jit
-def draw_advance(PI, r, p):
-    if p[SPEC_K] == 0:
-        return 1
-    x = next_draw(PI[r, P_SPEC_DRAWS])
-    PI[r, P_SPEC_DRAWS] = x
-    return tokens_gained(p, x)
-
-
-@engine_jit
 def add_step(PI, BKT, r, cfg, p, paged, mix):
     """The cohort decodes in this step: take its blocks and add it to the step's token mix."""
     m = PI[r, P_COH_N]
@@ -169,12 +149,18 @@ def add_step(PI, BKT, r, cfg, p, paged, mix):
         return
     S = PI[r, P_S]
     k = int(p[SPEC_K])
-    j = draw_advance(PI, r, p)
-    PI[r, P_SPEC_ADV] = j
-    if paged:  # from the replica's pool (a pipeline's lanes share lane 0's)
-        taken, keep = draft_blocks(BKT, r, PI[r, P_S_BLOCK], k, j, cfg[C_BLOCK])
-        PI[r - PI[r, P_LANE], P_USED] += taken
-        PI[r, P_SPEC_FREE] = taken - keep  # blocks only rejected drafts start: back when the step completes
+    if k == 0:
+        PI[r, P_SPEC_ADV] = 1
+        if paged:  # from the replica's pool (a pipeline's lanes share lane 0's)
+            PI[r - PI[r, P_LANE], P_USED] += BKT[r, B_BLOCK, PI[r, P_S_BLOCK]]
+    else:  # the step's draw, and the blocks of its pending token and drafts
+        x = next_draw(PI[r, P_SPEC_DRAWS])
+        PI[r, P_SPEC_DRAWS] = x
+        j, taken, keep, _ = speculative_step(p, BKT, r, x, k, PI[r, P_S_BLOCK], 0, 1)
+        PI[r, P_SPEC_ADV] = j
+        if paged:
+            PI[r - PI[r, P_LANE], P_USED] += taken
+            PI[r, P_SPEC_FREE] = taken - keep  # blocks only rejected drafts start: back when the step completes
     kv_heads = p[KV_HEADS]
     split = cfg[C_SPLIT]
     if split > 0:  # split-KV kernel: one thread block per partition of each context
@@ -204,7 +190,10 @@ def advance(PI, BKT, r, cfg):
             PI[r, P_S_SPLIT] = 0 if k == cfg[C_SPLIT] else k
     else:
         PI[r, P_S] += j
-        PI[r, P_S_BLOCK] = (PI[r, P_S_BLOCK] + j) % cfg[C_BLOCK]
+        b = PI[r, P_S_BLOCK] + j
+        while b >= cfg[C_BLOCK]:  # j is at most SPEC_MAX + 1: a subtraction or two, not a division
+            b -= cfg[C_BLOCK]
+        PI[r, P_S_BLOCK] = b
         if cfg[C_SPLIT] > 0:
             PI[r, P_COH_PARTS], PI[r, P_S_SPLIT] = enter_partitions(BKT, r, PI[r, P_COH_PARTS], PI[r, P_S_SPLIT], j,
                                                                     j - 1, cfg[C_SPLIT])
@@ -217,15 +206,34 @@ def advance(PI, BKT, r, cfg):
 def enter_partitions(BKT, r, parts, phase, j, k, split):
     """(partitions, split phase) after a jump of j <= k + 1 tokens: contexts that enter a partition
     at the accepted tokens past the first (the first's were counted when the step started).
-    Branch-free in j, as draft_blocks."""
-    ph = phase
-    for i in range(k):
-        ph = ph + 1 if ph + 1 < split else 0
-        parts += BKT[r, B_SPLIT, ph] * (i < j - 1)
+    Branch-free in j, as speculative_step."""
+    for i in range(k):  # a contiguous run of the doubled row (bucket)
+        parts += BKT[r, B_SPLIT, phase + 1 + i] * (i < j - 1)
     phase += j
     while phase >= split:
         phase -= split
     return parts, phase
+
+
+@engine_jit
+def speculative_step(p, BKT, r, x, k, phase, split_phase, j):
+    """A speculative step of draw x in one pass over its k + 1 positions from the block phase:
+    (tokens each member gains, 1 plus the drafts accepted: the most a with u = x / 2^32 below the
+    chance that at least a are accepted; the blocks the step takes; those of them its accepted
+    tokens keep; the partitions that the step completing before it, of j tokens, enters past its
+    first token from split_phase: enter_partitions, which a quiet run folds in here). One loop and
+    no branch on the draw, which is random: a branch on it would mispredict."""
+    u = x / WEYL_SCALE
+    gained, need, keep, parts, accepted = 1, 0, 0, 0, 1
+    for i in range(k + 1):
+        n = BKT[r, B_BLOCK, phase + i]
+        need += n
+        keep += n * accepted
+        if i < k:
+            accepted *= u < p[SPEC_SURV + i]
+            gained += accepted
+            parts += BKT[r, B_SPLIT, split_phase + 1 + i] * (i < j - 1)
+    return gained, need, keep, parts
 
 
 @engine_jit

@@ -20,7 +20,7 @@ the same order (tests/test_engine.py runs both and compares).
 """
 from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
-from .cohort import draft_blocks, enter_partitions, next_draw, tokens_gained
+from .cohort import next_draw, speculative_step
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_DRAFTS, M_TOKENS,
                      O_SPEC_ACCEPTED, O_SPEC_SEQ_STEPS, OF_KV_ALLOC_S, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE,
                      OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
@@ -82,10 +82,9 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
             while nb >= bs:
                 nb -= bs
             x = next_draw(draws)
-            j_next = tokens_gained(p, x)
-            need = keep = 0
-            if paged:
-                need, keep = draft_blocks(BKT, r, nb, k, j_next, bs)
+            j_next, need, keep, entered = speculative_step(p, BKT, r, x, k, nb, s_split, j)
+            if not paged:
+                need = keep = 0
         if need > blocks - used + spec_free:
             break
         # ---- the step in flight completes: each member has j more tokens
@@ -103,7 +102,10 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
         else:  # not a branch on j: the draws are random, and a branch on them mispredicts
             S += j
             if split > 0:
-                parts, s_split = enter_partitions(BKT, r, parts, s_split, j, k, split)
+                parts += entered
+                s_split += j
+                while s_split >= split:
+                    s_split -= split
         s_block = nb
         used -= spec_free
         last_decode = t

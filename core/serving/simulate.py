@@ -434,7 +434,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
 
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
-    BKT = np.zeros((R, L.NB, max(cfg.block_size, split)), np.int64)
+    # a row repeats its period up to SPEC_MAX phases past its end (cohort.bucket): at most 2 periods + SPEC_MAX
+    BKT = np.zeros((R, L.NB, 2 * max(cfg.block_size, split) + speculative.SPEC_MAX), np.int64)
     trace = np.zeros((cfg.trace_cap, L.NT))
     stream_t = np.full((len(stream_ids), cfg.stream_cap), np.nan)
     itl_hist = np.zeros(L.ITL_BINS, np.int64)
