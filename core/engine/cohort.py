@@ -25,7 +25,7 @@ the acceptance model's mean; what is lost is only the spread between sequences o
 each request's time per output token averages out over its many steps. The rejected drafts' blocks
 go back when the step completes. A member that a jump takes past its last token stops at it.
 """
-from ..jit import engine_jit
+from ..jit import engine_jit, step_jit
 from ..physics.costmodel import KV_HEADS, SPEC_K, SPEC_SURV
 from ..physics.speculative import SPEC_MAX
 
@@ -136,7 +136,7 @@ WEYL_START = 1779033703  # replica r starts at r x this (the fraction of sqrt(2)
 # replicas stepping together do not draw alike
 
 
-@engine_jit
+@step_jit
 def next_draw(x):
     return (x + WEYL_STEP) & WEYL_MASK
 
@@ -215,7 +215,7 @@ def enter_partitions(BKT, r, parts, phase, j, k, split):
     return parts, phase
 
 
-@engine_jit
+@step_jit
 def speculative_step(p, BKT, r, x, k, phase, split_phase, j):
     """A speculative step of draw x in one pass over its k + 1 positions from the block phase:
     (tokens each member gains, 1 plus the drafts accepted: the most a with u = x / 2^32 below the

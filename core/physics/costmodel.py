@@ -38,7 +38,7 @@ from functools import lru_cache
 
 import numpy as np
 from .. import DATA
-from ..jit import engine_jit
+from ..jit import engine_jit, step_jit
 
 from .catalog import EMBED_BYTES, GPU, Model, check_formats, kv_format, weight_format
 from .speculative import SPEC_MAX, Speculation, proposer
@@ -98,7 +98,8 @@ DRAFT_ALLREDUCE = 47  # bytes all-reduced per token per all-reduce of a proposer
 DRAFT_MOE = 48  # 1: the proposer's layer is one of the target's MoE layers (DeepSeek's MTP module)
 T_PROPOSE_SEQ = 49  # host time of one sequence's proposal (n-gram prompt lookup), s
 SPEC_SURV = 50  # SPEC_SURV + j - 1: the chance that at least j drafts are accepted (j = 1..SPEC_MAX)
-N_PARAMS = SPEC_SURV + SPEC_MAX
+SPEC_PER_DRAFT = SPEC_SURV + SPEC_MAX  # 1 / SPEC_K: speculating sequences a draft token (a step divides nothing)
+N_PARAMS = SPEC_PER_DRAFT + 1
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
@@ -241,6 +242,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[DRAFT_MOE] = 1.0 if prop.moe_layer else 0.0
         p[T_PROPOSE_SEQ] = prop.host_s_per_seq
         p[SPEC_SURV:SPEC_SURV + spec.tokens] = spec.survival
+        p[SPEC_PER_DRAFT] = 1.0 / spec.tokens
     return p
 
 
@@ -386,7 +388,7 @@ def host_issue_time(p, n_decode, n_chunks):
     return p[LAYERS] * per_layer
 
 
-@engine_jit
+@step_jit
 def proposer_fixed(p, seqs):
     """One proposal's share of speculative decoding that its batch alone sets (not the contexts):
     the proposer's layers (weights streamed against their GEMMs, its routed experts for an MoE
@@ -404,7 +406,7 @@ def proposer_fixed(p, seqs):
     return one
 
 
-@engine_jit
+@step_jit
 def proposer_time(p, fixed, seqs, sum_ctx):
     """Speculative decoding's proposer for `seqs` sequences of `sum_ctx` cached tokens in all: k
     proposals one after another, each `fixed` (proposer_fixed) plus reading the proposer's own KV
@@ -449,10 +451,11 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
     out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
     if drafts > 0:
-        seqs = drafts / p[SPEC_K]
-        out[B_QUERIES] = 1.0 + drafts / n_decode
+        seqs = drafts * p[SPEC_PER_DRAFT]
+        per_decode = 1.0 / n_decode
+        out[B_QUERIES] = 1.0 + drafts * per_decode
         out[B_SPEC_SEQS] = seqs
-        out[B_SPEC_SHARE] = seqs / n_decode
+        out[B_SPEC_SHARE] = seqs * per_decode
         out[B_PROPOSER_FIXED] = proposer_fixed(p, seqs)
 
 
