@@ -64,7 +64,8 @@ def test_the_families_structures_are_read():
     assert not lite.router_bias
     v3 = parsed("deepseek-v3.json")
     assert v3.model.router_bias and v3.suggested_dtype == "fp8"  # noaux_tc; its checkpoint is fp8
-    assert any("multi-token" in n for n in v3.notes)
+    assert any("multi-token" in n and "spec method mtp" in n for n in v3.notes)
+    assert v3.model.mtp_layers == 1  # num_nextn_predict_layers: the MTP proposer's module
     assert any("sliding-window" in n for n in parsed("mistral-7b.json").notes)
     assert parsed("qwen3-1.7b.json").model.head_dim == 128  # explicit head_dim, not hidden / heads
     assert parsed("phi-3.5-mini-instruct.json").model.kv_heads == 32
@@ -148,4 +149,7 @@ def test_the_lab_takes_a_pasted_config_and_says_what_it_counts():
 def test_rules_and_sources_list_what_a_config_can_name_but_the_simulator_leaves_out():
     from core.lab.assumptions import assumptions
     left_out = next(a["text"] for a in assumptions() if a["id"] == "left_out")
-    assert "sliding-window attention" in left_out and "multi-token-prediction" in left_out
+    assert "sliding-window attention" in left_out
+    # a config's multi-token-prediction module is what speculative decoding's MTP proposer runs
+    spec = next(a["text"] for a in assumptions() if a["id"] == "speculative")
+    assert "MTP" in spec and "multi-token-prediction" not in left_out

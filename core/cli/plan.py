@@ -61,9 +61,12 @@ def register(sub) -> None:
     p.add_argument("--turns", type=bounded("turns"), default=1, help="turns per conversation (each holds the earlier ones)")
     p.add_argument("--turn-gap", type=bounded("turn_gap"), default=30.0, help="seconds from one turn to the next")
     p.add_argument("--no-prefix-caching", action="store_true", help="recompute every prompt")
-    p.add_argument("--spec-methods", default="", metavar="M,M",
-                   help="speculative decoding's proposers to search beside plain decoding (draft, eagle, eagle3, mtp, "
-                        "ngram; default: none)")
+    p.add_argument("--spec-method", "--spec-methods", dest="spec_methods", default="", metavar="M[,M]",
+                   help="speculative decoding's proposers to search beside plain decoding, one or a list (draft, "
+                        "eagle, eagle3, mtp, ngram; default: none)")
+    p.add_argument("--draft-model", default=None, metavar="ID",
+                   help="the draft model of --spec-method draft (default: the catalog's smallest with the model's "
+                        "tokenizer)")
     p.add_argument("--spec-tokens", type=bounded("spec_tokens"), default=None, metavar="K",
                    help="draft tokens a step of a speculating deployment (default: its method's)")
     p.add_argument("--spec-acceptance", type=acceptance_arg, default=None, metavar="A",
@@ -79,16 +82,17 @@ def register(sub) -> None:
 
 
 def cmd_plan(args) -> None:
-    if not args.spec_methods and (args.spec_tokens is not None or args.spec_acceptance is not None):
-        raise ValueError("--spec-tokens and --spec-acceptance tune speculating deployments: name their proposers "
-                         "(--spec-methods eagle,ngram)")
+    if not args.spec_methods and (args.spec_tokens is not None or args.spec_acceptance is not None
+                                  or args.draft_model is not None):
+        raise ValueError("--spec-tokens, --spec-acceptance and --draft-model tune speculating deployments: name their "
+                         "proposers (--spec-method eagle, or a list: eagle,ngram)")
     spec = WorkloadSpec(n_requests=args.requests, **client_fields(args, default_rate=None), prompt_mean=args.prompt, output_mean=args.output,
                         length_dist=args.length_dist, spread=args.spread, seed=args.seed,
                         prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
                         turn_gap_s=args.turn_gap)
     w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment),
                  Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching, spec_tokens=args.spec_tokens,
-                        spec_acceptance=args.spec_acceptance))
+                        spec_acceptance=args.spec_acceptance, draft_model=args.draft_model))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
                     dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg,
                     speculative=_ids(args.spec_methods) if args.spec_methods else ())

@@ -186,7 +186,7 @@ def verdict(r: ABResult) -> str:
                 f"p99 TTFT {wait_change(b, a)}.")
     if tid == "speculative":
         sp = b["speculative"]
-        gain = (f"{sp['tokens_per_step']:.2f} tokens a step ({sp['acceptance_rate']:.0%} of "
+        gain = (f"Each sequence gains {sp['tokens_per_step']:.2f} tokens a step ({sp['acceptance_rate']:.0%} of "
                 f"{sp['spec_tokens']} drafts accepted): p50 TPOT "
                 f"{change(b['tpot_ms']['p50'], a['tpot_ms']['p50'], ms1, *FASTER)}")
         if b["tpot_ms"]["p50"] >= a["tpot_ms"]["p50"]:

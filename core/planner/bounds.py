@@ -84,7 +84,8 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     budget = max(shape.chunk, w.engine.max_seqs)
     pools = [(shape.prefill_tp, "prefill"), (shape.tp, "decode")] if shape.disagg else [(shape.tp, "serving")]
     # speculative decoding: its proposer in the decoding GPUs' memory, its tokens a step in the decode bounds
-    spec = (speculative.speculation(shape.spec, w.engine.spec_tokens, w.engine.spec_acceptance, None, model)
+    spec = (speculative.speculation(shape.spec, w.engine.spec_tokens, w.engine.spec_acceptance,
+                                    w.engine.draft_model if shape.spec == "draft" else None, model)
             if shape.spec else None)
     gained = spec.tokens_per_step if spec else 1.0
     plans = {}

@@ -121,9 +121,11 @@ class Engine:
     router: str = "lor"  # least outstanding requests
     prefix_caching: bool = True  # vLLM V1's default
     max_steps: int = 50_000_000  # engine steps one simulation may take (SimConfig.max_steps); a page sets its own
-    # a speculating deployment's draft tokens and acceptance (None: its method's published defaults)
+    # a speculating deployment's draft tokens and acceptance (None: its method's published defaults),
+    # and the draft model of method "draft" (None: the catalog's smallest with the model's tokenizer)
     spec_tokens: int | None = None
     spec_acceptance: float | tuple | None = None
+    draft_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,8 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps)
     if d.spec:
-        cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance)
+        cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
+                      draft_model=w.engine.draft_model if d.spec == "draft" else None)
     if d.disagg:
         cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
                       decode_tp=d.tp)
@@ -283,7 +286,8 @@ def proposers(w: Workload, budget: Budget) -> tuple[str, ...]:
     out = []
     for m in budget.speculative:
         try:
-            speculative.speculation(m, w.engine.spec_tokens, w.engine.spec_acceptance, None, catalog.get_model(w.model))
+            speculative.speculation(m, w.engine.spec_tokens, w.engine.spec_acceptance,
+                                    w.engine.draft_model if m == "draft" else None, catalog.get_model(w.model))
         except ValueError:
             continue
         out.append(m)

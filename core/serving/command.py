@@ -169,6 +169,15 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
         flag("--no-async-scheduling")
     if not cfg.api_server:
         flag("--offline")
+    if cfg.spec_method is not None:  # speculative decoding: the method, and what differs from its defaults
+        flag("--spec-method", cfg.spec_method)
+        if cfg.spec_tokens is not None:
+            flag("--spec-tokens", cfg.spec_tokens)
+        if cfg.spec_acceptance is not None:
+            rates = cfg.spec_acceptance if isinstance(cfg.spec_acceptance, tuple) else (cfg.spec_acceptance,)
+            flag("--spec-acceptance", ",".join(_num(a) for a in rates))
+        if cfg.draft_model is not None:
+            flag("--draft-model", cfg.draft_model)
 
     # the cluster
     differs("router", cfg.router)
