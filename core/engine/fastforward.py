@@ -20,6 +20,7 @@ the same order (tests/test_engine.py runs both and compares).
 """
 from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
+from ..physics.speculative import SPEC_MAX
 from .cohort import next_draw, speculative_step
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_DRAFTS, M_TOKENS,
                      O_SPEC_ACCEPTED, O_SPEC_SEQ_STEPS, OF_KV_ALLOC_S, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE,
@@ -78,9 +79,8 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
             need = BKT[r, B_BLOCK, nb] if paged else 0
             j_next, keep = 1, 0
         else:
-            nb = s_block + j
-            while nb >= bs:
-                nb -= bs
+            nb = s_block + j  # j <= SPEC_MAX + 1: past a block of at least that many, one subtraction, no branch
+            nb = nb - bs * (nb >= bs) if bs > SPEC_MAX else nb % bs
             x = next_draw(draws)
             j_next, need, keep, entered = speculative_step(p, BKT, r, x, k, nb, s_split, j)
             if not paged:
@@ -104,8 +104,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
             if split > 0:
                 parts += entered
                 s_split += j
-                while s_split >= split:
-                    s_split -= split
+                s_split = s_split - split * (s_split >= split) if split > SPEC_MAX else s_split % split
         s_block = nb
         used -= spec_free
         last_decode = t
