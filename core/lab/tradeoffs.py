@@ -136,7 +136,7 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
         method = spec_method(inputs)
         on = replace(base, **replace(inputs, spec_method=method).speculation(base.policy))
         off = replace(base, spec_method=None, spec_tokens=None, spec_acceptance=None, draft_model=None)
-        chosen = ("the sidebar's" if inputs.spec_method != "off" else
+        chosen = (f"the sidebar's, {SPEC_NAMES[method]}" if inputs.spec_method != "off" else
                   "DeepSeek's MTP module (the model ships one)" if method == "mtp" else
                   "an EAGLE head (speculative decoding is off in the sidebar)")
         return off, on, note + f" The proposer: {chosen}."
@@ -203,6 +203,8 @@ def verdict(r: ABResult) -> str:
 
 
 FASTER, CHEAPER = ("faster", "slower"), ("cheaper", "dearer")
+SPEC_NAMES = {"draft": "a draft model", "eagle": "an EAGLE head", "eagle3": "an EAGLE-3 head",
+              "mtp": "DeepSeek's MTP module", "ngram": "n-gram prompt lookup"}
 
 
 def wait_change(on: dict, off: dict) -> str:
