@@ -18,18 +18,12 @@ from functools import lru_cache
 import numpy as np
 
 from .. import DATA
-from ..physics import catalog, costmodel
+from ..physics import catalog
 from ..serving.simulate import SimConfig, simulate
 from ..text import fmt_ms
 
 VALIDATION_FILE = DATA / "validation_errors.json"
 QUANTILES = (0.1, 0.9)  # the band spans the middle 80% of the step-time errors
-
-# Constants that are times (scaled up) or rates (scaled down): scaling all of them by s makes every
-# step s times as long (a step's time is sums and maxima of these terms). api_ms is not a step.
-TIMES = ("t_layer_us", "t_issue_decode_us", "t_issue_prefill_us", "link_latency_us", "engine_step_us",
-         "t_layer_engine_us", "engine_seq_us", "t_piecewise_us", "t_issue_engine_us", "t_moe_layer_us")
-RATES = ("eta_bw", "eta_gemm", "eta_attn", "link_eff")
 
 METRIC_WORDS = {"E2E mean ms": "mean E2E", "TTFT mean ms": "mean TTFT", "decode ms/token": "mean TPOT"}
 
@@ -55,16 +49,10 @@ def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float]
     return 1.0 / (1.0 + high), 1.0 / (1.0 + low)
 
 
-def scaled_efficiency(eff: costmodel.Efficiency, scale: float) -> costmodel.Efficiency:
-    """The cost model's constants with every step `scale` times as long."""
-    return replace(eff, **{n: getattr(eff, n) * scale for n in TIMES}, **{n: getattr(eff, n) / scale for n in RATES})
-
-
 @lru_cache(maxsize=64)
 def rerun(cfg: SimConfig, scale: float) -> dict:
     """p99 TTFT and TPOT (ms) and whether the queue stays bounded, with steps `scale` times as long."""
-    eff = scaled_efficiency(costmodel.efficiency_for(catalog.get_gpu(cfg.gpu)), scale)
-    s = simulate(cfg, eff).summary
+    s = simulate(replace(cfg, step_scale=scale)).summary
     return dict(ttft=float(s["ttft_ms"]["p99"]), tpot=float(s["tpot_ms"]["p99"]), stable=bool(s["stable"]))
 
 
