@@ -16,6 +16,7 @@ from .. import bounds
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving.simulate import SimConfig, fitted_max_model_len
+from ..serving.stepspread import step_scales
 from ..serving.workload import WorkloadSpec
 
 # Scheduling choices: (policy, token budget = prefill chunk). vLLM V1 chunks prefills with a
@@ -45,7 +46,6 @@ def stage_of(policy: str, replica_gpus: int, disagg: bool) -> int:
 def slow_edge() -> float:
     """Engine steps at the trust band's slower edge (core/lab/trust.py): the step-time model's
     error spread says real steps may take this many times as long as it predicts."""
-    from ..lab.trust import step_scales  # the Lab's trust band, read where the rule is applied
     return float(step_scales()[1])
 
 
