@@ -561,7 +561,7 @@ def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool], eff=None) -> tu
     the slower NIC of the two."""
     lanes = min(pools[0].tp, pools[1].tp)
     gpus = sum(p.replicas * p.tp for p in pools)
-    pre = pools[0].gpu or gpu
+    pre = getattr(pools[0], "gpu", None) or gpu  # the tutorial passes bare (replicas, tp) pools
     if pre.id != gpu.id:
         per_gpu, latency = min(pre.internode_gbps_per_dir, gpu.internode_gbps_per_dir), 50e-6
     elif gpus <= gpu.gpus_per_node:
