@@ -12,7 +12,7 @@ from ..planner.search import ShapeResult, closeness, outcome
 from ..planner.space import HEADROOM, Budget, Deployment, Engine, Targets, Workload, to_config
 from ..serving import serve_command
 from ..serving.metrics import GROWING
-from ..serving.simulate import estimate
+from ..serving.simulate import estimate, simulate
 from ..text import count, fmt_ms
 from .inputs import PAGE_STEPS, STAGES, LabInputs, _base, continuous_policy, min_tp, workload
 
@@ -102,6 +102,14 @@ def _describe(r: ShapeResult, w: Workload) -> str:
     return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}{grows}, p99 TPOT {o.tpot_p99_ms:.1f} ms)"
 
 
+def _at_load(d: Deployment, w: Workload) -> str:
+    """The deployment and its p99s at the offered load with the cost model's own step times: the
+    figures the Lab shows below for the same deployment (the check's own are at the headroom's load)."""
+    s = simulate(to_config(d, w)).summary
+    grows = "" if s["stable"] else GROWING
+    return f"{d.label()} (p99 TTFT {fmt_ms(s['ttft_ms']['p99'])}{grows}, p99 TPOT {s['tpot_ms']['p99']:.1f} ms)"
+
+
 def recommend(inputs: LabInputs) -> Recommendation:
     inputs.validate()
     w, budget = planner_workload(inputs), lab_budget(inputs)
@@ -113,8 +121,8 @@ def recommend(inputs: LabInputs) -> Recommendation:
         d = best.deployment
         spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
         reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.load_label()} "
-                  f"is {_describe(best, w)}{spare}; it was checked {w.targets.rule()}, as the Planner checks every "
-                  f"answer.{_weights_note(d, inputs)}{_batching_note(best, budget, w)} "
+                  f"is {_at_load(d, w)}{spare}; it still meets them {w.targets.rule()}, as the Planner checks "
+                  f"every answer.{_weights_note(d, inputs)}{_batching_note(best, budget, w)} "
                   f"{count(len(searched), 'deployment shape')} searched, {count(sims, 'simulation')}.")
         cfg = to_config(d, w)
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
