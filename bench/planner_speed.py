@@ -1,5 +1,8 @@
-"""How fast the planner searches: the Planner view's default search (one GPU type, up to 16 GPUs,
-2,000 requests per simulation), in a fresh process, on the local process pool.
+"""How fast the planner searches, in a fresh process, on the local process pool, 2,000 requests per
+simulation, every answer checked by the default rule (20% headroom, steps at the trust band's
+slower edge): the Planner view's default search (one GPU type, up to 16 GPUs), the same with one
+spare replica over two GPU types (H100 and H200, splits over each pair), and a 32-GPU search over
+three GPU types (H100, H200, B200) with one spare replica.
 
 usage: python bench/planner_speed.py [--out bench/results/planner.json] [--workers N]
 
@@ -25,10 +28,14 @@ from core.planner.plan import plan  # noqa: E402
 from core.planner.space import Budget, Targets, Workload  # noqa: E402
 from core.serving.workload import WorkloadSpec  # noqa: E402
 
-CASES = [  # (label, model, rate, prompt, output, TTFT target ms, TPOT target ms)
-    ("Llama-3.1-8B, 4 req/s, 512/256 tokens", "llama-3.1-8b", 4.0, 512, 256, 1000, 100),
-    ("Llama-3.1-8B, 44 req/s, 512/256 tokens", "llama-3.1-8b", 44.0, 512, 256, 1000, 100),
-    ("Llama-3.1-70B, 8 req/s, 4096/256 tokens", "llama-3.1-70b", 8.0, 4096, 256, 3000, 50),
+ONE, TWO, THREE = ("h100",), ("h100", "h200"), ("h100", "h200", "b200")
+CASES = [  # (label, model, rate, prompt, output, TTFT target ms, TPOT target ms, GPU types, most GPUs, spares)
+    ("Llama-3.1-8B, 4 req/s, 512/256 tokens", "llama-3.1-8b", 4.0, 512, 256, 1000, 100, ONE, 16, 0),
+    ("Llama-3.1-8B, 44 req/s, 512/256 tokens", "llama-3.1-8b", 44.0, 512, 256, 1000, 100, ONE, 16, 0),
+    ("Llama-3.1-70B, 8 req/s, 4096/256 tokens", "llama-3.1-70b", 8.0, 4096, 256, 3000, 50, ONE, 16, 0),
+    ("Llama-3.1-8B, 44 req/s, N+1, H100+H200, 16 GPUs", "llama-3.1-8b", 44.0, 512, 256, 1000, 100, TWO, 16, 1),
+    ("Llama-3.1-70B, 8 req/s, N+1, H100+H200, 16 GPUs", "llama-3.1-70b", 8.0, 4096, 256, 3000, 50, TWO, 16, 1),
+    ("Llama-3.1-70B, 20 req/s, N+1, H100+H200+B200, 32 GPUs", "llama-3.1-70b", 20.0, 4096, 256, 3000, 50, THREE, 32, 1),
 ]
 
 
@@ -36,10 +43,10 @@ def main(argv: list[str]) -> None:
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "planner.json"
     workers = int(argv[argv.index("--workers") + 1]) if "--workers" in argv else (os.cpu_count() or 1)
     results = []
-    for label, model, rate, prompt, output, ttft, tpot in CASES:
+    for label, model, rate, prompt, output, ttft, tpot, gpu_types, max_gpus, spares in CASES:
         w = Workload(model, WorkloadSpec(n_requests=2000, rate=rate, prompt_mean=prompt, output_mean=output,
                                          length_dist="lognormal"), Targets(ttft, tpot))
-        budget = Budget(gpu_types=("h100",), max_gpus=16)
+        budget = Budget(gpu_types=gpu_types, max_gpus=max_gpus, spare_replicas=spares)
         runs = []
         for scale in (1.0, 1.02):
             t0 = time.perf_counter()
@@ -54,14 +61,15 @@ def main(argv: list[str]) -> None:
                    pruned_memory=c["pruned_memory"], pruned_roofline=c["pruned_roofline"], not_needed=c["not_needed"],
                    simulated=c["simulated"], rate_search_runs=c["rate_search_runs"],
                    candidates_per_s=c["deployments"] / runs[1], simulations_per_s=c["simulations"] / runs[1],
-                   cheapest=best["deployment"] if best else None)
+                   cheapest=best["deployment"] if best else None, headroom=best["headroom"] if best else None)
         results.append(row)
         print(f"{label}: {runs[0]:.1f} s first (pool start included), {runs[1]:.1f} s warm; {c['deployments']} "
               f"deployments, {c['simulated']} simulated + {c['rate_search_runs']} rate runs; "
               f"{row['candidates_per_s']:.0f} candidates/s, {row['simulations_per_s']:.0f} simulations/s; "
               f"cheapest: {row['cheapest']}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(cpus=os.cpu_count(), cases=results), indent=1) + "\n")
+    out.write_text(json.dumps(dict(cpus=os.cpu_count(), rule="20% headroom, steps at the trust band's slower edge",
+                                   cases=results), indent=1) + "\n")
 
 
 if __name__ == "__main__":

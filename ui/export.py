@@ -54,3 +54,21 @@ def runs(named: dict[str, SimResult], inputs: dict | None, key: str, label: str 
         name: export.run_dict(result) for name, result in named.items()}}), f"{key}.json", "application/json",
         key=f"dl-{key}-json", on_click="ignore", icon=":material/download:",
         help="Each run's deployment and summary, with the inputs and the project's version: enough to reproduce them.")
+
+
+def serve_commands(serve: str, manifest: str, key: str, label: str = "Run it with vLLM") -> None:
+    """The vllm serve lines that run a deployment and its Kubernetes manifest (core.serving.serve_command),
+    copyable (st.code has a copy button) and downloadable."""
+    with st.expander(label, icon=":material/terminal:"):
+        st.code(serve, language="bash")
+        st.caption("One line per pool, with vLLM's own flag names (its EngineArgs); the comments say how many "
+                   "replicas of each to start and how requests reach them.")
+        a, b = st.columns(2)
+        a.download_button("serve.sh", serve + "\n", "serve.sh", "text/x-shellscript", key=f"{key}_sh",
+                          icon=":material/download:")
+        b.download_button("kubernetes.yaml", manifest, "kubernetes.yaml", "application/yaml", key=f"{key}_k8s",
+                          icon=":material/download:")
+        st.code(manifest, language="yaml")
+        st.caption("A Kubernetes apps/v1 Deployment per pool (each pod one replica, its GPUs as nvidia.com/gpu "
+                   "limits) and a Service in front of each; a split's pools carry the llm-d.ai/role labels llm-d's "
+                   "inference scheduler selects them by.")

@@ -24,6 +24,8 @@ if rec.met:
     st.markdown(rec.reason)
 else:
     st.warning(rec.reason, icon=":material/warning:")
+if rec.met and rec.serve:
+    export.serve_commands(rec.serve, rec.manifest, "rec_serve")
 st.html(widgets.diagram_html(view["path"]))
 st.caption(rec.path_caption)
 if view["adopt"]:

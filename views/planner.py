@@ -8,7 +8,7 @@ import streamlit as st
 from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog, speculative
 from core.planner.plan import highest_load, plan
-from core.planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
+from core.planner.space import HEADROOM, DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
 from core.text import count, fmt_ms, sentence, usd
 from ui import cache, charts, compare, export, state, widgets, yourgpu
 
@@ -46,11 +46,20 @@ with st.form("budget"):
     disagg = b.toggle("Prefill/decode splits", True, help="Also search deployments split into a prefill and a "
                                                           "decode pool, each with its own tensor parallelism.")
     requests = c.select_slider("Requests per simulation", [500, 1000, 2000, 5000], 2000)
-    spec = st.multiselect("Speculative decoding", speculative.METHODS,
-                          [inputs.spec_method] if inputs.spec_method != "off" else [],
-                          format_func=state.SPEC_LABELS.get,
-                          help="Proposers to search beside plain decoding, each at its published acceptance rate (or "
-                               "the sidebar's, under Advanced). A proposer the model has none of (MTP) is skipped.")
+    a, b, c = st.columns(3)
+    headroom = a.number_input("Headroom (% of the offered load)", min_value=0, max_value=1000,
+                              value=round(HEADROOM * 100), step=5,
+                              help="A deployment meets the targets when it still meets them at the sidebar's load "
+                                   "plus this share, with every engine step at the trust band's slower edge: an "
+                                   "answer on the edge of the targets is not one to deploy. 0 allowed.")
+    spare = b.number_input("Spare replicas (N+1)", min_value=0, max_value=64, value=0, step=1,
+                           help="Replicas beyond what meets the targets (of each pool, in a prefill/decode split), "
+                                "so that it still meets them with this many lost.")
+    spec = c.multiselect("Speculative decoding", speculative.METHODS,
+                         [inputs.spec_method] if inputs.spec_method != "off" else [],
+                         format_func=state.SPEC_LABELS.get,
+                         help="Proposers to search beside plain decoding, each at its published acceptance rate (or "
+                              "the sidebar's, under Advanced). A proposer the model has none of (MTP) is skipped.")
     with st.expander("Prices ($ per GPU-hour): the catalog's sourced list prices, or the sidebar's; edit a cell to use yours"):
         prices = st.data_editor(pd.DataFrame({"GPU": gpu_ids, "$ per GPU-hour": [price(g) for g in gpu_ids]}),
                                 disabled=["GPU"], hide_index=True, key="prices",
@@ -62,8 +71,8 @@ catalog_prices = {g: catalog.get_gpu(g).price_usd_per_gpu_hour for g in gpu_ids}
 overrides = tuple((g, float(p)) for g, p in zip(prices["GPU"], prices["$ per GPU-hour"])
                   if g in gpu_types and float(p) != catalog_prices[g])
 budget = Budget(gpu_types=tuple(gpu_types), max_gpus=max_gpus, prices=overrides, dtypes=tuple(dtypes),
-                kv_dtypes=tuple(kv_dtypes), disaggregation=disagg, speculative=tuple(spec))
-workload = planner_workload(inputs, requests=requests, attainment=attainment)
+                kv_dtypes=tuple(kv_dtypes), disaggregation=disagg, spare_replicas=int(spare), speculative=tuple(spec))
+workload = planner_workload(inputs, requests=requests, attainment=attainment, headroom=headroom / 100)
 key = (workload, budget)
 
 if go:
@@ -121,6 +130,17 @@ else:
              help="found by bisection on the request rate, same requests scaled in time"),
         dict(label="Stage", value=str(r["stage"]), help="the architecture stage the deployment amounts to"),
     ], columns=3)
+    st.caption(f"Checked {r['checked']}; the p99s above are that check's. Headroom: the highest load within the "
+               f"targets over the offered one, less 1.")
+    export.serve_commands(r["vllm_serve"], r["kubernetes"], "plan_serve")
+    recipe = p.recipe_json()
+    if recipe is not None:
+        conv = recipe["row"]
+        if recipe["is_cheapest"] or conv is None or not conv["meets"]:
+            st.info(recipe["why"], icon=":material/menu_book:")
+        else:
+            st.info(f"**Vendor recipe:** {conv['deployment']}, ${conv['usd_per_hour']:,.2f} / h, within the targets "
+                    f"up to {highest_load(conv)}. {recipe['why']}", icon=":material/menu_book:")
 
 left, right = st.columns(2)
 left.altair_chart(charts.frontier(rows, "ttft_p99_ms", "p99 TTFT", inputs.ttft_p99_ms), width="stretch")
@@ -148,12 +168,16 @@ elif curves:
 st.subheader("Every deployment searched")
 table = pd.DataFrame([{
     "deployment": r["deployment"], "GPUs": r["gpus"], "meets": r["meets"],
-    "highest load within targets": highest_load(r), "p99 TTFT (ms)": r["ttft_p99_ms"], "p99 TPOT (ms)": r["tpot_p99_ms"],
+    "highest load within targets": highest_load(r),
+    "headroom": r["headroom"] * 100 if r["headroom"] is not None else None, "p99 TTFT (ms)": r["ttft_p99_ms"], "p99 TPOT (ms)": r["tpot_p99_ms"],
     "$ per hour": r["usd_per_hour"], "$ per 1M output tokens": r["usd_per_1m_output_tokens"],
     "requests per $": r["requests_per_usd"], "frontier": r["frontier"],
     "why it misses": sentence(r["misses"]) if r["misses"] else ""} for r in rows])
 picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="plan_table",
-                      column_config={"p99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
+                      column_config={"headroom": st.column_config.NumberColumn(
+                                         format="%.0f%%", help="highest load within the targets over the offered "
+                                                               "one, less 1 (spares lost, steps at the slower edge)"),
+                                     "p99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
                                      "p99 TPOT (ms)": st.column_config.NumberColumn(format="%.1f"),
                                      "$ per hour": st.column_config.NumberColumn(format="$%.2f"),
                                      "$ per 1M output tokens": st.column_config.NumberColumn(format="$%.3f"),
@@ -177,6 +201,9 @@ with pin:
 b.download_button("Download CSV", table.to_csv(index=False), "plan.csv", "text/csv", icon=":material/download:")
 c.download_button("Download JSON", json.dumps(p.to_json(), indent=1, default=float), "plan.json", "application/json",
                   icon=":material/download:")
+if chosen is not None:
+    export.serve_commands(rows[chosen]["vllm_serve"], rows[chosen]["kubernetes"], "row_serve",
+                          f"Run {rows[chosen]['deployment']} with vLLM")
 st.caption("Select a row, then open it in the Lab (the sidebar takes its GPUs, dtype and schedule) or pin it for "
            "Compare. A prefill/decode split has no sidebar toggle, so the Lab shows its GPUs and its own "
            "recommendation finds the split.")

@@ -6,7 +6,8 @@ import sys
 
 from ..planner.executors import EXECUTORS
 from ..planner.plan import highest_load, plan
-from ..planner.space import DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Engine, Targets, Workload
+from ..planner.space import HEADROOM, DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Engine, Targets, Workload
+from ..serving.command import DEFAULTS
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
 from ..serving import export
@@ -31,7 +32,8 @@ def _prices(items: list[str]) -> tuple[tuple[str, float], ...]:
 
 def register(sub) -> None:
     p = sub.add_parser("plan", help="search deployments for the cheapest that meets the targets")
-    p.add_argument("--gpu", default=None, help="GPU ids to search, comma-separated (h100,h200)")
+    p.add_argument("--gpu", default=None, help="GPU ids to search, comma-separated (h100,h200); prefill/decode splits "
+                                              "are searched over every pair of them, a pool each")
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
     p.add_argument("--rate", type=bounded("rate"), default=None,
@@ -39,14 +41,24 @@ def register(sub) -> None:
     add_client_args(p)
     p.add_argument("--prompt", type=bounded("prompt"), default=None, help="mean prompt tokens")
     p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens")
-    p.add_argument("--length-dist", default="lognormal", choices=LENGTH_DISTS)
-    p.add_argument("--spread", type=bounded("spread"), default=0.5, help="uniform: +-fraction; lognormal: sigma")
-    p.add_argument("--requests", type=bounded("requests"), default=2000, help="requests simulated per candidate")
+    p.add_argument("--length-dist", default=DEFAULTS["length_dist"], choices=LENGTH_DISTS,
+                   help="prompt and output lengths around --prompt/--output (default lognormal, as `simulate` and "
+                        "the Lab: no real workload sends one length; fixed: every request the same)")
+    p.add_argument("--spread", type=bounded("spread"), default=DEFAULTS["spread"],
+                   help="uniform: +-fraction; lognormal: sigma (default 0.5, as `simulate`)")
+    p.add_argument("--requests", type=bounded("requests"), default=DEFAULTS["requests"],
+                   help="requests simulated per candidate (default 2000, as `simulate`)")
     p.add_argument("--seed", type=bounded("seed"), default=0)
     p.add_argument("--ttft-p99-ms", type=bounded("ttft"), default=1000.0)
     p.add_argument("--tpot-p99-ms", type=bounded("tpot"), default=100.0)
     p.add_argument("--attainment", type=bounded("attainment"), default=0.99,
                    help="share of requests that must meet both targets (0.99: 99%%)")
+    p.add_argument("--headroom", type=bounded("headroom"), default=HEADROOM,
+                   help="a deployment meets the targets when it still meets them at the rate x (1 + HEADROOM) with "
+                        "every engine step at the trust band's slower edge (default 0.2: 20%%; 0 allowed)")
+    p.add_argument("--spare-replicas", type=bounded("spare_replicas"), default=0, metavar="N",
+                   help="N+1 redundancy: N replicas beyond what meets the targets (of each pool, in a prefill/decode "
+                        "split), so that it still meets them with N lost (default 0)")
     p.add_argument("--max-gpus", type=bounded("max_gpus"), default=16)
     p.add_argument("--dtypes", "--weights", dest="dtypes", default=",".join(DEFAULT_DTYPES),
                    help=f"weight dtypes to search, comma-separated, of {','.join(DTYPES)} (int4: AWQ/GPTQ, group 128)")
@@ -90,12 +102,12 @@ def cmd_plan(args) -> None:
                         length_dist=args.length_dist, spread=args.spread, seed=args.seed,
                         prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
                         turn_gap_s=args.turn_gap)
-    w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment),
+    w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment, args.headroom),
                  Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching, spec_tokens=args.spec_tokens,
                         spec_acceptance=args.spec_acceptance, draft_model=args.draft_model))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
                     dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg,
-                    speculative=_ids(args.spec_methods) if args.spec_methods else ())
+                    spare_replicas=args.spare_replicas, speculative=_ids(args.spec_methods) if args.spec_methods else ())
 
     def progress(done, total):
         if not args.json and sys.stderr.isatty():
@@ -118,14 +130,29 @@ def cmd_plan(args) -> None:
         lines.append(f"Cheapest: {r['deployment']} at ${r['usd_per_hour']:.2f}/h, ${r['usd_per_1m_output_tokens']:.3f} "
                      f"per 1M output tokens; p99 TTFT {fmt_ms(r['ttft_p99_ms'])}, p99 TPOT {r['tpot_p99_ms']:.1f} ms; "
                      f"within the targets up to {highest_load(r)}")
+        lines.append(f"  checked {r['checked']}")
+        rec = p.recipe_json()
+        if rec is not None and not rec["is_cheapest"]:
+            conv = rec["row"]
+            lines.append(f"Vendor recipe: {conv['deployment'] if conv and conv['meets'] else rec['shape']}"
+                         + (f" at ${conv['usd_per_hour']:.2f}/h, within the targets up to {highest_load(conv)}"
+                            if conv and conv["meets"] else "") + f". {rec['why']}")
+        elif rec is not None:
+            lines.append(rec["why"])
+        lines.append("Run it:")
+        lines += ["  " + x for x in r["vllm_serve"].splitlines()]
         lines.append("Frontier (cost against p99 TTFT and TPOT):")
         for r in map(p.row, p.frontier):
             lines.append(f"  ${r['usd_per_hour']:7.2f}/h  TTFT {fmt_ms(r['ttft_p99_ms']):>8}  TPOT "
                          f"{r['tpot_p99_ms']:6.1f} ms  up to {highest_load(r):>18}  {r['deployment']}")
     if args.csv:
         inputs = {k: v for k, v in vars(args).items() if k != "func"}
-        export.write_dir(args.csv, {"deployments.csv": export.table_csv(p.rows(), f"planner search for {args.model}"),
-                                    "plan.json": export.to_json({"version": export.project_version(),
-                                                                 "inputs": inputs, "plan": p.to_json()})})
-        lines.append(f"wrote deployments.csv and plan.json to {args.csv}")
+        files = {"deployments.csv": export.table_csv([{k: v for k, v in r.items() if k not in ("vllm_serve", "kubernetes")}
+                                                      for r in p.rows()], f"planner search for {args.model}"),
+                 "plan.json": export.to_json({"version": export.project_version(), "inputs": inputs, "plan": p.to_json()})}
+        if best is not None:  # the cheapest answer's commands, ready to run
+            files["serve.sh"] = p.row(best)["vllm_serve"] + "\n"
+            files["kubernetes.yaml"] = p.row(best)["kubernetes"]
+        export.write_dir(args.csv, files)
+        lines.append(f"wrote {', '.join(files)} to {args.csv}")
     emit(p.to_json(), args.json, lines)

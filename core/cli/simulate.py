@@ -91,6 +91,11 @@ def add_args(p) -> None:
                         "round robin; kv: least KV load)")
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
     p.add_argument("--prefill-gpus", type=bounded("prefill_gpus"), default=0)
+    p.add_argument("--prefill-gpu", default=None, metavar="ID",
+                   help="with --disagg and --decode-gpu: the prefill pool's GPU type (a split over two types moves "
+                        "its KV cache over the network: two GPU types never share a node)")
+    p.add_argument("--decode-gpu", default=None, metavar="ID",
+                   help="with --disagg and --prefill-gpu: the decode pool's GPU type (in place of --gpu)")
     p.add_argument("--prefill-tp", type=bounded("tp"), default=None)
     p.add_argument("--decode-tp", type=bounded("tp"), default=None)
     p.add_argument("--rate-schedule", default=None, help="'t0:r0,t1:r1,...' seconds:req/s (overrides --rate)")
@@ -106,6 +111,9 @@ def add_args(p) -> None:
     p.add_argument("--scale-interval", type=bounded("scale_interval"), default=5.0, help="seconds between autoscaler decisions")
     p.add_argument("--startup-s", type=bounded("startup_s"), default=30.0, help="fixed replica start-up before weight loading")
     p.add_argument("--load-gbps", type=bounded("load_gbps"), default=5.0, help="weight loading bandwidth per GPU, GB/s")
+    p.add_argument("--step-scale", type=bounded("step_scale"), default=DEFAULTS["step_scale"],
+                   help="every engine step this many times as long as the cost model says (default 1; the Lab's "
+                        "trust band and the planner's headroom rule run its error spread's edges, about 0.93 and 1.06)")
     p.add_argument("--attention", default="paged", choices=("sdpa", "paged"))
     p.add_argument("--launch", default=DEFAULTS["launch"], choices=sorted(costmodel.LAUNCH_MODES),
                    help="CUDA graphs for every step (default, as vLLM V1 runs), eager, or auto (graphs for "
@@ -139,7 +147,8 @@ def config_from_args(args) -> SimConfig:
             trace = Path(args.trace).read_text()
         except OSError as e:
             raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
-    cfg = SimConfig(gpu=args.gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype,
+    gpu, prefill_gpu = pool_gpus(args)
+    cfg = SimConfig(gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype,
                      kv_dtype=args.kv_dtype, policy=args.policy,
                      block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
                      chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
@@ -150,7 +159,8 @@ def config_from_args(args) -> SimConfig:
                      ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention,
                      prefix_caching=not args.no_prefix_caching, watermark=args.watermark,
                      scale_down_frac=args.scale_down_frac, launch=args.launch, engine_overhead=args.engine,
-                     async_scheduling=not args.no_async_scheduling, api_server=not args.offline, **spec_fields(args))
+                     async_scheduling=not args.no_async_scheduling, api_server=not args.offline,
+                     prefill_gpu=prefill_gpu, step_scale=args.step_scale, **spec_fields(args))
     if cfg.max_model_len is None and cfg.gpu and cfg.model:
         # the Lab's max model length (serving/command.py), so that the same flags give the same figures
         try:
@@ -158,6 +168,22 @@ def config_from_args(args) -> SimConfig:
         except ValueError:
             pass  # an unknown GPU or model: the simulation says so in its own words
     return cfg
+
+
+def pool_gpus(args) -> tuple[str | None, str | None]:
+    """(the deployment's GPU, the prefill pool's when a split runs two types) from --gpu, or from
+    --prefill-gpu with --decode-gpu, which come as a pair."""
+    pre, dec = getattr(args, "prefill_gpu", None), getattr(args, "decode_gpu", None)
+    if (pre is None) != (dec is None):
+        given, missing = ("--prefill-gpu", "--decode-gpu") if dec is None else ("--decode-gpu", "--prefill-gpu")
+        raise ValueError(f"{given} names one pool's GPU type only: give {missing} as well (both pools' types), or "
+                         f"neither and --gpu for both")
+    if pre is None:
+        return args.gpu, None
+    if args.gpu is not None and args.gpu != dec:
+        raise ValueError(f"--gpu {args.gpu} and --decode-gpu {dec} disagree: with --prefill-gpu and --decode-gpu "
+                         f"leave out --gpu")
+    return dec, pre
 
 
 def cmd_simulate(args) -> None:
@@ -208,5 +234,7 @@ def _deployment(s: dict) -> str:
     pools' tp may differ."""
     pools = s.get("pools", {})
     if "prefill" in pools and "decode" in pools:
-        return f"prefill pool: {_replicas(pools['prefill'])}; decode pool: {_replicas(pools['decode'])}"
+        pre, dec = pools["prefill"], pools["decode"]
+        on = (lambda p: f" on {p['gpu'].upper()}") if pre.get("gpu") != dec.get("gpu") else (lambda p: "")
+        return f"prefill pool{on(pre)}: {_replicas(pre)}; decode pool{on(dec)}: {_replicas(dec)}"
     return _replicas(s)

@@ -67,7 +67,9 @@ def apply_hardware(args) -> None:
     apply_model_config(args)
     given = [x for x in ("profile", "gpu_file") if getattr(args, x, None)]
     if not given:
-        if getattr(args, "gpu", None) is None and hasattr(args, "profile"):
+        # a split over two GPU types names them with --prefill-gpu and --decode-gpu (simulate.pool_gpus)
+        pools = getattr(args, "prefill_gpu", None) is not None or getattr(args, "decode_gpu", None) is not None
+        if getattr(args, "gpu", None) is None and hasattr(args, "profile") and not pools:
             raise ValueError("give --gpu (a catalog id, e.g. h100, or h100@1.85 for your price), --gpu-file or --profile")
         return
     if len(given) > 1:

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 from ..physics import catalog
 from ..planner.plan import StepMeter, cheapest
 from ..planner.search import ShapeResult, closeness, outcome
-from ..planner.space import Budget, Deployment, Engine, Targets, Workload
+from ..planner.space import HEADROOM, Budget, Deployment, Engine, Targets, Workload, to_config
+from ..serving import serve_command
 from ..serving.metrics import GROWING
-from ..serving.simulate import estimate
+from ..serving.simulate import estimate, simulate
 from ..text import count, fmt_ms
 from .inputs import PAGE_STEPS, STAGES, LabInputs, _base, continuous_policy, min_tp, workload
 
@@ -31,6 +32,8 @@ class Recommendation:
     light_stage: int = 1  # the stage whose components the diagram lights
     shown: Deployment | None = None  # the deployment the diagram describes
     shown_as: str = ""  # which one that is, in words
+    serve: str = ""  # the vllm serve lines that run the recommended deployment (serve_command.commands)
+    manifest: str = ""  # its Kubernetes manifest
 
     @property
     def path_caption(self) -> str:
@@ -65,11 +68,13 @@ def search_requests(inputs: LabInputs) -> int:
     return max(20, int(inputs.requests * SEARCH_STEPS / steps))
 
 
-def planner_workload(inputs: LabInputs, requests: int | None = None, attainment: float = 0.99) -> Workload:
+def planner_workload(inputs: LabInputs, requests: int | None = None, attainment: float = 0.99,
+                     headroom: float = HEADROOM) -> Workload:
     """The sidebar's workload and targets as the planner takes them (optionally with another number
-    of requests per simulation, or another share of requests that must meet both targets)."""
+    of requests per simulation, another share of requests that must meet both targets, or another
+    headroom: the Planner page's inputs)."""
     spec = replace(workload(inputs), n_requests=search_requests(inputs) if requests is None else requests)
-    return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment),
+    return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment, headroom),
                     Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router,
                            prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS,
                            spec_tokens=inputs.spec_tokens or None,
@@ -102,6 +107,14 @@ def _describe(r: ShapeResult, w: Workload) -> str:
     return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}{grows}, p99 TPOT {o.tpot_p99_ms:.1f} ms)"
 
 
+def _at_load(d: Deployment, w: Workload) -> str:
+    """The deployment and its p99s at the offered load with the cost model's own step times: the
+    figures the Lab shows below for the same deployment (the check's own are at the headroom's load)."""
+    s = simulate(to_config(d, w)).summary
+    grows = "" if s["stable"] else GROWING
+    return f"{d.label()} (p99 TTFT {fmt_ms(s['ttft_ms']['p99'])}{grows}, p99 TPOT {s['tpot_ms']['p99']:.1f} ms)"
+
+
 def recommend(inputs: LabInputs) -> Recommendation:
     inputs.validate()
     w, budget = planner_workload(inputs), lab_budget(inputs)
@@ -113,10 +126,13 @@ def recommend(inputs: LabInputs) -> Recommendation:
         d = best.deployment
         spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
         reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.load_label()} "
-                  f"is {_describe(best, w)}{spare}.{_weights_note(d, inputs)}{_batching_note(best, budget, w)} "
+                  f"is {_at_load(d, w)}{spare}; it still meets them {w.targets.rule()}, as the Planner checks "
+                  f"every answer.{_weights_note(d, inputs)}{_batching_note(best, budget, w)} "
                   f"{count(len(searched), 'deployment shape')} searched, {count(sims, 'simulation')}.")
+        cfg = to_config(d, w)
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,
-                              light_stage=d.stage, shown=d, shown_as="the recommended shape")
+                              light_stage=d.stage, shown=d, shown_as="the recommended shape",
+                              serve=serve_command.commands(cfg), manifest=serve_command.manifest(cfg))
     near = nearest(w, budget, searched)
     changes = smallest_changes(inputs, w, near, meter)
     searched_in = " or ".join(lab_dtypes(inputs)) if catalog.get_gpu(inputs.gpu).supports_fp8 else inputs.dtype
@@ -150,7 +166,7 @@ def _batching_note(best: ShapeResult, budget: Budget, w: Workload) -> str:
     if d.stage > 2:
         return ""
     policy, chunk = budget.own_schedule or ("sarathi", 2048)
-    o = outcome(replace(d, policy=policy, chunk=chunk), w)
+    o = outcome(replace(d, policy=policy, chunk=chunk), w.judged())
     if not o.meets:
         return ""
     return (f" Continuous batching with paged attention (stage 3) costs nothing more on the same GPUs and meets the "

@@ -10,61 +10,23 @@ Two readings, next to the headline metrics:
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from functools import lru_cache
 
-import numpy as np
-
-from .. import DATA
-from ..physics import catalog, costmodel
+from ..physics import catalog
 from ..serving.simulate import SimConfig, simulate
+# the error spread lives below the planner, which checks its answers at the slower edge
+from ..serving.stepspread import QUANTILES, VALIDATION_FILE, step_errors, step_scales, validation  # noqa: F401
 from ..text import fmt_ms
 
-VALIDATION_FILE = DATA / "validation_errors.json"
-QUANTILES = (0.1, 0.9)  # the band spans the middle 80% of the step-time errors
-
-# Constants that are times (scaled up) or rates (scaled down): scaling all of them by s makes every
-# step s times as long (a step's time is sums and maxima of these terms). api_ms is not a step.
-TIMES = ("t_layer_us", "t_issue_decode_us", "t_issue_prefill_us", "link_latency_us", "engine_step_us",
-         "t_layer_engine_us", "engine_seq_us", "t_piecewise_us", "t_issue_engine_us", "t_moe_layer_us")
-RATES = ("eta_bw", "eta_gemm", "eta_attn", "link_eff")
-
 METRIC_WORDS = {"E2E mean ms": "mean E2E", "TTFT mean ms": "mean TTFT", "decode ms/token": "mean TPOT"}
-
-
-@lru_cache(maxsize=1)
-def validation() -> dict:
-    return json.loads(VALIDATION_FILE.read_text())
-
-
-def step_errors(data: dict | None = None) -> np.ndarray:
-    """Predicted / measured - 1 of step times the model was not fitted to (both kinds pooled)."""
-    d = (data or validation())["step_time_errors"]
-    return np.array([e for kind in d.values() for e in kind], dtype=float)
-
-
-def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float] = QUANTILES) -> tuple[float, float]:
-    """(faster, slower): real step time over the modelled one at the spread's quantiles. An error e
-    (predicted / measured - 1) means the real step takes 1 / (1 + e) of the modelled one."""
-    e = step_errors() if errors is None else np.asarray(errors, dtype=float)
-    if len(e) == 0:
-        raise ValueError("no step-time errors to take a spread from: run calibration/real_runs.py --write --logo")
-    low, high = np.quantile(e, quantiles)
-    return 1.0 / (1.0 + high), 1.0 / (1.0 + low)
-
-
-def scaled_efficiency(eff: costmodel.Efficiency, scale: float) -> costmodel.Efficiency:
-    """The cost model's constants with every step `scale` times as long."""
-    return replace(eff, **{n: getattr(eff, n) * scale for n in TIMES}, **{n: getattr(eff, n) / scale for n in RATES})
 
 
 @lru_cache(maxsize=64)
 def rerun(cfg: SimConfig, scale: float) -> dict:
     """p99 TTFT and TPOT (ms) and whether the queue stays bounded, with steps `scale` times as long."""
-    eff = scaled_efficiency(costmodel.efficiency_for(catalog.get_gpu(cfg.gpu)), scale)
-    s = simulate(cfg, eff).summary
+    s = simulate(replace(cfg, step_scale=scale)).summary
     return dict(ttft=float(s["ttft_ms"]["p99"]), tpot=float(s["tpot_ms"]["p99"]), stable=bool(s["stable"]))
 
 

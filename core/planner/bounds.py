@@ -78,20 +78,21 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     """The bounds of one deployment shape (replica counts aside) on workload `w`; `prompt_q` is the
     prompt length at the attainment quantile (prompt_quantile)."""
     gpu, model = catalog.get_gpu(shape.gpu), catalog.get_model(w.model)
+    pre_gpu = catalog.get_gpu(shape.prefill_gpu or shape.gpu)  # a split's prefill pool may run another type
     P, O = w.spec.means()
     # a prefix cache supplies some prompt tokens: the prefill bound counts only what it cannot
     P_new = mean_prefill(w) if w.engine.prefix_caching and shares(w) else P
     budget = max(shape.chunk, w.engine.max_seqs)
-    pools = [(shape.prefill_tp, "prefill"), (shape.tp, "decode")] if shape.disagg else [(shape.tp, "serving")]
+    pools = [(pre_gpu, shape.prefill_tp, "prefill"), (gpu, shape.tp, "decode")] if shape.disagg else [(gpu, shape.tp, "serving")]
     # speculative decoding: its proposer in the decoding GPUs' memory, its tokens a step in the decode bounds
     spec = (speculative.speculation(shape.spec, w.engine.spec_tokens, w.engine.spec_acceptance,
                                     w.engine.draft_model if shape.spec == "draft" else None, model)
             if shape.spec else None)
     gained = spec.tokens_per_step if spec else 1.0
     plans = {}
-    for tp, name in pools:
+    for g, tp, name in pools:
         try:
-            plans[name] = plan_memory(gpu, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
+            plans[name] = plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
                                       shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype,
                                       spec=spec if name != "prefill" else None)
         except ValueError as e:
@@ -107,7 +108,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
                              f"TPOT target", pruned_by="roofline")
     pre_tp = shape.prefill_tp if shape.disagg else shape.tp
-    ttft_floor = _step_s(gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=min(prompt_q, model.max_context)) * 1e3
+    ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=min(prompt_q, model.max_context)) * 1e3
     if ttft_floor > t.ttft_p99_ms:
         return Bound(refused=f"prefilling a {prompt_q:,}-token prompt alone takes {ttft_floor:.0f} ms, above the "
                              f"{t.ttft_p99_ms:g} ms TTFT target", pruned_by="roofline")
@@ -116,7 +117,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # at the largest batch the slots and KV blocks hold.
     serial = shape.policy == "serial"
     chunk = min(budget, max(int(P_new), 1))
-    prefill_s_per_token = _step_s(gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=chunk) / chunk
+    prefill_s_per_token = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=chunk) / chunk
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
     batch = 1 if serial else max(1, min(w.engine.max_seqs, kv_plan.kv_tokens // ctx))

@@ -16,7 +16,7 @@ from typing import Callable
 from .bounds import prompt_quantile
 from .executors import run_tasks
 from .search import ShapeResult, search_shape, slack
-from ..serving import frontier
+from ..serving import frontier, serve_command
 from .space import Budget, Workload, shapes, to_config
 
 
@@ -24,9 +24,38 @@ def highest_load(row: dict) -> str:
     """A row's highest load within the targets, in words: a rate ('12.3 req/s'), or a closed loop's
     users and what they send ('96 users (31.2 req/s)'); '≥' where the search's upper end still met them."""
     more = "≥ " if row["max_rate_is_lower_bound"] else ""
+    if row["max_rate_req_s"] is not None and row.get("headroom") is not None:
+        room = f", {row['headroom']:.0%} headroom"
+        if row.get("max_users") is not None:
+            return f"{more}{row['max_users']:,} users ({row['max_rate_req_s']:.3g} req/s){room}"
+        return f"{more}{row['max_rate_req_s']:.3g} req/s{room}"
     if row.get("max_users") is not None:
         return f"{more}{row['max_users']:,} users ({row['max_rate_req_s']:.3g} req/s)"
     return f"{more}{row['max_rate_req_s']:.3g} req/s" if row["max_rate_req_s"] is not None else "-"
+
+
+def row(r: ShapeResult, w: Workload, budget: Budget, frontier: list | None = None) -> dict:
+    """A searched shape as a table row (Plan.row): its deployment (spares included), what it costs,
+    its p99s where the targets were checked (rule), its highest load within them and the headroom
+    that leaves, and the vllm serve commands and Kubernetes manifest that run it."""
+    d, o = r.deployment, r.best
+    usd_h = budget.cost(d)
+    tok_h = o.output_tok_s * 3600
+    cfg = to_config(d, w)
+    headroom = r.headroom(w)
+    return dict(deployment=d.label(), gpu=d.gpu, prefill_gpu=d.prefill_gpu or (d.gpu if d.disagg else ""),
+                gpus=d.gpus, stage=d.stage, dtype=d.dtype, kv_dtype=d.kv_dtype, policy=d.policy,
+                chunk=d.chunk, tp=d.tp, pp=d.pp, replicas=d.replicas, prefill_tp=d.prefill_tp,
+                prefill_replicas=d.prefill_replicas, spare_replicas=d.spare, spec=d.spec, meets=o.meets,
+                max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped, max_users=r.max_users,
+                headroom=headroom, checked=w.targets.rule() + (f", {d.spare} spare replica{'s' if d.spare > 1 else ''}"
+                                                               f"{' of each pool' if d.disagg else ''} lost"
+                                                               if d.spare else ""),
+                ttft_p99_ms=o.ttft_p99_ms, tpot_p99_ms=o.tpot_p99_ms, attainment=o.attainment,
+                usd_per_hour=usd_h, usd_per_1m_output_tokens=usd_h / (tok_h / 1e6) if tok_h > 0 else math.inf,
+                requests_per_usd=(r.max_rate_req_s or 0.0) * 3600 / usd_h,
+                frontier=r in (frontier or ()), misses="; ".join(o.misses),
+                vllm_serve=serve_command.commands(cfg), kubernetes=serve_command.manifest(cfg))
 
 
 def rank(r: ShapeResult, w: Workload, budget: Budget) -> tuple:
@@ -50,7 +79,7 @@ class Plan:
     executor: str
 
     def cost_per_hour(self, r: ShapeResult) -> float:
-        return r.deployment.gpus * self.budget.price(r.deployment.gpu)
+        return self.budget.cost(r.deployment)
 
     def rank(self, r: ShapeResult) -> tuple:
         return rank(r, self.workload, self.budget)
@@ -92,19 +121,27 @@ class Plan:
 
     def row(self, r: ShapeResult) -> dict:
         """One searched shape as the Planner's table shows it: its cheapest passing size (or nearest
-        miss), with units in the keys."""
-        d, o = r.deployment, r.best
-        usd_h = self.cost_per_hour(r)
-        tok_h = o.output_tok_s * 3600
-        return dict(deployment=d.label(), gpu=d.gpu, gpus=d.gpus, stage=d.stage, dtype=d.dtype, kv_dtype=d.kv_dtype,
-                    policy=d.policy,
-                    chunk=d.chunk, tp=d.tp, pp=d.pp, replicas=d.replicas, prefill_tp=d.prefill_tp,
-                    prefill_replicas=d.prefill_replicas, spec=d.spec, meets=o.meets,
-                    max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped, max_users=r.max_users,
-                    ttft_p99_ms=o.ttft_p99_ms, tpot_p99_ms=o.tpot_p99_ms, attainment=o.attainment,
-                    usd_per_hour=usd_h, usd_per_1m_output_tokens=usd_h / (tok_h / 1e6) if tok_h > 0 else math.inf,
-                    requests_per_usd=(r.max_rate_req_s or 0.0) * 3600 / usd_h,
-                    frontier=r in self.frontier, misses="; ".join(o.misses))
+        miss) with its spare replicas, with units in the keys, and the commands that run it."""
+        return row(r, self.workload, self.budget, self.frontier)
+
+    def recipe(self):
+        """The vendor recipe's shape beside the cheapest answer (recipe.compare), or None when
+        nothing meets the targets; searched once."""
+        if self.cheapest is None:
+            return None
+        if not hasattr(self, "_recipe"):
+            from .recipe import compare
+            self._recipe = compare(self.workload, self.budget, self.cheapest, self.results,
+                                   prompt_quantile(self.workload, self.workload.targets.attainment))
+        return self._recipe
+
+    def recipe_json(self) -> dict | None:
+        c = self.recipe()
+        if c is None:
+            return None
+        return dict(shape=c.shape.label().split(": ", 1)[1], is_cheapest=c.is_cheapest, why=c.sentence,
+                    row=row(c.result, self.workload, self.budget) if c.result.best is not None else None,
+                    reason=c.result.reason)
 
     def interactivity(self, top: int = 3, requests: int = 400, on_point=None) -> list[dict]:
         """The throughput-interactivity frontier (serving/frontier.py) of the cheapest passing
@@ -138,8 +175,9 @@ class Plan:
         return dict(workload=dict(model=self.workload.model, spec=asdict(self.workload.spec),
                                   targets=asdict(self.workload.targets), engine=asdict(self.workload.engine)),
                     budget=asdict(self.budget), counts=self.counts,
-                    cheapest=self.row(c) if c else None, frontier=[self.row(r) for r in self.frontier],
-                    results=self.rows(), pruned=self.pruned())
+                    rule=self.workload.targets.rule(), spare_replicas=self.budget.spare_replicas,
+                    cheapest=self.row(c) if c else None, recipe=self.recipe_json(),
+                    frontier=[self.row(r) for r in self.frontier], results=self.rows(), pruned=self.pruned())
 
 
 def plan(w: Workload, budget: Budget, executor: str = "local", workers: int | None = None,

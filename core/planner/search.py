@@ -38,12 +38,19 @@ class Outcome:
     steps: int = 0  # engine steps the simulation took (a search's work)
 
 
+def check_config(d: Deployment, w: Workload):
+    """The simulation the targets are checked on: `d` serving `w` with every step at the targets'
+    step scale (the trust band's slower edge)."""
+    return replace(to_config(d, w), step_scale=w.targets.step_scale)
+
+
 @lru_cache(maxsize=4096)
 def outcome(d: Deployment, w: Workload) -> Outcome:
-    """Deployment `d` serving `w`, simulated and judged against w's targets."""
+    """Deployment `d` serving `w` at w's own rate (Workload.judged adds the headroom), every step
+    at the targets' step scale, judged against w's targets."""
     t = w.targets
     try:
-        s = simulate(to_config(d, w)).summary
+        s = simulate(check_config(d, w)).summary
     except ValueError as e:
         return Outcome(d, w.spec.rate, False, False, 0.0, math.inf, math.inf, 0.0, w.spec.rate, 0.0, 0,
                        (str(e),), error=str(e))
@@ -83,6 +90,7 @@ class ShapeResult:
     max_rate_capped: bool = False  # the search's upper end still met the targets
     max_users: int | None = None  # a closed loop's: the most users within the targets (served at max_rate_req_s)
     tried: list = field(default_factory=list)
+    spare: int = 0  # spare replicas (of each pool) added to what meets the targets
 
     @property
     def meets(self) -> bool:
@@ -90,69 +98,103 @@ class ShapeResult:
 
     @property
     def deployment(self) -> Deployment | None:
-        return self.best.deployment if self.best else None
+        """What to deploy: the size that meets the targets (best) and the spare replicas."""
+        return self.best.deployment.with_spares(self.spare) if self.best else None
+
+    def headroom(self, w: Workload) -> float | None:
+        """Highest load within the targets over the offered one, less 1 (0.25: 25% more traffic
+        still meets them, with the spares lost and every step at the trust band's slower edge)."""
+        if self.max_users is not None:
+            return self.max_users / w.spec.concurrency - 1
+        if self.max_rate_req_s is None or w.spec.closed_loop:
+            return None
+        return self.max_rate_req_s / w.spec.rate - 1
+
+
+def spare_gpus(shape: Deployment, budget: Budget) -> int:
+    """GPUs the spare replicas of a shape take (one replica of each pool per spare)."""
+    return budget.spare_replicas * (shape.replica_gpus + (shape.prefill_tp if shape.disagg else 0))
+
+
+def room(shape: Deployment, budget: Budget) -> int:
+    """GPUs of the budget left for the replicas that meet the targets, once the spares have theirs."""
+    return budget.max_gpus - spare_gpus(shape, budget)
 
 
 def sizes(shape: Deployment, budget: Budget) -> int:
-    """How many replica counts of this shape fit the GPU budget."""
+    """How many replica counts of this shape fit the GPU budget (with its spares)."""
+    top = room(shape, budget)
     if not shape.disagg:
-        return budget.max_gpus // shape.replica_gpus
+        return max(0, top // shape.replica_gpus)
     n = 0
-    for pre in range(1, budget.max_gpus // shape.prefill_tp + 1):
-        n += max(0, (budget.max_gpus - pre * shape.prefill_tp) // shape.replica_gpus)
+    for pre in range(1, max(0, top) // shape.prefill_tp + 1):
+        n += max(0, (top - pre * shape.prefill_tp) // shape.replica_gpus)
     return n
 
 
 def search_shape(shape: Deployment, w: Workload, budget: Budget, prompt_q: int, max_cost: float = math.inf,
                  rate_search: bool = True) -> ShapeResult:
     """The cheapest size of `shape` that meets the targets within the budget (and below `max_cost`
-    $ per hour, when a cheaper answer is already known), and its highest rate within the targets."""
-    res = ShapeResult(shape, sizes(shape, budget))
-    b = bound(shape, w, prompt_q)
+    $ per hour, when a cheaper answer is already known), and its highest rate within the targets.
+    The targets are checked at the judged load (Workload.judged: the offered one and its headroom)
+    on the replicas left when the spares are lost; the answer is that size plus the spares."""
+    res = ShapeResult(shape, sizes(shape, budget), spare=budget.spare_replicas)
+    wj = w.judged()
+    b = bound(shape, wj, prompt_q)
     if b.refused:
         res.pruned_by, res.reason = b.pruned_by, b.refused
         return res
-    price = budget.price(shape.gpu)
+    spare_cost = budget.cost(replace(shape, replicas=budget.spare_replicas,
+                                     prefill_replicas=budget.spare_replicas if shape.disagg else 0))
+    top = room(shape, budget)
+
+    def fits(d: Deployment) -> bool:  # within the budget and the best cost known, spares included
+        return d.gpus <= top and budget.cost(d) + spare_cost <= max_cost + 1e-9
+
     walk = _walk_disagg if shape.disagg else _walk_colocated
-    tried = walk(shape, w, b, budget, max_cost / price)
+    tried = walk(shape, wj, b, fits)
     res.tried = tried
     res.simulated = len(tried)
-    res.below_bound = res.enumerated - res.simulated - _above(shape, tried, budget)
+    res.below_bound = res.enumerated - res.simulated - _above(shape, tried, top)
     if not tried:
-        need = b.min_replicas(w.carried_rate) * shape.replica_gpus + (
-            b.min_prefill_replicas(w.carried_rate) * shape.prefill_tp if shape.disagg else 0)
-        if need <= budget.max_gpus:
+        need = b.min_replicas(wj.carried_rate) * shape.replica_gpus + (
+            b.min_prefill_replicas(wj.carried_rate) * shape.prefill_tp if shape.disagg else 0)
+        if need <= top:
             res.pruned_by, res.reason = "cost", "its smallest size that could carry the rate costs more than an answer found"
         else:
             res.pruned_by = "roofline"
-            res.reason = f"carrying {w.spec.rate:g} req/s needs at least {need} GPUs, beyond the {budget.max_gpus}-GPU budget"
+            spares = f" with {budget.spare_replicas} spare" if budget.spare_replicas else ""
+            res.reason = (f"carrying {wj.spec.rate:.3g} req/s (the offered rate and its headroom) needs at least "
+                          f"{need} GPUs{spares}, beyond the {budget.max_gpus}-GPU budget")
         return res
     passing = [o for o in tried if o.meets]
-    res.best = min(passing, key=lambda o: o.deployment.gpus) if passing else max(tried, key=closeness)
+    res.best = min(passing, key=lambda o: budget.cost(o.deployment)) if passing else max(tried, key=closeness)
     if rate_search and res.best.meets and w.spec.closed_loop:
-        res.max_users, res.max_rate_req_s, res.max_rate_capped, res.rate_runs = most_users(res.best.deployment, w)
+        res.max_users, res.max_rate_req_s, res.max_rate_capped, res.rate_runs = most_users(res.best.deployment, wj)
     elif rate_search and res.best.meets:
-        res.max_rate_req_s, res.max_rate_capped, res.rate_runs = highest_rate(res.best.deployment, w, b)
+        res.max_rate_req_s, res.max_rate_capped, res.rate_runs = highest_rate(res.best.deployment, wj, b)
     return res
 
 
-def _above(shape: Deployment, tried: list[Outcome], budget: Budget) -> int:
+def _above(shape: Deployment, tried: list[Outcome], top: int) -> int:
     """Sizes larger than the cheapest passing one: they pass too, so they are not simulated."""
     passing = [o.deployment.gpus for o in tried if o.meets]
     if not passing:
         return 0
     cheapest = min(passing)
     if not shape.disagg:
-        return (budget.max_gpus - cheapest) // shape.replica_gpus
-    return sum(1 for pre in range(1, budget.max_gpus // shape.prefill_tp + 1)
-               for dec in range(1, (budget.max_gpus - pre * shape.prefill_tp) // shape.replica_gpus + 1)
+        return (top - cheapest) // shape.replica_gpus
+    return sum(1 for pre in range(1, top // shape.prefill_tp + 1)
+               for dec in range(1, (top - pre * shape.prefill_tp) // shape.replica_gpus + 1)
                if pre * shape.prefill_tp + dec * shape.replica_gpus > cheapest)
 
 
-def _walk_colocated(shape: Deployment, w: Workload, b: Bound, budget: Budget, max_gpus_by_cost: float) -> list:
+def _walk_colocated(shape: Deployment, w: Workload, b: Bound, fits) -> list:
     """Replica counts from the roofline's lower bound up: galloping (+1, +2, +4, ...) to the first
     that meets, then bisecting back over the gap."""
-    top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9)) // shape.replica_gpus
+    top = 0
+    while fits(replace(shape, replicas=top + 1)):
+        top += 1
     r, step, last_fail, tried = b.min_replicas(w.carried_rate), 1, None, []
     while r <= top:
         o = outcome(replace(shape, replicas=r), w)
@@ -174,13 +216,12 @@ def _walk_colocated(shape: Deployment, w: Workload, b: Bound, budget: Budget, ma
     return tried
 
 
-def _walk_disagg(shape: Deployment, w: Workload, b: Bound, budget: Budget, max_gpus_by_cost: float) -> list:
+def _walk_disagg(shape: Deployment, w: Workload, b: Bound, fits) -> list:
     """From the two pools' lower bounds, grow the pool that holds the targets back by one replica at
     a time: the prefill pool when the time to first token misses, the decode pool otherwise."""
-    top = int(min(budget.max_gpus, max_gpus_by_cost + 1e-9))
     d = replace(shape, prefill_replicas=b.min_prefill_replicas(w.carried_rate), replicas=b.min_replicas(w.carried_rate))
     tried = []
-    while d.gpus <= top:
+    while fits(d):
         o = outcome(d, w)
         tried.append(o)
         if o.meets or o.error:

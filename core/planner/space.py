@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
+from .. import bounds
 from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving.simulate import SimConfig, fitted_max_model_len
+from ..serving.stepspread import step_scales
 from ..serving.workload import WorkloadSpec
 
 # Scheduling choices: (policy, token budget = prefill chunk). vLLM V1 chunks prefills with a
@@ -41,11 +43,25 @@ def stage_of(policy: str, replica_gpus: int, disagg: bool) -> int:
     return {"serial": 1, "static": 2}.get(policy, 4 if replica_gpus > 1 else 3)
 
 
+def slow_edge() -> float:
+    """Engine steps at the trust band's slower edge (core/lab/trust.py): the step-time model's
+    error spread says real steps may take this many times as long as it predicts."""
+    return float(step_scales()[1])
+
+
+HEADROOM = 0.2  # the default headroom: traffic bursts and a failed GPU eat more than simulation error
+
+
 @dataclass(frozen=True)
 class Targets:
     ttft_p99_ms: float = 1000.0
     tpot_p99_ms: float = 100.0
     attainment: float = 0.99  # share of requests that must meet both targets
+    # A deployment meets the targets when it still meets them at the offered load x (1 + headroom)
+    # with every engine step at the trust band's slower edge (step_scale): an answer on the edge of
+    # the targets is not one anyone deploys, since simulation error, bursts and a lost GPU eat into it
+    headroom: float = HEADROOM
+    step_scale: float = field(default_factory=slow_edge)
 
     def slack(self, ttft_p99_ms: float, tpot_p99_ms: float) -> float:
         """The larger of p99 TTFT and p99 TPOT as a share of its target: at equal cost, the
@@ -59,6 +75,15 @@ class Targets:
         if not 0.5 <= self.attainment <= 1.0:
             raise ValueError(f"attainment {self.attainment} must be a share within 0.5..1 of the requests "
                              f"(0.99: 99% of requests within both targets)")
+        bounds.check("headroom", self.headroom, "the headroom (a share of the offered load: 0.2 for 20%)")
+        bounds.check("step_scale", self.step_scale)
+
+    def rule(self) -> str:
+        """The check in words: 'at 1.2x the offered load with every step 5.5% slower'."""
+        slower = f"every step {(self.step_scale - 1) * 100:.1f}% slower than the cost model (the trust band's edge)"
+        if self.headroom == 0:
+            return f"at the offered load with {slower}"
+        return f"at {1 + self.headroom:g}x the offered load ({self.headroom:.0%} headroom) with {slower}"
 
 
 @dataclass(frozen=True)
@@ -76,9 +101,17 @@ class Budget:
     # speculative decoding's proposers the deployments may use (physics/speculative.py: draft, eagle,
     # eagle3, mtp, ngram), each with continuous batching on the schedules' first, beside every plain shape
     speculative: tuple[str, ...] = ()
+    # N+1 redundancy: replicas (of each pool, in a prefill/decode split) beyond what meets the
+    # targets, so that the deployment still meets them with N replicas lost
+    spare_replicas: int = 0
 
     def price(self, gpu: str) -> float:
         return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
+
+    def cost(self, d: "Deployment") -> float:
+        """$ per hour of deployment `d`: each pool's GPUs at its GPU type's price."""
+        return (d.tp * d.pp * d.replicas * self.price(d.gpu)
+                + d.prefill_tp * d.prefill_replicas * self.price(d.prefill_gpu or d.gpu))
 
     def schedules(self) -> tuple[tuple[str, int], ...]:
         own = (self.own_schedule,) if self.own_schedule and self.own_schedule not in SCHEDULES else ()
@@ -86,7 +119,7 @@ class Budget:
 
     def preference(self, d: "Deployment") -> tuple:
         """preference(d) at this budget's price, then the user's own schedule before another."""
-        return preference(d, self.price(d.gpu)) + (self.own_schedule is not None and
+        return preference(d, self.cost(d)) + (self.own_schedule is not None and
                                                    (d.policy, d.chunk) != self.own_schedule,)
 
     def check(self) -> None:
@@ -111,6 +144,10 @@ class Budget:
         for m in self.speculative:
             if m not in speculative.METHODS:
                 raise ValueError(f"unknown speculative method '{m}': choose from {', '.join(speculative.METHODS)}")
+        bounds.check("spare_replicas", self.spare_replicas)
+        if self.spare_replicas >= self.max_gpus:
+            raise ValueError(f"{self.spare_replicas} spare replicas leave none of the {self.max_gpus}-GPU budget to "
+                             f"serve with: give at most {self.max_gpus - 1} spare replicas or raise the GPU budget")
 
 
 @dataclass(frozen=True)
@@ -141,6 +178,27 @@ class Deployment:
     pp: int = 1  # pipeline stages of a colocated replica
     kv_dtype: str = "bf16"
     spec: str = ""  # speculative decoding's proposer ("": none)
+    prefill_gpu: str = ""  # a split's prefill pool's GPU type when it is not `gpu` (the decode pool's)
+    spare: int = 0  # of the replicas (of each pool), this many are spares: it meets the targets without them
+
+    @property
+    def pool_gpus(self) -> tuple[str, str]:
+        """(the prefill pool's GPU type, the decode pool's) of a split."""
+        return (self.prefill_gpu or self.gpu, self.gpu)
+
+    def serving(self) -> "Deployment":
+        """The deployment with its spare replicas lost: what must meet the targets."""
+        if not self.spare:
+            return self
+        return replace(self, replicas=self.replicas - self.spare, spare=0,
+                       prefill_replicas=self.prefill_replicas - self.spare if self.disagg else 0)
+
+    def with_spares(self, n: int) -> "Deployment":
+        """This deployment with n spare replicas added to each pool."""
+        if not n:
+            return self
+        return replace(self, replicas=self.replicas + n, spare=self.spare + n,
+                       prefill_replicas=self.prefill_replicas + n if self.disagg else 0)
 
     @property
     def replica_gpus(self) -> int:
@@ -160,15 +218,20 @@ class Deployment:
         return stage_of(self.policy, self.tp * self.pp, self.disagg)
 
     def label(self) -> str:
-        gpu = self.gpu.upper()
+        pre, dec = (g.upper() for g in self.pool_gpus)
+        mixed = self.disagg and pre != dec
+        gpus = (f"{self.prefill_tp * self.prefill_replicas} {pre} + {self.tp * self.replicas} {dec}" if mixed
+                else f"{self.gpus} {dec}")
         sched = POLICY_WORDS[self.policy] + (f" {self.chunk}" if self.policy == "sarathi" else "")
         if self.disagg:
             shape = (f"{self.prefill_replicas}×tp{self.prefill_tp} prefill + {self.replicas}×tp{self.tp} decode")
         else:
             shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
+        if self.spare:
+            shape += f" ({self.spare} spare{' each' if self.disagg else ''})"
         kv = f", {self.kv_dtype} KV" if self.kv_dtype != "bf16" else ""
         spec = f", {self.spec} speculation" if self.spec else ""
-        return f"{self.gpus} {gpu}: {shape}, {self.dtype}{kv}, {sched}{spec}"
+        return f"{gpus}: {shape}, {self.dtype}{kv}, {sched}{spec}"
 
     def to_dict(self) -> dict:
         return dict(asdict(self), gpus=self.gpus, stage=self.stage, label=self.label())
@@ -196,6 +259,17 @@ class Workload:
         answers), so it demands no rate: only the latency targets size it."""
         return 0.0 if self.spec.closed_loop else self.spec.rate
 
+    def judged(self) -> "Workload":
+        """The load the targets are checked at: the offered rate (a closed loop's users) x (1 +
+        headroom). Its own headroom is 0, so that a check of a check adds none."""
+        h = self.targets.headroom
+        t = replace(self.targets, headroom=0.0)
+        if h == 0:
+            return replace(self, targets=t)
+        if self.spec.closed_loop:
+            return replace(self.at_users(math.ceil(self.spec.concurrency * (1 + h) - 1e-9)), targets=t)
+        return replace(self.at_rate(self.spec.rate * (1 + h)), targets=t)
+
     def at_rate(self, rate: float) -> "Workload":
         return replace(self, spec=replace(self.spec, rate=rate))
 
@@ -206,12 +280,13 @@ class Workload:
 
 
 def to_config(d: Deployment, w: Workload) -> SimConfig:
-    """The simulation of deployment `d` serving workload `w`."""
-    narrow = min(d.tp, d.prefill_tp) if d.disagg else d.tp
+    """The simulation of deployment `d` serving workload `w` (every replica, spares included; steps
+    at the cost model's own times: search.check_config is the targets' check)."""
     budget = d.chunk
-    max_len = fitted_max_model_len(catalog.get_gpu(d.gpu), catalog.get_model(w.model), w.spec, w.trace_csv, narrow,
-                                   d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp,
-                                   kv_dtype=d.kv_dtype)
+    pools = ([(d.prefill_gpu or d.gpu, d.prefill_tp), (d.gpu, d.tp)] if d.disagg else [(d.gpu, d.tp)])
+    max_len = min(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(w.model), w.spec, w.trace_csv, tp,
+                                       d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp,
+                                       kv_dtype=d.kv_dtype) for g, tp in pools)
     cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, kv_dtype=d.kv_dtype,
                     policy=d.policy,
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
@@ -224,7 +299,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
     if d.disagg:
         cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
-                      decode_tp=d.tp)
+                      decode_tp=d.tp, prefill_gpu=d.prefill_gpu if d.prefill_gpu not in ("", d.gpu) else None)
     return cfg
 
 
@@ -244,22 +319,26 @@ def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str =
     return out
 
 
+def runs(g: catalog.GPU, dtype: str, kv_dtype: str) -> bool:
+    """Whether GPU `g` runs these weight and KV cache formats (fp8 needs FP8 support)."""
+    return all(g.supports_fp8 or not fmt.needs_fp8 for fmt in (catalog.weight_format(dtype), catalog.kv_format(kv_dtype)))
+
+
 def shapes(w: Workload, budget: Budget) -> list[Deployment]:
-    """Every deployment shape within the budget (replica counts left at 1): each GPU type, each
-    weight and KV dtype it supports (fp8 needs FP8 support), each tensor-parallel degree that fits,
-    each schedule; and prefill/decode splits whose pools take the smallest fitting tp or twice it.
-    Each proposer the budget allows speculates on the first schedule's colocated replicas and on
-    the splits' decode pools."""
+    """Every deployment shape within the budget (replica counts left at 1; room left for the spare
+    replicas): each GPU type, each weight and KV dtype it supports (fp8 needs FP8 support), each
+    tensor-parallel degree that fits, each schedule; and prefill/decode splits whose pools take the
+    smallest fitting tp or twice it, over every pair of the budget's GPU types (a pool each). Each
+    proposer the budget allows speculates on the first schedule's colocated replicas and on the
+    splits' decode pools."""
     out = []
     methods = proposers(w, budget)
+    room = budget.max_gpus // (1 + budget.spare_replicas)  # GPUs one replica of each pool may take
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
-
-        def runs(fmt) -> bool:
-            return g.supports_fp8 or not fmt.needs_fp8
-        for dtype in [d for d in budget.dtypes if runs(catalog.weight_format(d))]:
-            for kv in [k for k in budget.kv_dtypes if runs(catalog.kv_format(k))]:
-                tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w, kv) if tp <= budget.max_gpus]
+        for dtype in budget.dtypes:
+            for kv in [k for k in budget.kv_dtypes if runs(g, dtype, k)]:
+                tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w, kv) if tp <= room]
                 for tp in tps:
                     for policy, chunk in budget.schedules() + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
                         if policy in ("serial", "static") and (tp > 1 or dtype != "bf16" or kv != "bf16"):
@@ -268,15 +347,20 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                     out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, spec=m)
                                for m in methods)
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
-                    if tp * pp <= budget.max_gpus:
+                    if tp * pp <= room:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
                                    for policy, chunk in budget.schedules())
-                if budget.disaggregation:
-                    for ptp in tps[:2]:
-                        for dtp in tps[:2]:
-                            if ptp + dtp <= budget.max_gpus:
-                                out.extend(Deployment(gpu, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv, spec=m)
-                                           for m in ("",) + methods)
+    if budget.disaggregation:
+        for pre in budget.gpu_types:
+            for dec in budget.gpu_types:
+                gp, gd = catalog.get_gpu(pre), catalog.get_gpu(dec)
+                for dtype in budget.dtypes:
+                    for kv in [k for k in budget.kv_dtypes if runs(gp, dtype, k) and runs(gd, dtype, k)]:
+                        ptps = [tp for tp in tp_degrees(pre, w.model, dtype, w, kv) if tp <= room][:2]
+                        dtps = [tp for tp in tp_degrees(dec, w.model, dtype, w, kv) if tp <= room][:2]
+                        out.extend(Deployment(dec, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv,
+                                              prefill_gpu="" if pre == dec else pre, spec=m)
+                                   for ptp in ptps for dtp in dtps if ptp + dtp <= room for m in ("",) + methods)
     return out
 
 
@@ -319,8 +403,9 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
     return out
 
 
-def preference(d: Deployment, price: float) -> tuple:
-    """Cheapest first; at equal cost the simpler stage, then the least quantisation error: 16-bit
-    weights before fp8 before int4, a 16-bit KV cache before fp8; then no proposer to run before one."""
-    return (round(d.gpus * price, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
+def preference(d: Deployment, cost: float) -> tuple:
+    """Cheapest first ($ per hour, `cost`); at equal cost the simpler stage, then the least
+    quantisation error: 16-bit weights before fp8 before int4, a 16-bit KV cache before fp8; then
+    no proposer to run before one."""
+    return (round(cost, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
             d.spec != "")

@@ -18,11 +18,11 @@ class Capacity:
     prompt_tok_s: float  # a prefill pool, all replicas (0 without one)
 
 
-def step_ms(cfg, tp: int, **mix) -> float:
-    """One step of this deployment's GPU, model and engine, in ms (the cost model)."""
+def step_ms(cfg, tp: int, gpu=None, **mix) -> float:
+    """One step of this deployment's GPU (or a pool's own, `gpu`), model and engine, in ms (the cost model)."""
     model = catalog.get_model(cfg.model)
     spec = speculative.for_config(cfg, model) if mix.get("decode_batch") else None
-    return costmodel.steptime(catalog.get_gpu(cfg.gpu), model, tp, launch=cfg.launch,
+    return costmodel.steptime(gpu or catalog.get_gpu(cfg.gpu), model, tp, launch=cfg.launch,
                               dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead,
                               kv_dtype=cfg.kv_dtype, spec=spec, **mix)["step_ms"]
 
@@ -72,5 +72,5 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     if cfg.disagg:
         pre = pools[0]
         chunk = int(min(budget, model.max_context))
-        prompt_tok_s = chunk / (step_ms(cfg, pre.tp, prefill_tokens=chunk) / 1e3) * pre.replicas
+        prompt_tok_s = chunk / (step_ms(cfg, pre.tp, getattr(pre, "gpu", None), prefill_tokens=chunk) / 1e3) * pre.replicas
     return Capacity(req_s * output * pool.replicas, batch, prompt_tok_s)

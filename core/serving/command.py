@@ -36,7 +36,7 @@ DEFAULTS = dict(
     system_prompts=0, system_prompt_tokens=0, turns=1, turn_gap_s=30.0, think_s=0.0, think_dist="fixed",
     prefill_gpus=0, min_replicas=1, scale_metric="concurrency", scale_target=64.0, scale_down_frac=0.7,
     scale_interval_s=5.0, startup_fixed_s=30.0, load_gbps=5.0, ttft_slo_ms=1000.0, tpot_slo_ms=100.0,
-    attn_kernel="paged", launch="graph", engine_overhead="vllm",
+    attn_kernel="paged", launch="graph", engine_overhead="vllm", step_scale=1.0,
 )
 
 TRACE_FILE = "trace.csv"
@@ -45,11 +45,15 @@ TRACE_FILE = "trace.csv"
 def cli_max_model_len(cfg: SimConfig) -> int:
     """The max model length the command line gives a configuration that sets none: the Lab's
     (fitted_max_model_len: the workload's long tail, within the context and one replica's KV cache;
-    a trace's longest request), for the smallest replica of the deployment, which must hold it."""
-    tp = min(cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp) if cfg.disagg else cfg.tp
-    return fitted_max_model_len(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), cfg.workload, cfg.trace_csv,
-                                tp, cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs, cfg.block_size,
-                                1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype)
+    a trace's longest request), for the smallest replica of the deployment (of either pool's GPU
+    type), which must hold it."""
+    if cfg.disagg:
+        pools = [(cfg.prefill_gpu or cfg.gpu, cfg.prefill_tp or cfg.tp), (cfg.gpu, cfg.decode_tp or cfg.tp)]
+    else:
+        pools = [(cfg.gpu, cfg.tp)]
+    return min(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(cfg.model), cfg.workload, cfg.trace_csv, tp,
+                                    cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs, cfg.block_size,
+                                    1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype) for g, tp in pools)
 
 
 def _num(v) -> str:
@@ -103,7 +107,13 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
     notes += [note] if note else []
     model, note = _model(cfg.model)
     notes += [note] if note else []
-    flag("--gpu", gpu)
+    if cfg.prefill_gpu is not None:  # a split over two GPU types: each pool's
+        pre, note = _gpu(cfg.prefill_gpu)
+        notes += [note] if note else []
+        flag("--prefill-gpu", pre)
+        flag("--decode-gpu", gpu)
+    else:
+        flag("--gpu", gpu)
     flag("--model", model)
     flag("--tp", cfg.tp)
     if cfg.gpus is not None:
@@ -165,6 +175,7 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
     differs("attention", cfg.attn_kernel, "attn_kernel")
     differs("launch", cfg.launch)
     differs("engine", cfg.engine_overhead, "engine_overhead")
+    differs("step-scale", cfg.step_scale)
     if not cfg.async_scheduling:
         flag("--no-async-scheduling")
     if not cfg.api_server:

@@ -172,14 +172,18 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
     tok_s = tokens_in_window(first, finish, out_tok, t0, t1) / window
 
     replicas = int(sum(p.replicas for p in pools))
-    gpu_seconds = 0.0
+    gpu_seconds = usd = 0.0
     r = 0
     for p in pools:
-        gpu_seconds += float(PF[r:r + p.rows, E.Q_GPU_S].sum()) * p.tp  # a lane per stage: rows x tp = GPUs
+        pool_s = float(PF[r:r + p.rows, E.Q_GPU_S].sum()) * p.tp  # a lane per stage: rows x tp = GPUs
+        gpu_seconds += pool_s
+        usd += pool_s / 3600 * (getattr(p, "gpu", None) or gpu).price_usd_per_gpu_hour  # a split may run two GPU types
         r += p.rows
     gpu_hours = gpu_seconds / 3600
     total_tokens = int(out_tok.sum())
-    cost = gpu_hours * gpu.price_usd_per_gpu_hour / (total_tokens / 1e6)
+    types = {(getattr(p, "gpu", None) or gpu).id for p in pools}
+    price = gpu.price_usd_per_gpu_hour if len(types) == 1 else usd / max(gpu_hours, 1e-12)
+    cost = gpu_hours * price / (total_tokens / 1e6)
     lam = len(arrival) / max(float(arrival[-1] - arrival[0]), 1e-9) if len(arrival) > 1 else 0.0
     served, offered = served_and_offered(arrival, finish)
 
@@ -212,7 +216,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
         replicas=replicas, gpus=int(sum(p.replicas * p.tp * p.pp for p in pools)), tp=pools[0].tp, pp=pools[0].pp,
         gpu_hours=gpu_hours, cost_per_1m_tokens_usd=cost,
-        price_usd_per_gpu_hour=gpu.price_usd_per_gpu_hour, price_date=gpu.price_date,
+        price_usd_per_gpu_hour=price,  # two GPU types: their mean over the GPU-hours each ran
+        price_date=gpu.price_date,
         max_model_len=max_len, clipped_requests=wl.clipped, policy=cfg.policy,
         sim_wall_s=wall,
     )
@@ -263,6 +268,7 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:
             t_arr = arrival
         out[p.name] = dict(
             replicas=p.replicas, tp=p.tp, pp=p.pp, gpus=p.replicas * p.tp * p.pp, kv_blocks_per_replica=int(p.plan.kv_blocks),
+            gpu=p.gpu.id if getattr(p, "gpu", None) is not None else cfg.gpu,
             weights_gb_per_gpu=p.plan.weights_bytes / 1e9, steps=steps,
             utilisation=_pool_utilisation(p.name, req, window, cap),
             peak_kv_blocks_used=int(PI[sl, E.P_PEAK].max()) if p.replicas else 0,

@@ -25,6 +25,30 @@ from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
 
 SCALE_METRICS = ("concurrency", "kv")
 
+# Constants that are times (scaled up) or rates (scaled down): scaling all of them by s makes every
+# step s times as long (a step's time is sums and maxima of these terms). api_ms is not a step.
+TIMES = ("t_layer_us", "t_issue_decode_us", "t_issue_prefill_us", "link_latency_us", "engine_step_us",
+         "t_layer_engine_us", "engine_seq_us", "t_piecewise_us", "t_issue_engine_us", "t_moe_layer_us")
+RATES = ("eta_bw", "eta_gemm", "eta_attn", "link_eff")
+
+
+def scaled_efficiency(eff: costmodel.Efficiency, scale: float) -> costmodel.Efficiency:
+    """The cost model's constants with every step `scale` times as long."""
+    if scale == 1.0:
+        return eff
+    return replace(eff, **{n: getattr(eff, n) * scale for n in TIMES}, **{n: getattr(eff, n) / scale for n in RATES})
+
+
+def pool_efficiency(cfg: "SimConfig", gpu: catalog.GPU, eff=None) -> costmodel.Efficiency:
+    """The cost model's constants a pool of `gpu` runs at: the fitted ones of its GPU (or `eff`,
+    a calibration's), every step cfg.step_scale times as long."""
+    return scaled_efficiency(eff or costmodel.efficiency_for(gpu), cfg.step_scale)
+
+
+def prefill_gpu_of(cfg: "SimConfig") -> catalog.GPU:
+    """The GPU type of the prefill pool (the deployment's own unless a split names another)."""
+    return catalog.get_gpu(cfg.prefill_gpu or cfg.gpu)
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -55,6 +79,9 @@ class SimConfig:
     router: str = "rr"
     disagg: bool = False
     prefill_gpus: int = 0
+    # the prefill pool's GPU type when it is not `gpu` (the decode pool's): a split over two GPU types,
+    # e.g. compute-rich GPUs for the prompts and memory-rich ones for the decodes (None: `gpu` for both)
+    prefill_gpu: str | None = None
     prefill_tp: int | None = None  # None: tp
     decode_tp: int | None = None
     autoscale: bool = False
@@ -73,6 +100,9 @@ class SimConfig:
     # vLLM >= 0.14 schedules the next step while the GPU runs this one (vllm_host.py)
     async_scheduling: bool = True
     api_server: bool = True  # clients reach the engine through vLLM's OpenAI API server (not the offline LLM class)
+    # every engine step this many times as long as the cost model says (and every link as much
+    # slower): the trust band's edges (core/lab/trust.py), which the planner's headroom rule checks at
+    step_scale: float = 1.0
     max_steps: int = 50_000_000  # a guard: a run needing more engine steps stops with a clear error
     fast_forward: bool = True  # run quiet decode steps back to back (fastforward.py); same results either way
     # speculative decoding (physics/speculative.py): a proposer (draft, eagle, eagle3, mtp, ngram; None:
@@ -95,6 +125,7 @@ class Pool:
     plan: MemoryPlan
     params: np.ndarray  # with pp > 1, one stage's
     pp: int = 1
+    gpu: catalog.GPU | None = None  # the pool's GPU type (a split may run two)
 
     @property
     def rows(self) -> int:
@@ -184,7 +215,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
     if gpus > 4096:
         raise ValueError(f"{gpus} GPUs is beyond what the simulator models: use at most 4096")
 
-    def pool(name, n_gpus, tp, pp=1):
+    def pool(name, n_gpus, tp, pp=1, g=gpu):
         if tp < 1 or n_gpus % tp:
             raise ValueError(f"tp={tp} does not divide the {name} pool's {n_gpus} GPUs: choose a GPU count "
                              f"that is a multiple of tp")
@@ -192,24 +223,24 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
-        plan = plan_memory(gpu, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
+        plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
                            cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         if plan.kv_blocks < need:
             raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
                              f"request of the maximum model length ({max_len} tokens): lower the max model length "
                              f"or raise tp")
-        p = costmodel.build(gpu, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead, eff,
-                            vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)), cfg.async_scheduling,
-                            cfg.kv_dtype, spec)
-        return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp)
+        p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
+                            pool_efficiency(cfg, g, eff), vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)),
+                            cfg.async_scheduling, cfg.kv_dtype, spec)
+        return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g)
 
     if not cfg.disagg:
         return [pool("serving", gpus, cfg.tp, cfg.pp)]
     ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
     if not 0 < cfg.prefill_gpus < gpus:
         raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of {gpus}), not {cfg.prefill_gpus}")
-    return [pool("prefill", cfg.prefill_gpus, ptp), pool("decode", gpus - cfg.prefill_gpus, dtp)]
+    return [pool("prefill", cfg.prefill_gpus, ptp, g=prefill_gpu_of(cfg)), pool("decode", gpus - cfg.prefill_gpus, dtp)]
 
 
 def _budget(cfg: SimConfig, max_len: int) -> int:
@@ -268,6 +299,12 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("speculative decoding is simulated with iteration-level batching: choose the vllm, sarathi "
                          "or orca policy")
     speculative.for_config(cfg, catalog.get_model(cfg.model))
+    bounds.check("step_scale", cfg.step_scale)
+    if cfg.prefill_gpu is not None:
+        if not cfg.disagg:
+            raise ValueError("a prefill pool's own GPU type needs a prefill/decode split: turn on disaggregation "
+                             "(--disagg), or leave out --prefill-gpu and --decode-gpu")
+        catalog.get_gpu(cfg.prefill_gpu)  # an unknown id is refused in the catalog's words
     if cfg.trace_cap < 16 or cfg.trace_cap % 2:
         raise ValueError("trace capacity must be an even number of at least 16 rows")
 
@@ -305,6 +342,7 @@ def simulate(cfg: SimConfig, eff: costmodel.Efficiency | None = None, workload: 
     `workload` the one cfg.workload would generate (a replayed benchmark's own requests)."""
     gpu, model, wl, max_len, pools = _prepare(cfg, eff, workload)
     check_work(cfg, wl, pools)
+    eff = pool_efficiency(cfg, gpu, eff)  # the decode (or colocated) pool's: links, the API server
 
     t0 = time.perf_counter()
     arrays = _build(cfg, wl, pools, max_len, gpu, model, eff)
@@ -537,10 +575,15 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
 def kv_link(gpu: catalog.GPU, cfg: SimConfig, pools: list[Pool], eff=None) -> tuple[float, float]:
     """Bandwidth (B/s) and latency (s) of moving one request's KV from a prefill to a decode
     replica: each GPU of the narrower replica sends its shard over its own link; within one node
-    that is the scale-up link, across nodes the NIC."""
+    that is the scale-up link, across nodes the NIC. Two GPU types never share a node (an HGX or
+    DGX node holds one type), so a split over two types always moves its KV over the network, at
+    the slower NIC of the two."""
     lanes = min(pools[0].tp, pools[1].tp)
     gpus = sum(p.replicas * p.tp for p in pools)
-    if gpus <= gpu.gpus_per_node:
+    pre = getattr(pools[0], "gpu", None) or gpu  # the tutorial passes bare (replicas, tp) pools
+    if pre.id != gpu.id:
+        per_gpu, latency = min(pre.internode_gbps_per_dir, gpu.internode_gbps_per_dir), 50e-6
+    elif gpus <= gpu.gpus_per_node:
         per_gpu, latency = gpu.tp_link_gbps(2), 10e-6
     else:
         per_gpu, latency = gpu.internode_gbps_per_dir, 50e-6

@@ -1,0 +1,186 @@
+"""The commands that run a deployment on real GPUs: the `vllm serve` line of each pool, with vLLM's
+own flag names (EngineArgs in vllm/engine/arg_utils.py), and a Kubernetes manifest for many
+replicas (an apps/v1 Deployment per pool, GPUs as nvidia.com/gpu limits, a split's pools labelled
+as llm-d's inference scheduler selects them).
+
+This is not the Lab's own `python -m core simulate` line (command.py), which re-runs the
+simulation: these run the engine the simulation models. What a command cannot say exactly (an int4
+checkpoint is the user's choice; static batching has no vLLM setting) is a trailing shell comment.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from functools import lru_cache
+
+from .. import DATA
+from ..physics import catalog
+from .simulate import SimConfig, _budget, prefill_gpu_of
+
+
+@lru_cache(maxsize=1)
+def recipes() -> dict:
+    return json.loads((DATA / "recipes.json").read_text())
+
+
+@lru_cache(maxsize=1)
+def hf_repos() -> dict[str, str]:
+    """The Hugging Face release of each catalog model (data/models.json hf_repo)."""
+    return {m["id"]: m["hf_repo"] for m in json.loads((DATA / "models.json").read_text())["models"] if m.get("hf_repo")}
+
+
+def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
+    """(the Hugging Face repo to serve, the quantisation flags, notes) for a model in a weight dtype:
+    an fp8 release where the model ships one (vLLM reads its quantisation from the checkpoint),
+    else the 16-bit release quantised to fp8 as it loads (--quantization fp8)."""
+    model = catalog.get_model(model_id)
+    repo = hf_repos().get(model.id, model.id)
+    shipped = recipes()["fp8_checkpoints"].get(model.id)
+    notes = [] if model.id in hf_repos() else [f"{model.id} has no Hugging Face release in the catalog: serve your "
+                                               f"own checkpoint of it in place of '{model.id}'"]
+    if dtype == "fp8":
+        return (shipped["repo"], [], notes) if shipped else (repo, ["--quantization", "fp8"], notes)
+    if dtype == "int4":
+        return repo, [], notes + [f"int4: serve an AWQ or GPTQ (int4, group 128) checkpoint of {repo} in its place; "
+                                  f"vLLM reads the method from its config"]
+    if shipped and shipped["repo"] == repo:  # the release itself is fp8: 16-bit weights are a conversion
+        notes.append(f"{repo} is released in fp8: bf16 weights need a bf16 conversion of it")
+    return repo, [], notes
+
+
+def pools(cfg: SimConfig) -> list[dict]:
+    """Each pool of the deployment: its role, GPU type, replicas, tp, pp and `vllm serve` line."""
+    max_len = cfg.max_model_len
+    budget = _budget(cfg, max_len) if max_len else cfg.max_batched_tokens
+    gpus = cfg.gpus if cfg.gpus is not None else cfg.tp * cfg.pp
+    if cfg.disagg:
+        ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
+        shape = [("prefill", prefill_gpu_of(cfg).id, cfg.prefill_gpus // ptp, ptp, 1),
+                 ("decode", catalog.get_gpu(cfg.gpu).id, (gpus - cfg.prefill_gpus) // dtp, dtp, 1)]
+    else:
+        shape = [("serving", catalog.get_gpu(cfg.gpu).id, gpus // (cfg.tp * cfg.pp), cfg.tp, cfg.pp)]
+    out = []
+    for role, gpu, replicas, tp, pp in shape:
+        args, notes = serve_args(cfg, tp, pp, budget, max_len, disagg=cfg.disagg)
+        line = "vllm serve " + " ".join(shlex.quote(a) for a in args)
+        if notes:
+            line += "  # " + "; ".join(notes)
+        out.append(dict(role=role, gpu=gpu, replicas=replicas, tp=tp, pp=pp, gpus_per_replica=tp * pp,
+                        args=args, command=line))
+    return out
+
+
+def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | None,
+               disagg: bool = False) -> tuple[list[str], list[str]]:
+    """The arguments of one replica's `vllm serve` (the model first) and notes on what they cannot say."""
+    repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
+    args = [repo, "--tensor-parallel-size", str(tp)]
+    if pp > 1:
+        args += ["--pipeline-parallel-size", str(pp)]
+    seqs = 1 if cfg.policy == "serial" else cfg.max_seqs
+    args += ["--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(budget)]
+    if cfg.policy == "sarathi":
+        args += ["--enable-chunked-prefill"]
+    else:  # whole prompts in one step: the budget holds the longest (vLLM's own rule)
+        args += ["--no-enable-chunked-prefill"]
+    if cfg.policy == "static":
+        notes.append("static batching has no vLLM setting: vLLM batches continuously, so this runs the "
+                     "continuous-batching twin of the simulated deployment")
+    args += quant
+    if cfg.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    args += ["--enable-prefix-caching" if cfg.prefix_caching else "--no-enable-prefix-caching",
+             "--gpu-memory-utilization", f"{cfg.mem_util:g}", "--block-size", str(cfg.block_size)]
+    if max_len:
+        args += ["--max-model-len", str(max_len)]
+    if disagg:
+        args += ["--kv-transfer-config", json.dumps(recipes()["vllm"]["kv_transfer_config"], separators=(",", ":"))]
+    return args, notes
+
+
+def commands(cfg: SimConfig) -> str:
+    """The shell lines that run the deployment: one `vllm serve` per replica of each pool (the
+    replica counts said above each), and for a split how requests reach the two pools."""
+    lines = []
+    ps = pools(cfg)
+    for p in ps:
+        gpu = catalog.get_gpu(p["gpu"]).name
+        where = (f"{p['gpus_per_replica']} {gpu} GPU{'s' if p['gpus_per_replica'] > 1 else ''} of one node"
+                 if p["gpus_per_replica"] <= catalog.get_gpu(p["gpu"]).gpus_per_node else
+                 f"{p['gpus_per_replica']} {gpu} GPUs over {p['pp']} nodes (a Ray cluster across them)")
+        pool = f"{p['role']} pool: " if cfg.disagg else ""
+        lines.append(f"# {pool}{p['replicas']} replica{'s' if p['replicas'] > 1 else ''}, each on {where}")
+        lines.append(p["command"])
+    if cfg.disagg:
+        lines.append("# requests reach a prefill replica, then a decode replica, through a P/D router: llm-d's "
+                     "inference scheduler, or vLLM's disaggregated-serving proxy example")
+    elif ps[0]["replicas"] > 1:
+        lines.append("# spread requests over the replicas with a least-outstanding-requests router, as simulated "
+                     "(llm-d's inference scheduler or vLLM's production stack router)")
+    return "\n".join(lines)
+
+
+def manifest(cfg: SimConfig, name: str = "vllm") -> str:
+    """A Kubernetes manifest (YAML) of the deployment: an apps/v1 Deployment per pool, each pod one
+    replica with its GPUs as nvidia.com/gpu limits, and a Service in front of each pool."""
+    v = recipes()["vllm"]
+    docs = []
+    for p in pools(cfg):
+        app = f"{name}-{p['role']}" if cfg.disagg else name
+        labels = {"app": app}
+        if cfg.disagg:
+            labels["llm-d.ai/role"] = p["role"]
+        g = catalog.get_gpu(p["gpu"])
+        container = {"name": "vllm", "image": v["image"], "command": ["vllm", "serve"], "args": p["args"],
+                     "ports": [{"containerPort": v["port"]}],
+                     "resources": {"limits": {"nvidia.com/gpu": p["gpus_per_replica"]}},
+                     "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}
+        spec = {"replicas": p["replicas"], "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels},
+                             "spec": {"containers": [container],
+                                      # tensor parallel workers share tensors through /dev/shm
+                                      "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}}}
+        head = [f"# {p['role']} pool: {p['replicas']} replica(s) of {p['gpus_per_replica']} {g.name}; schedule it onto "
+                f"{g.name} nodes with your cluster's node selector for that GPU type"]
+        if p["gpus_per_replica"] > g.gpus_per_node:
+            head.append("# a replica spans nodes: run it as a LeaderWorkerSet (llm-d's multi-node form), one pod per node")
+        docs.append("\n".join(head) + "\n" + to_yaml({"apiVersion": "apps/v1", "kind": "Deployment",
+                                                       "metadata": {"name": app, "labels": labels}, "spec": spec}))
+        # a Service per pool: the router (or clients) reach the pool's replicas through it
+        docs.append(to_yaml({"apiVersion": "v1", "kind": "Service", "metadata": {"name": app},
+                             "spec": {"selector": labels, "ports": [{"port": v["port"], "targetPort": v["port"]}]}}))
+    return "---\n".join(d if d.endswith("\n") else d + "\n" for d in docs)
+
+
+def to_yaml(value, indent: int = 0) -> str:
+    """YAML of plain dicts, lists, strings and numbers (strings quoted as JSON, which YAML reads)."""
+    pad = "  " * indent
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            key = json.dumps(k) if any(c in k for c in ":./") else k
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{key}:\n{to_yaml(v, indent + 1)}")
+            else:
+                out.append(f"{pad}{key}: {_scalar(v)}\n")
+        return "".join(out)
+    if isinstance(value, list):
+        out = []
+        for v in value:
+            if isinstance(v, (dict, list)) and v:
+                body = to_yaml(v, indent + 1)
+                out.append(f"{pad}- {body.lstrip()}")
+            else:
+                out.append(f"{pad}- {_scalar(v)}\n")
+        return "".join(out)
+    return f"{pad}{_scalar(value)}\n"
+
+
+def _scalar(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, (dict, list)):
+        return "{}" if isinstance(v, dict) else "[]"
+    return json.dumps(str(v))

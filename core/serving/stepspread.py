@@ -1,0 +1,36 @@
+"""The step-time model's error spread (core/data/validation_errors.json, written by
+calibration/real_runs.py --write): how much longer or shorter real engine steps may be than the
+cost model says. The Lab's trust band (core/lab/trust.py) re-simulates at its edges; the planner's
+headroom rule checks every answer at its slower edge."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import numpy as np
+
+from .. import DATA
+
+VALIDATION_FILE = DATA / "validation_errors.json"
+QUANTILES = (0.1, 0.9)  # the band spans the middle 80% of the step-time errors
+
+
+@lru_cache(maxsize=1)
+def validation() -> dict:
+    return json.loads(VALIDATION_FILE.read_text())
+
+
+def step_errors(data: dict | None = None) -> np.ndarray:
+    """Predicted / measured - 1 of step times the model was not fitted to (both kinds pooled)."""
+    d = (data or validation())["step_time_errors"]
+    return np.array([e for kind in d.values() for e in kind], dtype=float)
+
+
+def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float] = QUANTILES) -> tuple[float, float]:
+    """(faster, slower): real step time over the modelled one at the spread's quantiles. An error e
+    (predicted / measured - 1) means the real step takes 1 / (1 + e) of the modelled one."""
+    e = step_errors() if errors is None else np.asarray(errors, dtype=float)
+    if len(e) == 0:
+        raise ValueError("no step-time errors to take a spread from: run calibration/real_runs.py --write --logo")
+    low, high = np.quantile(e, quantiles)
+    return 1.0 / (1.0 + high), 1.0 / (1.0 + low)
