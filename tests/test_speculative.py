@@ -197,3 +197,15 @@ def test_the_planner_meets_a_tpot_target_with_speculation_that_plain_decoding_ne
     # Llama-3.1-8B ships no MTP module: no deployment of the search uses one
     assert all(r.shape.spec in ("", "eagle") for r in spec.results)
     assert any(r.shape.spec == "eagle" for r in spec.results)
+
+
+def test_the_serving_command_carries_the_proposer_vllm_runs():
+    import json
+    from core.serving.serve_command import pools
+    serving = pools(SimConfig(gpu=H100, model=LLAMA8, spec_method="eagle", spec_tokens=3, max_model_len=4096))[0]
+    config = json.loads(serving["args"][serving["args"].index("--speculative-config") + 1])
+    assert config == {"method": "eagle", "num_speculative_tokens": 3, "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"}
+    # a split speculates where it decodes: its prefill pool's replicas never do
+    split = pools(SimConfig(gpu=H100, model=LLAMA8, gpus=2, disagg=True, prefill_gpus=1, spec_method="ngram",
+                            max_model_len=4096))
+    assert ["--speculative-config" in p["args"] for p in split] == [False, True]

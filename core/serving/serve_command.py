@@ -14,7 +14,7 @@ import shlex
 from functools import lru_cache
 
 from .. import DATA
-from ..physics import catalog
+from ..physics import catalog, speculative
 from .simulate import SimConfig, _budget, prefill_gpu_of
 
 
@@ -61,7 +61,7 @@ def pools(cfg: SimConfig) -> list[dict]:
         shape = [("serving", catalog.get_gpu(cfg.gpu).id, gpus // (cfg.tp * cfg.pp), cfg.tp, cfg.pp)]
     out = []
     for role, gpu, replicas, tp, pp in shape:
-        args, notes = serve_args(cfg, tp, pp, budget, max_len, disagg=cfg.disagg)
+        args, notes = serve_args(cfg, tp, pp, budget, max_len, disagg=cfg.disagg, decodes=role != "prefill")
         line = "vllm serve " + " ".join(shlex.quote(a) for a in args)
         if notes:
             line += "  # " + "; ".join(notes)
@@ -71,8 +71,9 @@ def pools(cfg: SimConfig) -> list[dict]:
 
 
 def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | None,
-               disagg: bool = False) -> tuple[list[str], list[str]]:
-    """The arguments of one replica's `vllm serve` (the model first) and notes on what they cannot say."""
+               disagg: bool = False, decodes: bool = True) -> tuple[list[str], list[str]]:
+    """The arguments of one replica's `vllm serve` (the model first) and notes on what they cannot say;
+    a replica that decodes (not a prefill pool's) speculates as the deployment does."""
     repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
     args = [repo, "--tensor-parallel-size", str(tp)]
     if pp > 1:
@@ -95,7 +96,34 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
         args += ["--max-model-len", str(max_len)]
     if disagg:
         args += ["--kv-transfer-config", json.dumps(recipes()["vllm"]["kv_transfer_config"], separators=(",", ":"))]
+    if cfg.spec_method is not None and decodes:
+        config, note = speculative_config(cfg, repo)
+        args += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        notes += [note] if note else []
     return args, notes
+
+
+VLLM_METHODS = {"draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}
+
+
+def speculative_config(cfg: SimConfig, repo: str) -> tuple[dict, str | None]:
+    """vLLM's --speculative-config for the run's proposer (vllm/config/speculative.py's keys), and a
+    note when the Lab knows no checkpoint of it for this model."""
+    spec = speculative.for_config(cfg, catalog.get_model(cfg.model))
+    config = dict(method=VLLM_METHODS[spec.method], num_speculative_tokens=spec.tokens)
+    note = None
+    if spec.method == "draft":
+        config["model"] = hf_repos().get(spec.draft.id, spec.draft.id)
+    elif spec.method in ("eagle", "eagle3"):
+        family = repo.lower().removesuffix("-instruct").removesuffix("-fp8")
+        heads = [c["draft"] for c in speculative.data()["vllm"]["checkpoints"]
+                 if c["method"].split()[0] == spec.method and c["target"].lower().removesuffix("-instruct") == family]
+        config["model"] = heads[0] if heads else f"<{spec.method} head for {repo}>"
+        if not heads:
+            note = f"no published {spec.method} head for {repo} in data/speculative.json: name one you trained"
+    elif spec.method == "ngram":
+        config["prompt_lookup_max"] = 5  # vLLM's own when unset (min = max = 5)
+    return config, note
 
 
 def commands(cfg: SimConfig) -> str:
