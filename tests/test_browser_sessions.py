@@ -29,11 +29,16 @@ def test_five_sessions_at_once_each_see_only_their_own_inputs_and_results(url):
     assert load.check(results) == []
 
 
+# a run long enough on any machine to be stopped before it ends: 100,000 conversations of four turns
+# with long lognormal outputs, about half a minute on one fast core (the Bottlenecks page's deployment run)
+LONG_URL = "bottlenecks?requests=100000&output=4096&dist=lognormal&rate=5&turns=4"
+
+
 def test_a_long_run_shows_what_it_does_and_stops_when_asked(url):
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(f"{url}/{load.HEAVY_URL}")
+        page.goto(f"{url}/{LONG_URL}")
         # the page's runs follow one another (the deployment, then each sweep): read whichever shows
         text = page.locator("[data-testid='stProgress']").first.text_content(timeout=240_000)
         assert text.startswith(("Simulating the deployment (100,000 requests per run)",

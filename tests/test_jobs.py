@@ -133,3 +133,22 @@ def test_heavy_work_that_ends_at_once_still_answers_the_page(monkeypatch):
     assert not at.exception
     assert any(m.label == "Throughput" for m in at.metric)
     assert ui.jobs._inflight == {}
+
+
+def test_a_stop_that_lands_as_its_run_ends_stops_the_pages_next_run(monkeypatch):
+    # the person clicks "Stop this run" as the deployment's run ends: the click's rerun finds that run
+    # done and stops the page's next one (a sweep) instead of letting it run to its end
+    import ui.jobs
+    monkeypatch.setattr(ui.jobs, "HEAVY_REQUEST_RUNS", -1)
+    monkeypatch.setattr(ui.jobs, "_pool", AnswersAtOnce())
+    ui.jobs.results.clear()
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
+    at.query_params["rate"] = "6.7"
+    at.run()  # the Lab: the deployment's run, done and kept
+    assert not at.exception and not at.info
+    at.session_state[ui.jobs._STOP_AT] = at.session_state[ui.jobs._RUN] + 1  # the button's callback
+    at.switch_page("views/bottlenecks.py").run()  # the same deployment, then the page's sweeps
+    assert not at.exception
+    assert [i.value.split(".")[0] for i in at.info if i.value.startswith("Stopped")] == [
+        "Stopped: Sweeping the request rate (2,000 requests per run)"]
+    assert [b.label for b in at.button if b.label == "Run it again"] == ["Run it again"]

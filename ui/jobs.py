@@ -9,7 +9,8 @@ work (more than HEAVY_REQUEST_RUNS simulated requests in all: a 100,000-request 
 20,000-request runs) runs on a pool of WORKERS threads, fewer than the cores, so that one core
 always serves the light work of every other session, the health check and the event loop (the
 engine releases Python's lock while it runs). The page shows a progress bar, what the run is doing
-and its place in the queue, and a "Stop this run" button; when the person moves a slider, opens another page
+and its place in the queue, and a "Stop this run" button (a click that lands as its run ends stops the
+page's next run); when the person moves a slider, opens another page
 or closes the tab, the script is interrupted at the bar's next update and the run is cancelled
 within one engine step (core.progress). A session's script waits on one piece of work at a time,
 so a session holds at most one worker; sessions asking for the same result wait on one run, which
@@ -40,6 +41,8 @@ results = memo.Memo(max_bytes=RESULTS_BYTES, max_entries=400)
 _lock = threading.Lock()
 _order = itertools.count()
 _STOPPED = "_jobs_stopped"  # session state: the key of the work this session's person stopped
+_RUN = "_jobs_script_run"  # session state: how many times this session's script has started
+_STOP_AT = "_jobs_stop_at"  # session state: the script run that a "Stop this run" click started
 
 
 @dataclass(eq=False)
@@ -116,12 +119,23 @@ def _ahead(run: _Run) -> int:
         return sum(1 for r in _inflight.values() if not r.started and r.seq < run.seq)
 
 
-def _stop(key) -> None:
-    st.session_state[_STOPPED] = key
+def script_started() -> None:
+    """Count this session's script runs (navigation.py, first thing on every run)."""
+    st.session_state[_RUN] = st.session_state.get(_RUN, 0) + 1
+
+
+def _stop() -> None:
+    # a callback runs before the script it reruns: that run is the next one
+    st.session_state[_STOP_AT] = st.session_state.get(_RUN, 0) + 1
 
 
 def _wait(key, what: str, fn: Callable, args: tuple):
     label = f"lab-job-{abs(hash(key))}"
+    if st.session_state.get(_STOP_AT) == st.session_state.get(_RUN):
+        # the click's rerun stops the first run it has still to wait for: the one the button showed,
+        # or, when that one ended as the click landed, the page's next
+        del st.session_state[_STOP_AT]
+        st.session_state[_STOPPED] = key
     if st.session_state.get(_STOPPED) == key:
         st.info(f"Stopped: {what}. Nothing below this point was simulated.", icon=":material/stop_circle:")
         if not st.button("Run it again", key=f"{label}-again"):
@@ -139,7 +153,7 @@ def _wait(key, what: str, fn: Callable, args: tuple):
     try:
         with box.container():
             bar = st.progress(0.0, text=f"{what}...")
-            st.button("Stop this run", key=f"{label}-stop", on_click=_stop, args=(key,), icon=":material/stop:",
+            st.button("Stop this run", key=f"{label}-stop", on_click=_stop, icon=":material/stop:",
                       help="Stop this run; moving a slider or opening another page stops it too")
         while True:
             try:
