@@ -26,7 +26,7 @@ each request's time per output token averages out over its many steps. The rejec
 go back when the step completes. A member that a jump takes past its last token stops at it.
 """
 from ..jit import engine_jit, step_jit
-from ..physics.costmodel import KV_HEADS, SPEC_K, SPEC_SURV
+from ..physics.costmodel import KV_HEADS, SPEC_BINS, SPEC_K, SPEC_SURV, SPEC_TABLE
 from ..physics.speculative import SPEC_MAX
 
 from .kvcache import blocks_for
@@ -132,6 +132,7 @@ def step_blocks(RI, PI, r, q, cfg, k):
 WEYL_STEP = 2654435769  # round(2^32 / golden ratio)
 WEYL_MASK = (1 << 32) - 1
 WEYL_SCALE = 4294967296.0
+SPEC_BIN_BITS = SPEC_BINS.bit_length() - 1  # a draw's bin in the cost model's table: its top bits
 WEYL_START = 1779033703  # replica r starts at r x this (the fraction of sqrt(2) x 2^32), so that
 # replicas stepping together do not draw alike
 
@@ -217,22 +218,25 @@ def enter_partitions(BKT, r, parts, phase, j, k, split):
 
 @step_jit
 def speculative_step(p, BKT, r, x, k, phase, split_phase, j):
-    """A speculative step of draw x in one pass over its k + 1 positions from the block phase:
-    (tokens each member gains, 1 plus the drafts accepted: the most a with u = x / 2^32 below the
-    chance that at least a are accepted; the blocks the step takes; those of them its accepted
-    tokens keep; the partitions that the step completing before it, of j tokens, enters past its
-    first token from split_phase: enter_partitions, which a quiet run folds in here). One loop and
-    no branch on the draw, which is random: a branch on it would mispredict."""
+    """A speculative step of draw x over its k + 1 positions from the block phase: (tokens each
+    member gains, 1 plus the drafts accepted: the most a with u = x / 2^32 below the chance that at
+    least a are accepted; the blocks the step takes; those of them its accepted tokens keep; the
+    partitions that the step completing before it, of j tokens, enters past its first token from
+    split_phase: enter_partitions, which a quiet run folds in here). The tokens gained come from the
+    draw's bin of the cost model's table, then the survival chances inside that bin (rarely any);
+    the sums over positions are branch-free in the draw, which is random: a branch on it would
+    mispredict, and a loop that stops at the draw is such a branch."""
     u = x / WEYL_SCALE
-    gained, need, keep, parts, accepted = 1, 0, 0, 0, 1
+    gained = int(p[SPEC_TABLE + (x >> (32 - SPEC_BIN_BITS))])
+    while gained <= k and u < p[SPEC_SURV + gained - 1]:
+        gained += 1
+    need, keep, parts = 0, 0, 0
     for i in range(k + 1):
         n = BKT[r, B_BLOCK, phase + i]
         need += n
-        keep += n * accepted
-        if i < k:
-            accepted *= u < p[SPEC_SURV + i]
-            gained += accepted
-            parts += BKT[r, B_SPLIT, split_phase + 1 + i] * (i < j - 1)
+        keep += n * (i < gained)
+    for i in range(k):
+        parts += BKT[r, B_SPLIT, split_phase + 1 + i] * (i < j - 1)
     return gained, need, keep, parts
 
 

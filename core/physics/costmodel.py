@@ -99,7 +99,12 @@ DRAFT_MOE = 48  # 1: the proposer's layer is one of the target's MoE layers (Dee
 T_PROPOSE_SEQ = 49  # host time of one sequence's proposal (n-gram prompt lookup), s
 SPEC_SURV = 50  # SPEC_SURV + j - 1: the chance that at least j drafts are accepted (j = 1..SPEC_MAX)
 SPEC_PER_DRAFT = SPEC_SURV + SPEC_MAX  # 1 / SPEC_K: speculating sequences a draft token (a step divides nothing)
-N_PARAMS = SPEC_PER_DRAFT + 1
+# SPEC_TABLE + b: 1 + the drafts accepted by every draw u in [b, b + 1) / SPEC_BINS (the engine's draws
+# are 32-bit: b is a draw's top 8 bits), so that a step finds its tokens gained at one read and, in
+# the few bins that hold a survival chance, a compare or two (engine/cohort.py speculative_step)
+SPEC_BINS = 256
+SPEC_TABLE = SPEC_PER_DRAFT + 1
+N_PARAMS = SPEC_TABLE + SPEC_BINS
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
@@ -243,6 +248,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[T_PROPOSE_SEQ] = prop.host_s_per_seq
         p[SPEC_SURV:SPEC_SURV + spec.tokens] = spec.survival
         p[SPEC_PER_DRAFT] = 1.0 / spec.tokens
+        tops = np.arange(1, SPEC_BINS + 1) / SPEC_BINS
+        p[SPEC_TABLE:SPEC_TABLE + SPEC_BINS] = 1 + (np.asarray(spec.survival)[None, :] >= tops[:, None]).sum(axis=1)
     return p
 
 
