@@ -27,7 +27,7 @@ def balanced(res, replica=0):
     keeps agree with its queue and hash table walked one by one."""
     b = res.kv_books(replica)
     assert b["used"] + b["free"] + b["cached"] == b["pool"], b
-    assert b["counted"] == dict(free=b["free"], cached=b["cached"], entries=b["entries"]), b
+    assert b["counted"] == dict(free=b["free"], cached=b["cached"], entries=b["entries"], host=b["host"]), b
     return b
 
 

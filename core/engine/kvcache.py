@@ -10,7 +10,8 @@ with prefix caching, keeps the cached blocks and the free queue (below).
 """
 from ..jit import engine_jit
 from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_HASH, N_HKEY, N_KEY, N_NEXT, N_PREV,
-                     N_REF, N_SLOT,
+                     N_REF, N_SLOT, N_TIER, P_OFF_CAP, P_OFF_DROPPED, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED,
+                     P_OFF_TAIL,
                      P_BLOCKS, P_PC_EVICTED, P_PC_SHARED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
                      R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
 
@@ -220,23 +221,78 @@ def sync(KC, PI, r, bits):
             if KC[r, N_COUNT, h] > 0:
                 continue
         else:
-            _delete(KC, r, h, bits)
             PI[r, P_PC_CACHED] -= 1
-            PI[r, P_PC_ENTRIES] -= 1
             PI[r, P_PC_EVICTED] += 1
             over -= 1
+            if PI[r, P_OFF_CAP] > 0:  # evicted to the host tier, not forgotten
+                _unlink(KC, PI, r, h)
+                offload(KC, PI, r, h, bits)
+                continue
+            _delete(KC, r, h, bits)
+            PI[r, P_PC_ENTRIES] -= 1
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
+
+
+# ---------------------------------------------------------------- the host tier (KV offload)
+#
+# A victim tier: the cached blocks the GPU evicts, kept in host memory in an LRU list of their own
+# (layout.py); they stay entries of the same hash table, so one lookup walks both tiers. A hit
+# there takes a free GPU block and leaves the tier (loop.py loads it over the host link).
+
+
+@engine_jit
+def _off_append(KC, PI, r, node):
+    t = PI[r, P_OFF_TAIL]
+    KC[r, N_PREV, node] = t
+    KC[r, N_NEXT, node] = -1
+    if t < 0:
+        PI[r, P_OFF_HEAD] = node
+    else:
+        KC[r, N_NEXT, t] = node
+    PI[r, P_OFF_TAIL] = node
+
+
+@engine_jit
+def _off_cut(KC, PI, r, node):
+    p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
+    if p < 0:
+        PI[r, P_OFF_HEAD] = n
+    else:
+        KC[r, N_NEXT, p] = n
+    if n < 0:
+        PI[r, P_OFF_TAIL] = p
+    else:
+        KC[r, N_PREV, n] = p
+
+
+@engine_jit
+def offload(KC, PI, r, node, bits):
+    """A cached block the GPU evicts moves to the host tier's tail; a full tier drops its head (the
+    least recently stored) for good."""
+    KC[r, N_TIER, node] = 1
+    _off_append(KC, PI, r, node)
+    PI[r, P_OFF_N] += 1
+    PI[r, P_OFF_STORED] += 1
+    if PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
+        h = PI[r, P_OFF_HEAD]
+        _off_cut(KC, PI, r, h)
+        _delete(KC, r, h, bits)
+        KC[r, N_TIER, h] = 0
+        _unspare(KC, PI, r, h)
+        PI[r, P_OFF_N] -= 1
+        PI[r, P_PC_ENTRIES] -= 1
+        PI[r, P_OFF_DROPPED] += 1
 
 
 @engine_jit
 def lookup(RI, KC, PI, r, q, tokens, cfg):
     """Request q's leading full blocks found in the cache (at most tokens - 1 tokens' worth: the
-    last token is always computed, to sample from), and how many of them no request holds (taking
-    those uses free blocks). Call after `sync`."""
+    last token is always computed, to sample from), how many of them no request holds (taking
+    those uses free blocks), and how many of those are in the host tier. Call after `sync`."""
     bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
     limit = (tokens - 1) // bs
-    hits, idle = 0, 0
+    hits, idle, host = 0, 0, 0
     while hits < limit:
         key = block_key(RI, q, hits, bs)
         if key < 0:
@@ -244,11 +300,14 @@ def lookup(RI, KC, PI, r, q, tokens, cfg):
         node = find(KC, r, key, bits)
         if node < 0:
             break
-        if KC[r, N_REF, node] == 0:
+        if KC[r, N_TIER, node] == 1:  # in the host tier: it needs a free GPU block to load into
+            host += 1
+            idle += 1
+        elif KC[r, N_REF, node] == 0:
             idle += 1
         KC[r, N_FOUND, hits] = node  # for take_hits (hits never exceed the entries, nor the row)
         hits += 1
-    return hits, idle
+    return hits, idle, host
 
 
 @engine_jit
@@ -258,7 +317,13 @@ def take_hits(RI, KC, PI, r, q, hits, cfg):
     bs = cfg[C_BLOCK]
     for i in range(hits):
         node = KC[r, N_FOUND, i]
-        if KC[r, N_REF, node] == 0:
+        if KC[r, N_TIER, node] == 1:  # back from the host tier into a free GPU block
+            _off_cut(KC, PI, r, node)
+            KC[r, N_TIER, node] = 0
+            PI[r, P_OFF_N] -= 1
+            PI[r, P_OFF_LOADED] += 1
+            PI[r, P_USED] += 1
+        elif KC[r, N_REF, node] == 0:
             _unlink(KC, PI, r, node)
             PI[r, P_PC_CACHED] -= 1
             PI[r, P_USED] += 1
@@ -340,8 +405,9 @@ def release_cached(RI, KC, PI, r, q, cfg):
 
 def books(PI, KC, r: int) -> dict:
     """The block pool of replica r, counted from its tables (plain Python, for tests and reports):
-    blocks held by requests, plain free blocks and cached blocks no request holds, with the
-    queue walked node by node and the hash table read slot by slot, not taken from the counters."""
+    blocks held by requests, plain free blocks and cached blocks no request holds, and the blocks
+    in its host tier, with the queue and the tier walked node by node and the hash table read slot
+    by slot, not taken from the counters."""
     if KC.shape[2] == 1:
         raise ValueError("prefix caching was off in this run (or nothing in its workload could be reused)")
     sync(KC, PI, r, int(KC.shape[2]).bit_length() - 1)
@@ -355,11 +421,17 @@ def books(PI, KC, r: int) -> dict:
             assert KC[r, N_REF, node] == 0, "a block in the free queue is held by a request"
         nodes += 1
         node = KC[r, N_NEXT, node]
+    host, node = 0, PI[r, P_OFF_HEAD]
+    while node >= 0:
+        assert KC[r, N_TIER, node] == 1 and KC[r, N_REF, node] == 0, "a block in the host tier is on the GPU or held"
+        host += 1
+        node = KC[r, N_NEXT, node]
     slots = (KC[r, N_HASH] > 0).nonzero()[0]
     held = KC[r, N_HASH, slots] - 1
     assert (KC[r, N_SLOT, held] == slots).all() and (KC[r, N_KEY, held] == KC[r, N_HKEY, slots]).all(), \
         "the hash table and its nodes disagree"
     entries = len(slots)
     return dict(pool=int(PI[r, P_BLOCKS]), used=int(PI[r, P_USED]), free=plain, cached=cached, entries=entries,
+                host=host, host_capacity=int(PI[r, P_OFF_CAP]),
                 counted=dict(free=int(PI[r, P_PC_ANON]), cached=int(PI[r, P_PC_CACHED]),
-                             entries=int(PI[r, P_PC_ENTRIES])))
+                             entries=int(PI[r, P_PC_ENTRIES]), host=int(PI[r, P_OFF_N])))

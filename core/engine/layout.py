@@ -7,7 +7,7 @@ compiled code, so they cost nothing at run time.
 # ---- policies and routers, in the order the engine numbers them
 SERIAL, STATIC, ORCA, VLLM, SARATHI = 0, 1, 2, 3, 4
 POLICIES = ("serial", "static", "orca", "vllm", "sarathi")
-ROUTERS = ("rr", "lor", "kv")
+ROUTERS = ("rr", "lor", "kv", "prefix")
 
 # ---- requests: int table RI
 (R_PROMPT, R_OUTPUT, R_STATE, R_REPLICA, R_COMPUTED, R_GENERATED, R_BLOCKS, R_NEXT, R_PREEMPTS, R_HOME,
@@ -146,3 +146,25 @@ M_DRAFTS = NM
 NM = NM + 1
 O_SPEC_SEQ_STEPS, O_SPEC_ACCEPTED = NOI, NOI + 1
 NOI = NOI + 2
+# ---- KV offload (kvcache.py): a host-memory tier under each replica's prefix cache, as vLLM's
+# OffloadingConnector (CPU backend) and LMCache's local CPU store keep one. Cached blocks the GPU
+# evicts move there (N_TIER 1) into the tier's own LRU list (P_OFF_HEAD/P_OFF_TAIL, through
+# N_PREV/N_NEXT), up to P_OFF_CAP blocks, dropping its least recently used; a lookup that meets
+# them loads them back over the host link (G_OFF_S_BYTE seconds a byte, all the replica's GPUs
+# together), one load after another (PF Q_INGRESS, the link into a replica that never receives a
+# prefill's KV: a caching replica), while the request waits with its blocks taken (S_XFER, in the F
+# list, R_HOME -1) and then joins the landed queue (P_LHEAD) to compute the rest of its prompt.
+# P_OFF_N: blocks in the tier; P_OFF_STORED / P_OFF_LOADED / P_OFF_DROPPED: blocks stored to it,
+# loaded back from it, and dropped from it to make room
+N_TIER = NKC
+NKC = NKC + 1
+P_OFF_CAP, P_OFF_N, P_OFF_HEAD, P_OFF_TAIL, P_OFF_STORED, P_OFF_LOADED, P_OFF_DROPPED = range(NPI, NPI + 7)
+NPI = NPI + 7
+G_OFF_S_BYTE = NCF
+NCF = NCF + 1
+# ---- prefix-aware routing (loop.py route_prefix; router 3, "prefix"): each replica's score is
+# G_ROUTE_W_PREFIX x the share of the request's blocks it holds cached + G_ROUTE_W_QUEUE x its
+# queue score + G_ROUTE_W_KV x its free KV share (llm-d's weighted scorers); the highest takes it
+# (G_ROUTE_HOST: what a block in the host tier counts for, against one on the GPU)
+G_ROUTE_W_PREFIX, G_ROUTE_W_QUEUE, G_ROUTE_W_KV, G_ROUTE_HOST = range(NCF, NCF + 4)
+NCF = NCF + 4

@@ -65,7 +65,7 @@ def route(PI, cfg, lo, hi, rr_state):
         if router == 0:
             best = r
             break
-        if router == 1:  # least outstanding requests
+        if router == 1 or router == 3:  # least outstanding requests (the prefix router's decode pool)
             load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
         else:  # least KV load: blocks in use plus the prompts waiting for blocks
             load = (PI[r, P_USED] * cfg[C_BLOCK] + PI[r, P_QTOKENS]) / max(1, PI[r, P_BLOCKS] * cfg[C_BLOCK])
@@ -78,6 +78,42 @@ def route(PI, cfg, lo, hi, rr_state):
             if PI[r, P_STATE] == STARTING:
                 return r
         best = lo
+    return best
+
+
+@engine_jit
+def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
+    """The replica in [lo, hi) with the best weighted score for request q (llm-d's scorers): the
+    share of q's blocks it holds cached (a host-tier block counting G_ROUTE_HOST of one on the GPU),
+    its queue against the others' ((most - its) / (most - least): 1 when all are equal), and its
+    free KV share. Ties go to the first in round-robin order, so that an idle cluster spreads."""
+    n = hi - lo
+    most, least = -1, 1 << 60
+    for r in range(lo, hi):
+        if PI[r, P_STATE] == ON and PI[r, P_LANE] == 0:
+            load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
+            most, least = max(most, load), min(least, load)
+    if most < 0:
+        return route(PI, cfg, lo, hi, rr_state)
+    tokens = known_tokens(RI, q)
+    blocks = max(1, (tokens - 1) // cfg[C_BLOCK])
+    best, best_score = -1, -1e300
+    for k in range(n):
+        r = lo + (rr_state[0] + k) % n
+        if PI[r, P_STATE] != ON or PI[r, P_LANE] != 0:
+            continue
+        prefix = 0.0
+        if cfg[C_PREFIX] == 1 and caching(PI, r, cfg):
+            sync(KC, PI, r, cfg[C_PC_BITS])
+            hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg)
+            prefix = (hits - host + cf[G_ROUTE_HOST] * host) / blocks
+        load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
+        queue = 1.0 if most == least else (most - load) / (most - least)
+        free_kv = 1.0 - PI[r, P_USED] / max(1, PI[r, P_BLOCKS])
+        score = cf[G_ROUTE_W_PREFIX] * prefix + cf[G_ROUTE_W_QUEUE] * queue + cf[G_ROUTE_W_KV] * free_kv
+        if score > best_score:
+            best, best_score = r, score
+    rr_state[0] = (rr_state[0] + 1) % n
     return best
 
 
@@ -224,27 +260,39 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
 
 
 @step_jit
-def admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, paged, chunked, t, p, mix):
+def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked, t, p, mix):
     """Admit waiting requests in arrival order while budget, slots and blocks allow; requests whose
     KV cache has landed from a prefill replica come first."""
     bs = cfg[C_BLOCK]
     g = shared_row(PI, r)  # the waiting queue, the KV block pool
     admitted = 0
     while PI[r, P_LHEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
-        q = pop_front(RI, PI, r, P_LHEAD, P_LTAIL)
+        q = PI[r, P_LHEAD]
+        if RI[q, R_HOME] >= 0:  # landed from a prefill replica: it decodes
+            n = 1
+            need = paged_growth(RI[q, R_COMPUTED] + 1, RI[q, R_BLOCKS], bs)
+        else:  # loaded from the host tier: the rest of its prompt, in the blocks it took
+            n = min(known_tokens(RI, q) - RI[q, R_COMPUTED], RI[q, R_BLOCKS] * bs - RI[q, R_COMPUTED])
+            if chunked:
+                n = min(n, cfg[C_CHUNK], budget)
+            elif n > budget:
+                break
+            need = 0
+            register(RI, KC, PI, g, q, RI[q, R_COMPUTED] + n, cfg)
+            admitted += 1
+        pop_front(RI, PI, r, P_LHEAD, P_LTAIL)
         PI[r, P_NWAIT] -= 1
-        need = paged_growth(RI[q, R_COMPUTED] + 1, RI[q, R_BLOCKS], bs)
         RI[q, R_BLOCKS] += need
         PI[r, P_USED] += need
-        _admit(RI, PI, SLOTS, r, q, 1, p, mix)
-        budget -= 1  # a decode, not a new prompt: not counted as admitted
+        _admit(RI, PI, SLOTS, r, q, n, p, mix)
+        budget -= n  # a decode is not a new prompt: not counted as admitted
     cache = paged and caching(PI, r, cfg)
     while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < cfg[C_MAX_SEQS] and budget > 0:
         q = PI[g, P_HEAD]
-        hits, idle = 0, 0  # leading blocks found in the prefix cache, and those no request holds
+        hits, idle, host = 0, 0, 0  # leading blocks found cached, those no request holds, those in the host tier
         if cache and RI[q, R_BLOCKS] == 0:
             sync(KC, PI, g, cfg[C_PC_BITS])
-            hits, idle = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg)
+            hits, idle, host = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg)
         c0 = RI[q, R_COMPUTED] + hits * bs
         n = known_tokens(RI, q) - c0
         if chunked:
@@ -274,14 +322,34 @@ def admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, paged, chunked, t, p, m
         if cache:
             PI[g, P_PC_QUERY] += known_tokens(RI, q)
             PI[g, P_PC_HIT] += hits * bs
-            register(RI, KC, PI, g, q, c0 + n, cfg)
         if RF[q, F_SCHED] < 0:
             RF[q, F_SCHED] = t
             RI[q, R_CACHED] = hits * bs
+        if host > 0:  # its host-tier blocks load first; it computes nothing until they land
+            load_from_host(RI, RF, PI, PF, g, q, host * bs, cf, t)
+            continue
+        if cache:
+            register(RI, KC, PI, g, q, c0 + n, cfg)
         _admit(RI, PI, SLOTS, r, q, n, p, mix)
         budget -= n
         admitted += 1
     return budget, admitted
+
+
+@engine_jit
+def load_from_host(RI, RF, PI, PF, g, q, tokens, cf, t):
+    """q waits while `tokens` of its prefix load from the host tier over the replica's host link,
+    one load after another (vLLM's OffloadingConnector: the request is parked, with its GPU blocks
+    taken, while other requests' steps run on), then joins the landed queue (finish_transfers)."""
+    wire = tokens * cf[G_KV_BYTES_TOKEN] * cf[G_OFF_S_BYTE]
+    start = max(t, PF[g, Q_INGRESS])
+    PF[g, Q_INGRESS] = start + wire
+    RF[q, F_XFER_START] = start
+    RF[q, F_XFER_DONE] = start + wire
+    RI[q, R_HOME] = -1
+    RI[q, R_STATE] = S_XFER
+    PI[g, P_NXFER] += 1
+    push_back(RI, PI, g, q, P_FHEAD, P_FTAIL)
 
 
 @engine_jit
@@ -300,7 +368,7 @@ def _admit(RI, PI, SLOTS, r, q, n, p, mix):
 
 
 @step_jit
-def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix):
+def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix):
     """Choose what replica r computes in its next step; returns the tokens it will process."""
     policy = cfg[C_POLICY]
     paged = policy >= VLLM
@@ -310,17 +378,17 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix):
     mix[:] = 0.0
     budget = cfg[C_BUDGET]
     if policy == STATIC and PI[r, P_NRUN] == 0:  # the replica is idle: form a new batch
-        admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, False, False, t, p, mix)
+        admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, False, False, t, p, mix)
     elif policy == STATIC:
         serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, False, False, p, mix)
     elif policy == VLLM:  # prefill-first: a step admits new prompts, or else serves the running
-        budget, admitted = admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, True, False, t, p, mix)
+        budget, admitted = admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, True, False, t, p, mix)
         if admitted == 0:
             serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, True, False, p, mix)
     else:
         budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix)
         if not preempted:
-            admit_waiting(RI, RF, PI, SLOTS, KC, r, cfg, budget, paged, chunked, t, p, mix)
+            admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked, t, p, mix)
     return mix[M_TOKENS]
 
 
@@ -485,12 +553,14 @@ def start_transfers(RI, RF, PI, PF, r, cfg, cf, t):
 def finish_transfers(RI, RF, PI, KC, r, cfg, t):
     """Transfers into replica r that have landed: the source frees its copy, the request waits
     here for a decode slot with its KV already in place (admitted before any prompt, since the
-    blocks it holds are what the replica needs back)."""
+    blocks it holds are what the replica needs back). A load from r's host tier lands the same way,
+    to compute the rest of its prompt."""
     while PI[r, P_FHEAD] >= 0 and RF[PI[r, P_FHEAD], F_XFER_DONE] <= t:
         q = pop_front(RI, PI, r, P_FHEAD, P_FTAIL)
-        release(RI, PI, KC, RI[q, R_HOME], q, cfg)
-        RI[q, R_BLOCKS] = blocks_for(RI[q, R_COMPUTED] + 1, cfg[C_BLOCK])
-        PI[r, P_STORED] += RI[q, R_COMPUTED]
+        if RI[q, R_HOME] >= 0:  # from a prefill replica, which frees its copy
+            release(RI, PI, KC, RI[q, R_HOME], q, cfg)
+            RI[q, R_BLOCKS] = blocks_for(RI[q, R_COMPUTED] + 1, cfg[C_BLOCK])
+            PI[r, P_STORED] += RI[q, R_COMPUTED]
         PI[r, P_NXFER] -= 1
         RI[q, R_STATE] = S_WAITING
         RI[q, R_REPLICA] = r
@@ -570,13 +640,13 @@ def start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scrat
     when there is nothing it can run."""
     p = params[r]
     preempts = PI[r, P_PREEMPTS]
-    tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix)
+    tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix)
     if tokens == 0 and PI[r, P_PREEMPTS] > preempts:
         # every running request was preempted and the step admitted none (a step that preempts
         # admits nobody): the next step follows at once and admits into the blocks freed, as
         # vLLM's engine loop steps again while requests remain; else the replica would sit idle
         # with no event left to wake it
-        tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, t, p, mix)
+        tokens = schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix)
     if tokens == 0:
         return -1.0
     dt = step_duration(p, mix, scratch)
@@ -670,7 +740,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
             q = clients.arrive(RF, stream, cl_t, cl_q, work_i, cfg, t)
             if q < 0:
                 break
-            r = route(PI, cfg, 0, gate_hi, rr)
+            r = route_prefix(RI, KC, PI, cfg, cf, 0, gate_hi, rr, q) if cfg[C_ROUTER] == 3 else route(PI, cfg, 0, gate_hi, rr)
             if cfg[C_ASYNC] and PF[r, Q_BUSY] != inf:
                 RF[q, F_ASYNC] = PF[r, Q_BUSY] - PF[r, Q_STEP_START]
             enqueue(RI, PI, r, q)

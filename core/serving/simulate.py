@@ -19,6 +19,7 @@ from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
 from ..physics import catalog, costmodel, pipeline, speculative, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
+from . import offload
 from .capacity import capacity
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
@@ -76,7 +77,11 @@ class SimConfig:
     prefix_caching: bool = True
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     trace_csv: str | None = None  # replaces the generated workload when given
-    router: str = "rr"
+    router: str = "rr"  # rr, lor, kv, or prefix: the replica holding the longest cached prefix, weighed against load
+    # KV offload: a host-memory tier of this many GB per replica under its prefix cache (0: none), loaded
+    # back over a host link of kv_offload_gbps GB/s per GPU (None: the GPU family's, data/kv_offload.json)
+    kv_offload_gb: float = 0.0
+    kv_offload_gbps: float | None = None
     disagg: bool = False
     prefill_gpus: int = 0
     # the prefill pool's GPU type when it is not `gpu` (the decode pool's): a split over two GPU types,
@@ -264,7 +269,8 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError(f"unknown policy '{cfg.policy}': choose {', '.join(L.POLICIES)}")
     if cfg.router not in L.ROUTERS:
         raise ValueError(f"unknown router '{cfg.router}': choose rr (round robin), lor (least outstanding "
-                         f"requests) or kv (least KV load)")
+                         f"requests), kv (least KV load) or prefix (prefix-aware)")
+    offload.check(cfg)
     # every number against the one table of ranges (core/bounds.py), before any of it sizes an array
     for name, value in (("max_seqs", cfg.max_seqs), ("budget", cfg.max_batched_tokens), ("chunk", cfg.chunk),
                         ("max_model_len", cfg.max_model_len), ("gpus", cfg.gpus), ("tp", cfg.tp),
@@ -470,6 +476,9 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_f[L.G_PP_S_BYTE], cfg_f[L.G_PP_LAT] = pipeline.handoff_link(gpu, pools[0].tp, False, eff)
     cfg_f[L.G_PP_S_BYTE_NET], cfg_f[L.G_PP_LAT_NET] = pipeline.handoff_link(gpu, pools[0].tp, True, eff)
 
+    offload.configure(cfg, gpu, pools, cfg_f)
+    PI[:, L.P_OFF_HEAD] = PI[:, L.P_OFF_TAIL] = -1
+    PI[:, L.P_OFF_CAP] = offload.tier_blocks(cfg, pools[0], cfg_f[L.G_KV_BYTES_TOKEN])
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
     # a row repeats its period up to SPEC_MAX phases past its end (cohort.bucket): at most 2 periods + SPEC_MAX
@@ -554,7 +563,7 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
             some = conv >= 0
             np.maximum.at(longest, conv[some], (wl.prompt_tokens + wl.output_tokens)[some] // bs)
             distinct += int(longest.sum())
-    entries = max(1, min(distinct, int(PI[:, L.P_BLOCKS].max())))
+    entries = max(1, min(distinct, int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
     bits = max(3, int(math.ceil(math.log2(2 * entries + 4))))
     width = 1 << bits  # nodes: the entries and the runs of plain blocks between them (<= 2 entries + 1)
     KC = np.zeros((R, L.NKC, width), np.int64)
@@ -669,5 +678,7 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
     cap = capacity(cfg, pools, float(wl.prompt_tokens.mean()), float(wl.output_tokens.mean()), _budget(cfg, max_len),
                    cached=float(PI[:, L.P_PC_HIT].sum()) / wl.n)
     summary = summarize(cfg, wl, pools, requests, PI, PF, oi, of, a["itl_hist"], gpu, max_len, wall, cap, dry, due_rate)
+    kv_token = catalog.get_model(cfg.model).kv_bytes_per_token(catalog.kv_format(cfg.kv_dtype).bytes_per_value)
+    summary["kv_offload"] = offload.summary(cfg, PI, kv_token)
     return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall,
                      dict(PI=PI, KC=a["args"][6]))
