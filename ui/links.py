@@ -23,7 +23,8 @@ from ui import widgets
 READ = "_link_read"  # set once the session's link has been read
 NOTICES = "_link_notices"
 CUSTOM = "Custom size (slider)"  # the model list's entry for the size slider (ui.state)
-ROUTERS = {"lor": "least outstanding requests", "rr": "round robin", "kv": "least KV load"}
+ROUTERS = {"lor": "least outstanding requests", "rr": "round robin", "kv": "least KV load",
+           "prefix": "prefix-aware (cached prefix and load)"}
 TP_CHOICES = {0: "auto (the planner's choice)", 2: "2", 4: "4", 8: "8", 16: "16"}
 PP_CHOICES = {0: "auto (across nodes only)", 1: "1", 2: "2", 4: "4", 8: "8"}
 DTYPES = ("bf16", "fp8", "int4")  # weights (fp16 is bf16's size and speed)
@@ -34,7 +35,7 @@ OPTIONS = {"prompt": "prompt", "output": "output", "gpus": "gpus", "ttft": "ttft
            "max_seqs": "max_seqs", "block": "block", "tpot": "tpot", "requests": "requests", "size_b": "size_b",
            "sys_prompts": "system_prompts", "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap",
            "users": "concurrency", "think": "think_time", "spec_k": "spec_tokens_choice",
-           "spec_a": "spec_acceptance_choice"}
+           "spec_a": "spec_acceptance_choice", "offload": "kv_offload_gb"}
 # ... or a range (a slider, a number field)
 RANGES = {"rate": "rate", "seed": "seed", "price": "price", "stage": "stage"}
 BOOLS = ("cb", "tp_on", "chunked", "prefix_cache")
@@ -51,7 +52,7 @@ FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", 
           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s", "load": "load",
           "users": "users", "think": "think_s", "spec": "spec_method", "spec_k": "spec_tokens",
-          "spec_a": "spec_acceptance"}
+          "spec_a": "spec_acceptance", "offload": "kv_offload_gb"}
 
 
 def defaults() -> dict:

@@ -190,7 +190,20 @@ def _knobs() -> None:
     st.select_slider("Simulated requests", bounds.sidebar_options("requests"),
                      DEFAULTS.requests, key="requests", persist_state="session")
     st.number_input("Seed", *bounds.sidebar_range("seed"), DEFAULTS.seed, key="seed", persist_state="session")
-    st.selectbox("Router", list(links.ROUTERS), 0, key="router", persist_state="session", format_func=links.ROUTERS.get)
+    st.selectbox("Router", list(links.ROUTERS), 0, key="router", persist_state="session", format_func=links.ROUTERS.get,
+                 help="How the gateway picks a replica. Prefix-aware scores each replica by the share of the "
+                      "request's prompt it holds cached, against its queue and its free KV (llm-d's scheduler, "
+                      "its default weights 3, 2 and 2): a conversation's next turn goes where its earlier turns "
+                      "are. Needs prefix caching.")
+    cache_on = st.session_state.get("prefix_cache", DEFAULTS.prefix_caching) and st.session_state.get(
+        "cb", DEFAULTS.continuous_batching)
+    st.select_slider("KV offload to host memory (GiB per replica)", bounds.sidebar_options("kv_offload_gb"),
+                     DEFAULTS.kv_offload_gb, key="offload", persist_state="session", disabled=not cache_on,
+                     format_func=lambda gb: "off" if gb == 0 else f"{gb:g} GiB",
+                     help="A tier of host memory under the prefix cache (vLLM's --kv-offloading-size, LMCache's "
+                          "CPU store): blocks the GPU evicts go there, and a later prompt that finds them loads "
+                          "them back over PCIe (about 50 GB/s a GPU on Hopper, 25 on Ampere and Ada) instead of "
+                          "computing them again, waiting while the copy runs. Needs prefix caching.")
     st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", persist_state="session", format_func=weights_label,
                  help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
                       "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "
@@ -258,7 +271,8 @@ def inputs(ss: Mapping | None = None) -> LabInputs:
         system_prompt_tokens=int(ss.get("sys_tokens", DEFAULTS.system_prompt_tokens)),
         turns=int(ss.get("turns", DEFAULTS.turns)), turn_gap_s=float(ss.get("turn_gap", DEFAULTS.turn_gap_s)),
         spec_method=ss.get("spec", DEFAULTS.spec_method), spec_tokens=int(ss.get("spec_k", DEFAULTS.spec_tokens)),
-        spec_acceptance=float(ss.get("spec_a", DEFAULTS.spec_acceptance)), trace_csv=ss.get(TRACE_KEY)))
+        spec_acceptance=float(ss.get("spec_a", DEFAULTS.spec_acceptance)),
+        kv_offload_gb=float(ss.get("offload", DEFAULTS.kv_offload_gb)), trace_csv=ss.get(TRACE_KEY)))
 
 
 def valid_inputs() -> LabInputs:

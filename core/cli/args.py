@@ -99,6 +99,19 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
                    help="the draft model of --spec-method draft (e.g. llama-3.2-1b for Llama-3.1)")
 
 
+def add_offload_args(p: argparse.ArgumentParser) -> None:
+    """KV offload to host memory (serving/offload.py; the defaults' sources: data/kv_offload.json)."""
+    p.add_argument("--kv-offload-gb", type=bounded("kv_offload_gb"), default=0.0, metavar="GIB",
+                   help="host-memory KV tier per replica, GiB over all its GPUs (vLLM's --kv-offloading-size; "
+                        "default 0: none): blocks the GPU's prefix cache evicts go there and load back on a hit")
+    p.add_argument("--kv-offload-gbps", type=bounded("kv_offload_gbps"), default=None, metavar="GBPS",
+                   help="host link per GPU, GB/s (default: the GPU family's measured PCIe copy rate)")
+
+
+def offload_fields(args) -> dict:
+    return dict(kv_offload_gb=args.kv_offload_gb, kv_offload_gbps=args.kv_offload_gbps)
+
+
 def spec_fields(args) -> dict:
     return dict(spec_method=args.spec_method, spec_tokens=args.spec_tokens, spec_acceptance=args.spec_acceptance,
                 draft_model=args.draft_model)

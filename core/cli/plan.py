@@ -73,6 +73,9 @@ def register(sub) -> None:
     p.add_argument("--turns", type=bounded("turns"), default=1, help="turns per conversation (each holds the earlier ones)")
     p.add_argument("--turn-gap", type=bounded("turn_gap"), default=30.0, help="seconds from one turn to the next")
     p.add_argument("--no-prefix-caching", action="store_true", help="recompute every prompt")
+    p.add_argument("--kv-offload-gb", type=bounded("kv_offload_gb"), default=0.0, metavar="GIB",
+                   help="host memory per replica a KV offload tier may take: where prompts share prefixes, the search "
+                        "tries prefix-aware routing and, with this, a host tier (default 0: routing alone)")
     p.add_argument("--spec-method", "--spec-methods", dest="spec_methods", default="", metavar="M[,M]",
                    help="speculative decoding's proposers to search beside plain decoding, one or a list (draft, "
                         "eagle, eagle3, mtp, ngram; default: none)")
@@ -107,7 +110,8 @@ def cmd_plan(args) -> None:
                         spec_acceptance=args.spec_acceptance, draft_model=args.draft_model))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
                     dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg,
-                    spare_replicas=args.spare_replicas, speculative=_ids(args.spec_methods) if args.spec_methods else ())
+                    spare_replicas=args.spare_replicas, speculative=_ids(args.spec_methods) if args.spec_methods else (),
+                    kv_offload_gb=args.kv_offload_gb)
 
     def progress(done, total):
         if not args.json and sys.stderr.isatty():

@@ -12,7 +12,8 @@ from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from ..text import count
-from .args import add_client_args, add_spec_args, bounded, client_fields, emit, spec_fields
+from .args import (add_client_args, add_offload_args, add_spec_args, bounded, client_fields, emit, offload_fields,
+                   spec_fields)
 from .yourdata import add_hardware_args, write_simulation_csv
 
 
@@ -88,7 +89,9 @@ def add_args(p) -> None:
                    help="recompute every prompt (vLLM's --no-enable-prefix-caching)")
     p.add_argument("--router", default=DEFAULTS["router"], choices=layout.ROUTERS,
                    help="how requests reach replicas (default lor, the Lab's: least outstanding requests; rr: "
-                        "round robin; kv: least KV load)")
+                        "round robin; kv: least KV load; prefix: the replica holding the longest cached prefix, "
+                        "weighed against load as llm-d's scheduler does)")
+    add_offload_args(p)
     p.add_argument("--disagg", action="store_true", help="split GPUs into a prefill and a decode pool")
     p.add_argument("--prefill-gpus", type=bounded("prefill_gpus"), default=0)
     p.add_argument("--prefill-gpu", default=None, metavar="ID",
@@ -160,7 +163,8 @@ def config_from_args(args) -> SimConfig:
                      prefix_caching=not args.no_prefix_caching, watermark=args.watermark,
                      scale_down_frac=args.scale_down_frac, launch=args.launch, engine_overhead=args.engine,
                      async_scheduling=not args.no_async_scheduling, api_server=not args.offline,
-                     prefill_gpu=prefill_gpu, step_scale=args.step_scale, **spec_fields(args))
+                     prefill_gpu=prefill_gpu, step_scale=args.step_scale, **spec_fields(args),
+                     **offload_fields(args))
     if cfg.max_model_len is None and cfg.gpu and cfg.model:
         # the Lab's max model length (serving/command.py), so that the same flags give the same figures
         try:

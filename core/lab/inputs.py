@@ -87,6 +87,8 @@ class LabInputs:
     spec_method: str = "off"
     spec_tokens: int = 0
     spec_acceptance: float = -1.0
+    # KV offload (serving/offload.py): a host-memory tier per replica under its prefix cache, GiB
+    kv_offload_gb: float = 0.0
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
 
     @property
@@ -114,6 +116,13 @@ class LabInputs:
             return {}
         return dict(spec_method=self.spec_method, spec_tokens=self.spec_tokens or None,
                     spec_acceptance=self.spec_acceptance if self.spec_acceptance >= 0 else None)
+
+    def caching(self, policy: str = "sarathi") -> dict:
+        """SimConfig's prefix-cache fields for a deployment of `policy`: the stages without paged KV
+        have no prefix cache, so no host tier under it, and their router weighs load alone."""
+        cache = self.prefix_caching and policy in ("vllm", "sarathi")
+        router = "lor" if self.router == "prefix" and not cache else self.router
+        return dict(prefix_caching=self.prefix_caching, router=router, kv_offload_gb=self.kv_offload_gb if cache else 0.0)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
@@ -152,6 +161,11 @@ class LabInputs:
             fields_ = self.speculation()
             speculative.speculation(self.spec_method, fields_["spec_tokens"], fields_["spec_acceptance"], None,
                                     catalog.get_model(self.model))
+        bounds.check("kv_offload_gb", self.kv_offload_gb)
+        if (self.router == "prefix" or self.kv_offload_gb > 0) and not (self.prefix_caching and self.continuous_batching):
+            what = "prefix-aware routing" if self.router == "prefix" else "a KV offload tier"
+            raise ValueError(f"{what} works on the prefix cache: turn continuous batching and prefix caching on "
+                             f"(Advanced), or choose another router and no offload tier")
         context = catalog.get_model(self.model).max_context
         if self.prompt_tokens + self.output_tokens > context:
             raise ValueError(f"{self.prompt_tokens} prompt + {self.output_tokens} output tokens exceed "
@@ -308,10 +322,10 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      block_size=inputs.block_size, max_seqs=inputs.max_seqs,
                      max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
                      chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),
-                     workload=workload(inputs), trace_csv=inputs.trace_csv, router=inputs.router,
-                     ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms,
-                     prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS,
-                     **inputs.speculation(kw.get("policy", "sarathi")), **kw)
+                     workload=workload(inputs), trace_csv=inputs.trace_csv,
+                     ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, max_steps=PAGE_STEPS,
+                     **inputs.caching(kw.get("policy", "sarathi")), **inputs.speculation(kw.get("policy", "sarathi")),
+                     **kw)
 
 
 def continuous_policy(inputs: LabInputs) -> str:

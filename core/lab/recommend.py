@@ -94,11 +94,13 @@ def lab_budget(inputs: LabInputs, **changes) -> Budget:
     """The sidebar's GPUs: its type, at most its count, its KV cache dtype, the weight dtypes of
     lab_dtypes, and its own schedule preferred at equal cost (so that on the default page the
     recommendation is the deployment the sidebar simulates, not its twin at another token budget);
-    with speculative decoding on, its proposer beside plain decoding."""
+    with speculative decoding on, its proposer beside plain decoding; with a host KV tier, that tier
+    where prompts share prefixes."""
     own = (continuous_policy(inputs), inputs.max_batched_tokens) if inputs.continuous_batching else None
     spec = (inputs.spec_method,) if inputs.spec_method != "off" and inputs.continuous_batching else ()
     return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=lab_dtypes(inputs),
-                          kv_dtypes=(inputs.kv_dtype,), own_schedule=own, speculative=spec), **changes)
+                          kv_dtypes=(inputs.kv_dtype,), own_schedule=own, speculative=spec,
+                          kv_offload_gb=inputs.caching()["kv_offload_gb"]), **changes)
 
 
 def _describe(r: ShapeResult, w: Workload) -> str:

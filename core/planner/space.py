@@ -104,6 +104,9 @@ class Budget:
     # N+1 redundancy: replicas (of each pool, in a prefill/decode split) beyond what meets the
     # targets, so that the deployment still meets them with N replicas lost
     spare_replicas: int = 0
+    # host memory (GiB per replica) a KV offload tier may take under the prefix cache: where prompts
+    # share prefixes, the first schedule's colocated replicas are tried with it (0: never)
+    kv_offload_gb: float = 0.0
 
     def price(self, gpu: str) -> float:
         return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
@@ -141,6 +144,7 @@ class Budget:
         for d in self.kv_dtypes:
             if d not in KV_DTYPES:
                 raise ValueError(f"unknown KV cache dtype '{d}': choose from {', '.join(KV_DTYPES)}")
+        bounds.check("kv_offload_gb", self.kv_offload_gb)
         for m in self.speculative:
             if m not in speculative.METHODS:
                 raise ValueError(f"unknown speculative method '{m}': choose from {', '.join(speculative.METHODS)}")
@@ -180,6 +184,10 @@ class Deployment:
     spec: str = ""  # speculative decoding's proposer ("": none)
     prefill_gpu: str = ""  # a split's prefill pool's GPU type when it is not `gpu` (the decode pool's)
     spare: int = 0  # of the replicas (of each pool), this many are spares: it meets the targets without them
+    # where prompts share prefixes: a router other than the engine's ("prefix": prefix-aware; "": the
+    # engine's) and a host-memory KV tier per replica (GiB; 0: none)
+    router: str = ""
+    kv_offload_gb: float = 0.0
 
     @property
     def pool_gpus(self) -> tuple[str, str]:
@@ -231,6 +239,8 @@ class Deployment:
             shape += f" ({self.spare} spare{' each' if self.disagg else ''})"
         kv = f", {self.kv_dtype} KV" if self.kv_dtype != "bf16" else ""
         spec = f", {self.spec} speculation" if self.spec else ""
+        spec += ", prefix-aware routing" if self.router == "prefix" else ""
+        spec += f", {self.kv_offload_gb:g} GiB host KV tier" if self.kv_offload_gb else ""
         return f"{gpus}: {shape}, {self.dtype}{kv}, {sched}{spec}"
 
     def to_dict(self) -> dict:
@@ -291,9 +301,10 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     policy=d.policy,
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
                     max_batched_tokens=max(budget, w.engine.max_seqs), chunk=max(budget, w.engine.max_seqs),
-                    max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=w.engine.router,
+                    max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=d.router or w.engine.router,
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
-                    prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps)
+                    prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps,
+                    kv_offload_gb=d.kv_offload_gb)
     if d.spec:
         cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
@@ -333,6 +344,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     splits' decode pools."""
     out = []
     methods = proposers(w, budget)
+    reuse = prefix_reuse(w, budget)
     room = budget.max_gpus // (1 + budget.spare_replicas)  # GPUs one replica of each pool may take
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
@@ -346,6 +358,8 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                         out.append(Deployment(gpu, tp, 1, dtype, policy, chunk, kv_dtype=kv))
                     out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, spec=m)
                                for m in methods)
+                    out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, router=router,
+                                          kv_offload_gb=gb) for router, gb in reuse)
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
                     if tp * pp <= room:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
@@ -362,6 +376,17 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                                               prefill_gpu="" if pre == dec else pre, spec=m)
                                    for ptp in ptps for dtp in dtps if ptp + dtp <= room for m in ("",) + methods)
     return out
+
+
+def prefix_reuse(w: Workload, budget: Budget) -> list[tuple[str, float]]:
+    """(router, host tier GiB) variants worth trying where prompts share prefixes and the engine
+    caches them: prefix-aware routing, and with the budget's host memory, a tier under it too."""
+    from .bounds import shares  # (bounds imports this module)
+    if not (w.engine.prefix_caching and shares(w)):
+        return []
+    routers = [""] + (["prefix"] if w.engine.router != "prefix" else [])
+    tiers = [0.0] + ([budget.kv_offload_gb] if budget.kv_offload_gb > 0 else [])
+    return [(r, gb) for r in routers for gb in tiers if r or gb]
 
 
 def proposers(w: Workload, budget: Budget) -> tuple[str, ...]:
@@ -406,6 +431,6 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
 def preference(d: Deployment, cost: float) -> tuple:
     """Cheapest first ($ per hour, `cost`); at equal cost the simpler stage, then the least
     quantisation error: 16-bit weights before fp8 before int4, a 16-bit KV cache before fp8; then
-    no proposer to run before one."""
+    no proposer to run before one, the engine's router before another, no host tier before one."""
     return (round(cost, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
-            d.spec != "")
+            d.spec != "", d.router != "", d.kv_offload_gb > 0)

@@ -35,7 +35,7 @@ DEFAULTS = dict(
     requests=2000, length_dist="lognormal", spread=0.5, arrival="poisson", cv=1.0, seed=0,
     system_prompts=0, system_prompt_tokens=0, turns=1, turn_gap_s=30.0, think_s=0.0, think_dist="fixed",
     prefill_gpus=0, min_replicas=1, scale_metric="concurrency", scale_target=64.0, scale_down_frac=0.7,
-    scale_interval_s=5.0, startup_fixed_s=30.0, load_gbps=5.0, ttft_slo_ms=1000.0, tpot_slo_ms=100.0,
+    scale_interval_s=5.0, startup_fixed_s=30.0, load_gbps=5.0, ttft_slo_ms=1000.0, tpot_slo_ms=100.0, kv_offload_gb=0.0,
     attn_kernel="paged", launch="graph", engine_overhead="vllm", step_scale=1.0,
 )
 
@@ -189,6 +189,10 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
             flag("--spec-acceptance", ",".join(_num(a) for a in rates))
         if cfg.draft_model is not None:
             flag("--draft-model", cfg.draft_model)
+
+    differs("kv-offload-gb", cfg.kv_offload_gb, "kv_offload_gb")
+    if cfg.kv_offload_gbps is not None:
+        flag("--kv-offload-gbps", cfg.kv_offload_gbps)
 
     # the cluster
     differs("router", cfg.router)

@@ -94,6 +94,11 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
              "--gpu-memory-utilization", f"{cfg.mem_util:g}", "--block-size", str(cfg.block_size)]
     if max_len:
         args += ["--max-model-len", str(max_len)]
+    if cfg.kv_offload_gb > 0:  # vLLM's native OffloadingConnector: GiB summed over the replica's ranks
+        args += ["--kv-offloading-backend", "native", "--kv-offloading-size", f"{cfg.kv_offload_gb:g}"]
+        notes.append("vLLM's CPU tier stores every block as it is computed (write-through) where the simulated "
+                     "one takes the blocks the GPU evicts: the same blocks are kept when the tier is much larger "
+                     "than the GPU's cache")
     if disagg:
         args += ["--kv-transfer-config", json.dumps(recipes()["vllm"]["kv_transfer_config"], separators=(",", ":"))]
     if cfg.spec_method is not None and decodes:
@@ -142,6 +147,9 @@ def commands(cfg: SimConfig) -> str:
     if cfg.disagg:
         lines.append("# requests reach a prefill replica, then a decode replica, through a P/D router: llm-d's "
                      "inference scheduler, or vLLM's disaggregated-serving proxy example")
+    elif ps[0]["replicas"] > 1 and cfg.router == "prefix":
+        lines.append("# route requests with a prefix-aware scheduler, as simulated: llm-d's inference scheduler with "
+                     "its prefix-cache-scorer (weight 3), queue-scorer (2) and kv-cache-utilization-scorer (2)")
     elif ps[0]["replicas"] > 1:
         lines.append("# spread requests over the replicas with a least-outstanding-requests router, as simulated "
                      "(llm-d's inference scheduler or vLLM's production stack router)")
