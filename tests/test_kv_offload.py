@@ -136,3 +136,17 @@ def test_bad_offload_and_routing_inputs_are_refused_in_one_sentence(kw, words):
     with pytest.raises(ValueError, match=words) as e:
         chat(n=50, **kw)
     assert "\n" not in str(e.value)
+
+
+def test_the_trade_off_card_runs_a_chat_where_the_sidebar_shares_nothing_and_shows_the_gain():
+    from core.lab import tradeoffs
+    from core.lab.inputs import LabInputs
+    r = tradeoffs.ab(LabInputs(gpu="l40s", gpus=2, rate=8.0, prompt_tokens=256, output_tokens=256), "prefix_reuse")
+    assert r.error is None
+    assert r.on.config.router == "prefix" and r.on.config.kv_offload_gb > 0 and r.off.config.kv_offload_gb == 0
+    assert r.on.config.workload.turns == tradeoffs.REUSE_TURNS and "share nothing" in r.note
+    a, b = r.off.summary, r.on.summary
+    assert b["prefix_hit_rate"] > a["prefix_hit_rate"] and b["ttft_ms"]["p50"] < a["ttft_ms"]["p50"]
+    table = tradeoffs.comparison(r)
+    assert "found in host memory" in table["metric"] and table["off"][table["metric"].index("found in host memory")] == "no tier"
+    assert "Prompt tokens found cached" in tradeoffs.verdict(r)

@@ -29,7 +29,8 @@ CHANGES = [
     ("selectbox", "gpu", "h200"),
     ("select_slider", "ttft", 500), ("select_slider", "budget", 4096),
     ("select_slider", "sys_prompts", 10), ("select_slider", "sys_tokens", 2048), ("select_slider", "turns", 3),
-    ("select_slider", "turn_gap", 10), ("selectbox", "spec", "eagle"), ("select_slider", "spec_k", 2),
+    ("select_slider", "turn_gap", 10), ("selectbox", "router", "prefix"), ("select_slider", "offload", 128),
+    ("select_slider", "offload", 0), ("selectbox", "router", "lor"), ("selectbox", "spec", "eagle"), ("select_slider", "spec_k", 2),
     ("select_slider", "spec_a", 0.9), ("toggle", "prefix_cache", False), ("toggle", "chunked", False),
     ("toggle", "cb", False), ("toggle", "tp_on", True), ("select_slider", "max_seqs", 64),
     ("select_slider", "block", 32), ("selectbox", "dist", "sharegpt"), ("select_slider", "tpot", 50),
@@ -293,3 +294,23 @@ def test_a_link_with_speculative_decoding_shows_what_it_gained():
     assert float(metric(at, "Tokens per step").split()[0]) == pytest.approx(tokens, abs=0.03)
     assert float(metric(at, "Draft acceptance rate").rstrip("%")) == pytest.approx(100 * (tokens - 1) / k, abs=1.5)
     assert at.query_params["spec"] == "eagle" and at.query_params["spec_a"] == "0.8"
+
+
+def test_a_link_with_a_host_kv_tier_and_prefix_routing_shows_what_the_tier_kept():
+    at = AppTest.from_file(str(ROOT / "navigation.py"), default_timeout=300)
+    for k, v in dict(turns="6", turn_gap="60", offload="128", router="prefix", gpu="l40s", gpus="2", rate="12",
+                     prompt="256", output="256").items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception and not at.error
+    simulated = next(c.value for c in at.caption if c.value.startswith("Simulated:"))
+    assert "128 GiB host KV tier" in simulated and "prefix-aware routing" in simulated
+    found = int(metric(at, "Found in host memory").split()[0].replace(",", ""))
+    assert found > 0 and found % 16 == 0  # whole blocks
+    assert metric(at, "Moved over the host link").endswith(" GB")
+    assert at.query_params["offload"] == "128" and at.query_params["router"] == "prefix"
+    # prefix caching off: the tier has nothing to keep, said in one sentence instead of figures
+    at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
+    at.run()
+    at.sidebar.toggle(key="prefix_cache").set_value(False).run()
+    assert not at.exception and any("turn continuous batching and prefix caching on" in e.value for e in at.error)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "core" / "data"
 RULES = content.rules()
 IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur",
-       "speculative_decoding", "eagle", "deepseek_mtp"]
+       "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
 
@@ -53,7 +53,7 @@ def test_every_rule_is_cited_with_a_link_authors_venue_and_year(rid):
 
 
 @pytest.mark.parametrize("rid", ["pagedattention", "orca", "sarathi", "distserve", "splitwise", "vidur",
-                                 "speculative_decoding", "eagle", "deepseek_mtp"])
+                                 "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload"])
 def test_papers_state_their_headline_number(rid):
     assert re.search(r"\d(\.\d+)?(x|%)", RULES[rid]["claim"])
 

@@ -163,7 +163,7 @@ def page_text(at) -> str:
 def test_page_renders_the_tutorial_for_the_sidebar(app):
     assert not app.exception
     md = page_text(app)
-    assert "Llama-3.1-8B" in md and "## 10. How this Lab computes all of it" in md
+    assert "Llama-3.1-8B" in md and "## 11. How this Lab computes all of it" in md
     assert "{" not in md
     assert any("follows the sidebar" in i.value for i in app.info)
     assert len(app.get("vega_lite_chart")) == 2  # throughput against batch; memory against tp

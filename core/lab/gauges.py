@@ -188,7 +188,7 @@ def headline(result: SimResult, inputs: LabInputs) -> list[dict]:
                   f"{s['mean_batch']:.1f} sequences. {d['running_batch']}"),
         dict(label="Cost per 1M output tokens", value=usd(s['cost_per_1m_tokens_usd']),
              help=f"At ${s['price_usd_per_gpu_hour']:.2f} per GPU-hour (list price, {s['price_date']})."),
-    ] + (prefix_cards(s, result.config) if inputs.shares_prefixes() else []) + speculative_cards(s)
+    ] + (prefix_cards(s, result.config) if inputs.shares_prefixes() else []) + offload_cards(s) + speculative_cards(s)
 
 
 def speculative_cards(s: dict) -> list[dict]:
@@ -202,6 +202,22 @@ def speculative_cards(s: dict) -> list[dict]:
              note=f"of {sp['spec_tokens']} draft tokens a step ({sp['method']})", help=d["spec_acceptance"]),
         dict(label="Tokens per step", value=f"{sp['tokens_per_step']:.2f} tokens",
              note="a decoding sequence gains a step", help=d["spec_tokens_per_step"]),
+    ]
+
+
+def offload_cards(s: dict) -> list[dict]:
+    """What the host KV tier kept and moved, on a run that has one."""
+    off = s.get("kv_offload")
+    if not off:
+        return []
+    d = DEFINITIONS
+    return [
+        dict(label="Found in host memory", value=f"{off['hit_tokens_host']:,} tokens",
+             note=f"of {off['hit_tokens_host'] + off['hit_tokens_gpu']:,} prompt tokens found cached",
+             help=d["offload_hits"] + f" The tier holds {off['blocks_per_replica']:,} blocks a replica "
+                                      f"({off['capacity_gib']:g} GiB); {off['blocks_dropped']:,} were dropped for room."),
+        dict(label="Moved over the host link", value=f"{off['gb_stored'] + off['gb_loaded']:,.1f} GB",
+             note=f"{off['gb_stored']:,.1f} GB out, {off['gb_loaded']:,.1f} GB back", help=d["offload_moved"]),
     ]
 
 

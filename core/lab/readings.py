@@ -25,6 +25,10 @@ DEFINITIONS = {
                         "system prompt or an earlier turn that no eviction has reclaimed."),
     "prefill_saved": ("Prompt tokens whose prefill the prefix cache skipped: their KV blocks were taken from the cache "
                       "instead of computed again."),
+    "offload_hits": ("KV offload: prompt tokens found in the host-memory tier (blocks the GPU had evicted) and "
+                     "loaded back over the host link instead of computed again."),
+    "offload_moved": ("KV offload: bytes copied to the host tier (blocks the GPU evicted) and back (blocks a later "
+                      "prompt found there)."),
     "spec_acceptance": ("Speculative decoding: draft tokens the model accepted, as a share of those proposed "
                         "(vLLM's draft acceptance rate). A draft is kept only if every draft before it was."),
     "spec_tokens_per_step": ("Speculative decoding: tokens a decoding sequence gains in a step, 1 (the model's own) "
@@ -61,6 +65,9 @@ READ = {
     "prefill_saved": lambda s: f"{s['prefill_tokens_saved']:,} tokens",
     "spec_acceptance": lambda s: f"{s['speculative']['acceptance_rate']:.0%} of drafts" if s["speculative"] else "off",
     "spec_tokens_per_step": lambda s: f"{s['speculative']['tokens_per_step']:.2f} tokens" if s["speculative"] else "1",
+    "offload_hits": lambda s: f"{s['kv_offload']['hit_tokens_host']:,} tokens" if s["kv_offload"] else "no tier",
+    "offload_moved": lambda s: (f"{s['kv_offload']['gb_stored']:,.1f} GB out, {s['kv_offload']['gb_loaded']:,.1f} GB back"
+                                if s["kv_offload"] else "no tier"),
     "gpu_hours": lambda s: f"{s['gpu_hours']:.3f} h",
     "queue": _queue,
     "gpus_replicas": lambda s: f"{s['gpus']} / {s['replicas']}",

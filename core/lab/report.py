@@ -85,6 +85,8 @@ def describe_config(cfg: SimConfig) -> str:
     model = catalog.get_model(cfg.model).label()
     spec = speculative.for_config(cfg, catalog.get_model(cfg.model))
     policy += f", speculative decoding ({spec.label()})" if spec else ""
+    policy += f", a {cfg.kv_offload_gb:g} GiB host KV tier a replica" if cfg.kv_offload_gb > 0 else ""
+    policy += ", prefix-aware routing" if cfg.router == "prefix" else ""
     if cfg.disagg:
         return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
                 f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")

@@ -140,7 +140,33 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
                   "DeepSeek's MTP module (the model ships one)" if method == "mtp" else
                   "an EAGLE head (speculative decoding is off in the sidebar)")
         return off, on, note + f" The proposer: {chosen}."
+    if tid == "prefix_reuse":
+        return reuse_configs(inputs, base, gpus, tp)
     raise ValueError(f"unknown trade-off '{tid}'")
+
+
+REUSE_TIER_GIB = 128  # the A/B's host tier when the sidebar has none: a fraction of a serving node's host memory
+REUSE_TURNS = 4  # the chat the A/B runs when the sidebar's prompts share nothing
+
+
+def reuse_configs(inputs: LabInputs, base: SimConfig, gpus: int, tp: int) -> tuple[SimConfig, SimConfig, str]:
+    """Prefix-aware routing and a host tier off (the sidebar's router, or least outstanding requests,
+    and no tier) and on, on the sidebar's workload, or a chat of REUSE_TURNS turns when its prompts
+    share nothing; two replicas at least, so that routing has a choice."""
+    g = max(gpus, 2 * tp)
+    notes = [f"Both sides run on {_gpus(g, inputs)} ({count(g // tp, 'replica')} of tp={tp})"
+             + ("" if g == inputs.gpus else f", not the sidebar's {inputs.gpus}: routing needs two replicas to choose from")
+             + "."]
+    wl = base.workload
+    if wl.prefix_groups == 0 and wl.turns <= 1 and base.trace_csv is None:
+        wl = replace(wl, turns=REUSE_TURNS)
+        notes.append(f"The sidebar's prompts share nothing, so both sides serve a chat of {REUSE_TURNS} turns a "
+                     f"conversation (each turn's prompt holds the earlier ones).")
+    gb = inputs.kv_offload_gb or REUSE_TIER_GIB
+    notes.append(f"The host tier: {gb:g} GiB per replica" + ("" if inputs.kv_offload_gb else " (none in the sidebar)") + ".")
+    off_router = base.router if base.router != "prefix" else "lor"
+    off = replace(base, gpus=g, workload=wl, router=off_router, kv_offload_gb=0.0, prefix_caching=True)
+    return off, replace(off, router="prefix", kv_offload_gb=gb), " ".join(notes)
 
 
 def spec_method(inputs: LabInputs) -> str:
@@ -194,6 +220,11 @@ def verdict(r: ABResult) -> str:
                     f"drafts save. It pays at lower load, smaller batches, or with a proposer the model agrees with "
                     f"more often.")
         return (f"{gain}; p99 TTFT {wait_change(b, a)}; throughput "
+                f"{change(b['throughput_tok_s'], a['throughput_tok_s'], tok_s)}.")
+    if tid == "prefix_reuse":
+        host = b["kv_offload"]["hit_tokens_host"] if b["kv_offload"] else 0
+        return (f"Prompt tokens found cached: {b['prefix_hit_rate']:.0%} against {a['prefix_hit_rate']:.0%} "
+                f"({host:,} of them loaded from host memory); p99 TTFT {wait_change(b, a)}; throughput "
                 f"{change(b['throughput_tok_s'], a['throughput_tok_s'], tok_s)}.")
     if tid == "streaming":
         return (f"Streaming shows the first token after {growing(fmt_ms(b['ttft_ms']['p50']), b)} (p50); waiting for the whole "
@@ -261,9 +292,13 @@ def comparison(r: ABResult) -> dict[str, list[str]]:
                                          "whole answer (p99)"],
                 "streaming": [fmt_ms(s["ttft_ms"]["p50"]), fmt_ms(s["ttft_ms"]["p99"]), "", ""],
                 "waiting for the whole answer": ["", "", f"{s['e2e_s']['p50']:.2f} s", f"{s['e2e_s']['p99']:.2f} s"]}
-    rows = COMPARED + (SPECULATIVE if r.id == "speculative" else ())
+    rows = COMPARED + EXTRA_ROWS.get(r.id, ())
     return {"metric": [label for label, _ in rows], "off": [f(r.off.summary) for _, f in rows],
             "on": [f(r.on.summary) for _, f in rows]}
 
 
-SPECULATIVE = readings.rows((("draft acceptance", "spec_acceptance"), ("tokens a step", "spec_tokens_per_step")))
+EXTRA_ROWS = {
+    "speculative": readings.rows((("draft acceptance", "spec_acceptance"), ("tokens a step", "spec_tokens_per_step"))),
+    "prefix_reuse": readings.rows((("prefix cache hit rate", "prefix_hit_rate"), ("found in host memory", "offload_hits"),
+                                   ("moved over the host link", "offload_moved"))),
+}

@@ -20,6 +20,7 @@ from .. import DATA
 from ..physics import catalog, costmodel, pipeline, speculative
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..serving import offload
 from ..serving.metrics import growing, overload
 from ..serving.simulate import kv_link, startup_seconds, steptime
 from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
@@ -296,7 +297,37 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
     n.update(_step_numbers(f, inputs))
     n.update(_sim_numbers(f, inputs))
     n.update(_spec_numbers(f, inputs))
+    n.update(_offload_numbers(f, inputs))
     return _fill_missing(n)
+
+
+OFFLOAD_TURNS = 4  # the conversation the host-tier figures follow: its fifth turn's prompt holds four
+
+
+def _offload_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
+    """A conversation's next turn: its earlier turns' KV loaded from a host tier against prefilled
+    again, on the deployment shown, and how many such conversations the GPU cache and a host tier hold."""
+    cfg, plan, gpu = f["cfg"], f["plan"], f["gpu"]
+    ctx = min(OFFLOAD_TURNS * (f["P"] + f["O"]), f["model"].max_context - f["P"])
+    link = offload.host_link_gbps(gpu)
+    load_s = ctx * f["kv_token"] / (link * 1e9 * cfg.tp)
+    prefill = steptime(cfg, prefill_tokens=ctx + f["P"])["step_ms"]
+    rest = steptime(cfg, prefill_tokens=f["P"], prefill_cached=ctx)["step_ms"]
+    tier_gib = inputs.kv_offload_gb or 128
+    conv_bytes = ctx * f["kv_token"]
+    router = offload.data()["router"]
+    return dict(
+        offload_context=toks(ctx), offload_kv=mb(conv_bytes), offload_link=f"{link:g} GB/s a GPU",
+        offload_load_ms=ms(load_s * 1e3), offload_rest_ms=ms(rest), offload_prefill_ms=ms(prefill),
+        offload_verdict=(f"loading it is {times(prefill / max(load_s * 1e3 + rest, 1e-9))} as fast as computing "
+                         f"it again" if load_s * 1e3 + rest < prefill else
+                         "here the link is slow enough that computing it again is as fast"),
+        offload_gpu_conversations=toks(plan.kv_tokens // max(ctx, 1), "conversations"),
+        offload_tier=f"{tier_gib:g} GiB",
+        offload_tier_conversations=toks(int(tier_gib * catalog.GIB // max(conv_bytes, 1)), "conversations"),
+        router_weights=(f"{router['w_prefix']['value']:g} for the cached share, {router['w_queue']['value']:g} for "
+                        f"the queue and {router['w_kv']['value']:g} for free KV"),
+    )
 
 
 def _spec_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
