@@ -564,7 +564,7 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
             np.maximum.at(longest, conv[some], (wl.prompt_tokens + wl.output_tokens)[some] // bs)
             distinct += int(longest.sum())
     entries = max(1, min(distinct, int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
-    bits = max(3, int(math.ceil(math.log2(2 * entries + 4))))
+    bits = max(4, int(math.ceil(math.log2(2 * entries + 4))))  # kvcache._slot: a bucket of 8 and more
     width = 1 << bits  # nodes: the entries and the runs of plain blocks between them (<= 2 entries + 1)
     KC = np.zeros((R, L.NKC, width), np.int64)
     KC[:, L.N_KEY, 0] = -1  # node 0: one run of every block, never used
