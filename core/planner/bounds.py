@@ -17,7 +17,7 @@ from ..physics import catalog, costmodel, speculative
 from ..physics.memory import MEM_UTIL, plan_memory
 from ..serving.simulate import model_len_for
 from ..serving.workload import generate, load_trace, uncached_prompt_tokens
-from .space import Deployment, Workload
+from .space import Deployment, Workload, shares
 
 GENEROUS = 1.15  # capacity credited beyond the roofline estimate, so that no feasible deployment is cut
 
@@ -47,14 +47,6 @@ def _requests(w: Workload):
     p, o = w.spec.means()
     longest = w.spec.longest_fixed() if w.spec.length_dist == "fixed" else 2 * (p + o)
     return generate(replace(w.spec, max_total_tokens=model_len_for(longest, catalog.get_model(w.model))))
-
-
-def shares(w: Workload) -> bool:
-    """Whether some prompts repeat a prefix another request computes (what prefix caching reuses)."""
-    if w.trace_csv is not None:
-        wl = load_trace(w.trace_csv)
-        return wl.prefix_id is not None or wl.conversation_id is not None
-    return w.spec.prefix_groups > 0 or w.spec.turns > 1
 
 
 @lru_cache(maxsize=16)

@@ -17,7 +17,7 @@ from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.stepspread import step_scales
-from ..serving.workload import WorkloadSpec
+from ..serving.workload import WorkloadSpec, load_trace
 
 # Scheduling choices: (policy, token budget = prefill chunk). vLLM V1 chunks prefills with a
 # 2,048-token budget by default for online serving; Sarathi-Serve tunes the chunk down (512) for a
@@ -378,10 +378,17 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     return out
 
 
+def shares(w: Workload) -> bool:
+    """Whether some prompts repeat a prefix another request computes (what prefix caching reuses)."""
+    if w.trace_csv is not None:
+        wl = load_trace(w.trace_csv)
+        return wl.prefix_id is not None or wl.conversation_id is not None
+    return w.spec.prefix_groups > 0 or w.spec.turns > 1
+
+
 def prefix_reuse(w: Workload, budget: Budget) -> list[tuple[str, float]]:
     """(router, host tier GiB) variants worth trying where prompts share prefixes and the engine
     caches them: prefix-aware routing, and with the budget's host memory, a tier under it too."""
-    from .bounds import shares  # (bounds imports this module)
     if not (w.engine.prefix_caching and shares(w)):
         return []
     routers = [""] + (["prefix"] if w.engine.router != "prefix" else [])
