@@ -109,15 +109,20 @@ print(json.dumps(out))
 """
 
 
+def interleaved(case: str, n: int, repeat: int) -> list[dict]:
+    """The rows a case script prints (its cases run interleaved in one fresh process)."""
+    code = case.format(root=str(ROOT), n=n, repeat=repeat)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def speculative_cases(n: int = 100_000, repeat: int = 7) -> list[dict]:
     """Speculative decoding against the plain engine on the same requests (the same output tokens):
     engine time (the least of `repeat` interleaved runs in one process) as a ratio of the plain run's,
     light and heavy. Interleaving matters: a shared VM's speed drifts by a third between runs."""
-    code = SPECULATIVE_CASE.format(root=str(ROOT), n=n, repeat=repeat)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = interleaved(SPECULATIVE_CASE, n, repeat)
     for r in rows:
         print(f"{n:>9,} requests, {r['load']:>5} ({r['rate']:g} req/s), {r['spec']:>5}: engine {r['engine_s']:.3f} s, "
               f"{r['steps'] / 1e6:.2f}M steps ({r['quiet_steps'] / max(r['steps'], 1):.0%} quiet), batch "
@@ -161,11 +166,7 @@ def offload_cases(n: int = 100_000, repeat: int = 5) -> list[dict]:
     """A host KV tier and prefix-aware routing against the plain engine (least outstanding requests,
     no tier) on the same multi-turn chat over four L40S replicas: engine time as a ratio of the
     plain run's, the least of `repeat` interleaved runs in one process."""
-    code = OFFLOAD_CASE.format(root=str(ROOT), n=n, repeat=repeat)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = interleaved(OFFLOAD_CASE, n, repeat)
     for r in rows:
         print(f"{n:>9,} requests, {r['load']}, {r['case']:>11}: engine {r['engine_s']:.3f} s, {r['steps'] / 1e6:.2f}M "
               f"steps, hit rate {r['prefix_hit_rate']:.0%}, p50 TTFT {r['ttft_p50_ms']:.0f} ms, "

@@ -160,15 +160,36 @@ def _unspare(KC, PI, r, node):
 
 
 @engine_jit
-def _append(KC, PI, r, node):
-    t = PI[r, P_PC_QTAIL]
+def _push(KC, PI, r, node, head, tail):
+    """Node to the tail of the list whose ends are PI columns head and tail (the free queue, the
+    host tier), through N_PREV/N_NEXT."""
+    t = PI[r, tail]
     KC[r, N_PREV, node] = t
     KC[r, N_NEXT, node] = -1
     if t < 0:
-        PI[r, P_PC_QHEAD] = node
+        PI[r, head] = node
     else:
         KC[r, N_NEXT, t] = node
-    PI[r, P_PC_QTAIL] = node
+    PI[r, tail] = node
+
+
+@engine_jit
+def _take_out(KC, PI, r, node, head, tail):
+    """Node out of the list whose ends are PI columns head and tail."""
+    p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
+    if p < 0:
+        PI[r, head] = n
+    else:
+        KC[r, N_NEXT, p] = n
+    if n < 0:
+        PI[r, tail] = p
+    else:
+        KC[r, N_PREV, n] = p
+
+
+@engine_jit
+def _append(KC, PI, r, node):
+    _push(KC, PI, r, node, P_PC_QHEAD, P_PC_QTAIL)
 
 
 @engine_jit
@@ -189,15 +210,7 @@ def _append_plain(KC, PI, r, count):
 
 @engine_jit
 def _cut(KC, PI, r, node):
-    p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
-    if p < 0:
-        PI[r, P_PC_QHEAD] = n
-    else:
-        KC[r, N_NEXT, p] = n
-    if n < 0:
-        PI[r, P_PC_QTAIL] = p
-    else:
-        KC[r, N_PREV, n] = p
+    _take_out(KC, PI, r, node, P_PC_QHEAD, P_PC_QTAIL)
 
 
 @engine_jit
@@ -248,41 +261,16 @@ def sync(KC, PI, r, bits):
 
 
 @engine_jit
-def _off_append(KC, PI, r, node):
-    t = PI[r, P_OFF_TAIL]
-    KC[r, N_PREV, node] = t
-    KC[r, N_NEXT, node] = -1
-    if t < 0:
-        PI[r, P_OFF_HEAD] = node
-    else:
-        KC[r, N_NEXT, t] = node
-    PI[r, P_OFF_TAIL] = node
-
-
-@engine_jit
-def _off_cut(KC, PI, r, node):
-    p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
-    if p < 0:
-        PI[r, P_OFF_HEAD] = n
-    else:
-        KC[r, N_NEXT, p] = n
-    if n < 0:
-        PI[r, P_OFF_TAIL] = p
-    else:
-        KC[r, N_PREV, n] = p
-
-
-@engine_jit
 def offload(KC, PI, r, node, bits):
     """A cached block the GPU evicts moves to the host tier's tail; a full tier drops its head (the
     least recently stored) for good."""
     KC[r, N_TIER, node] = 1
-    _off_append(KC, PI, r, node)
+    _push(KC, PI, r, node, P_OFF_HEAD, P_OFF_TAIL)
     PI[r, P_OFF_N] += 1
     PI[r, P_OFF_STORED] += 1
     if PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
         h = PI[r, P_OFF_HEAD]
-        _off_cut(KC, PI, r, h)
+        _take_out(KC, PI, r, h, P_OFF_HEAD, P_OFF_TAIL)
         _delete(KC, r, h, bits)
         KC[r, N_TIER, h] = 0
         _unspare(KC, PI, r, h)
@@ -324,7 +312,7 @@ def take_hits(RI, KC, PI, r, q, hits, cfg):
     for i in range(hits):
         node = KC[r, N_FOUND, i]
         if KC[r, N_TIER, node] == 1:  # back from the host tier into a free GPU block
-            _off_cut(KC, PI, r, node)
+            _take_out(KC, PI, r, node, P_OFF_HEAD, P_OFF_TAIL)
             KC[r, N_TIER, node] = 0
             PI[r, P_OFF_N] -= 1
             PI[r, P_OFF_LOADED] += 1
