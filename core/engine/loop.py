@@ -53,6 +53,12 @@ def known_tokens(RI, q):
 # ---------------------------------------------------------------- routing
 
 @engine_jit
+def outstanding(PI, r, cfg):
+    """Replica r's requests: waiting, running and coming in over a KV transfer or load."""
+    return PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
+
+
+@engine_jit
 def route(PI, cfg, lo, hi, rr_state):
     """Pick a replica in [lo, hi) that accepts work (state ON)."""
     router = cfg[C_ROUTER]
@@ -66,7 +72,7 @@ def route(PI, cfg, lo, hi, rr_state):
             best = r
             break
         if router == 1 or router == 3:  # least outstanding requests (the prefix router's decode pool)
-            load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
+            load = outstanding(PI, r, cfg)
         else:  # least KV load: blocks in use plus the prompts waiting for blocks
             load = (PI[r, P_USED] * cfg[C_BLOCK] + PI[r, P_QTOKENS]) / max(1, PI[r, P_BLOCKS] * cfg[C_BLOCK])
         if load < best_load:
@@ -91,7 +97,7 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
     most, least = -1, 1 << 60
     for r in range(lo, hi):
         if PI[r, P_STATE] == ON and PI[r, P_LANE] == 0:
-            load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
+            load = outstanding(PI, r, cfg)
             most, least = max(most, load), min(least, load)
     if most < 0:
         return route(PI, cfg, lo, hi, rr_state)
@@ -107,7 +113,7 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
             sync(KC, PI, r, cfg[C_PC_BITS])
             hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg)
             prefix = (hits - host + cf[G_ROUTE_HOST] * host) / blocks
-        load = PI[r, P_NWAIT] + replica_running(PI, r, cfg) + PI[r, P_NXFER]
+        load = outstanding(PI, r, cfg)
         queue = 1.0 if most == least else (most - load) / (most - least)
         free_kv = 1.0 - PI[r, P_USED] / max(1, PI[r, P_BLOCKS])
         score = cf[G_ROUTE_W_PREFIX] * prefix + cf[G_ROUTE_W_QUEUE] * queue + cf[G_ROUTE_W_KV] * free_kv
@@ -285,7 +291,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         RI[q, R_BLOCKS] += need
         PI[r, P_USED] += need
         _admit(RI, PI, SLOTS, r, q, n, p, mix)
-        budget -= n  # a decode is not a new prompt: not counted as admitted
+        budget -= n  # a landed decode is not a new prompt: not counted as admitted
     cache = paged and caching(PI, r, cfg)
     while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < cfg[C_MAX_SEQS] and budget > 0:
         q = PI[g, P_HEAD]
