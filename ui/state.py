@@ -15,6 +15,7 @@ from core import bounds
 from core.physics import catalog, speculative
 from core.lab import sweeps
 from core.lab.inputs import LabInputs, with_trace_lengths
+from core.serving import offload
 from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
 from ui import links, widgets, yourgpu, yourmodel
 
@@ -192,9 +193,9 @@ def _knobs() -> None:
     st.number_input("Seed", *bounds.sidebar_range("seed"), DEFAULTS.seed, key="seed", persist_state="session")
     st.selectbox("Router", list(links.ROUTERS), 0, key="router", persist_state="session", format_func=links.ROUTERS.get,
                  help="How the gateway picks a replica. Prefix-aware scores each replica by the share of the "
-                      "request's prompt it holds cached, against its queue and its free KV (llm-d's scheduler, "
-                      "its default weights 3, 2 and 2): a conversation's next turn goes where its earlier turns "
-                      "are. Needs prefix caching.")
+                      "request's prompt it holds cached, against its queue and its free KV (llm-d's scheduler's "
+                      f"default weights: {offload.router_weights()}): a conversation's next turn goes where its "
+                      "earlier turns are. Needs prefix caching.")
     cache_on = st.session_state.get("prefix_cache", DEFAULTS.prefix_caching) and st.session_state.get(
         "cb", DEFAULTS.continuous_batching)
     st.select_slider("KV offload to host memory (GiB per replica)", bounds.sidebar_options("kv_offload_gb"),
@@ -202,8 +203,8 @@ def _knobs() -> None:
                      format_func=lambda gb: "off" if gb == 0 else f"{gb:g} GiB",
                      help="A tier of host memory under the prefix cache (vLLM's --kv-offloading-size, LMCache's "
                           "CPU store): blocks the GPU evicts go there, and a later prompt that finds them loads "
-                          "them back over PCIe (about 50 GB/s a GPU on Hopper, 25 on Ampere and Ada) instead of "
-                          "computing them again, waiting while the copy runs. Needs prefix caching.")
+                          f"them back over PCIe ({offload.host_links()}) instead of computing them again, "
+                          "waiting while the copy runs. Needs prefix caching.")
     st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", persist_state="session", format_func=weights_label,
                  help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
                       "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "

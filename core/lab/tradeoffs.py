@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..physics import catalog
+from ..serving import offload
 from ..serving.metrics import growing
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
@@ -145,7 +146,6 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
     raise ValueError(f"unknown trade-off '{tid}'")
 
 
-REUSE_TIER_GIB = 128  # the A/B's host tier when the sidebar has none: a fraction of a serving node's host memory
 REUSE_TURNS = 4  # the chat the A/B runs when the sidebar's prompts share nothing
 
 
@@ -162,7 +162,7 @@ def reuse_configs(inputs: LabInputs, base: SimConfig, gpus: int, tp: int) -> tup
         wl = replace(wl, turns=REUSE_TURNS)
         notes.append(f"The sidebar's prompts share nothing, so both sides serve a chat of {REUSE_TURNS} turns a "
                      f"conversation (each turn's prompt holds the earlier ones).")
-    gb = inputs.kv_offload_gb or REUSE_TIER_GIB
+    gb = inputs.kv_offload_gb or offload.TEACHING_TIER_GIB
     notes.append(f"The host tier: {gb:g} GiB per replica" + ("" if inputs.kv_offload_gb else " (none in the sidebar)") + ".")
     off_router = base.router if base.router != "prefix" else "lor"
     off = replace(base, gpus=g, workload=wl, router=off_router, kv_offload_gb=0.0, prefix_caching=True)

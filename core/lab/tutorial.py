@@ -313,9 +313,8 @@ def _offload_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
     load_s = ctx * f["kv_token"] / (link * 1e9 * cfg.tp)
     prefill = steptime(cfg, prefill_tokens=ctx + f["P"])["step_ms"]
     rest = steptime(cfg, prefill_tokens=f["P"], prefill_cached=ctx)["step_ms"]
-    tier_gib = inputs.kv_offload_gb or 128
+    tier_gib = inputs.kv_offload_gb or offload.TEACHING_TIER_GIB
     conv_bytes = ctx * f["kv_token"]
-    router = offload.data()["router"]
     return dict(
         offload_context=toks(ctx), offload_kv=mb(conv_bytes), offload_link=f"{link:g} GB/s a GPU",
         offload_load_ms=ms(load_s * 1e3), offload_rest_ms=ms(rest), offload_prefill_ms=ms(prefill),
@@ -325,8 +324,7 @@ def _offload_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         offload_gpu_conversations=toks(plan.kv_tokens // max(ctx, 1), "conversations"),
         offload_tier=f"{tier_gib:g} GiB",
         offload_tier_conversations=toks(int(tier_gib * catalog.GIB // max(conv_bytes, 1)), "conversations"),
-        router_weights=(f"{router['w_prefix']['value']:g} for the cached share, {router['w_queue']['value']:g} for "
-                        f"the queue and {router['w_kv']['value']:g} for free KV"),
+        router_weights=offload.router_weights(),
     )
 
 

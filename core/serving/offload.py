@@ -12,6 +12,9 @@ from ..engine import layout as L
 from ..physics import catalog
 
 GIB = float(1 << 30)
+# the host tier the Lab shows where the sidebar sets none (the Trade-offs A/B, the Tutorial): the
+# Lab's assumption, a small share of a serving node's host memory (1-2 TiB on an HGX node)
+TEACHING_TIER_GIB = 128
 
 
 @lru_cache(maxsize=1)
@@ -26,6 +29,21 @@ def host_link_gbps(gpu: catalog.GPU) -> float:
         raise ValueError(f"no host-link bandwidth is known for {gpu.name} ({gpu.arch or 'no family'}): "
                          f"give --kv-offload-gbps")
     return float(links[gpu.arch]["value"])
+
+
+def router_weights() -> str:
+    """The prefix-aware router's weights in words, as data/kv_offload.json sources them."""
+    w = data()["router"]
+    return (f"{w['w_prefix']['value']:g} for the cached share, {w['w_queue']['value']:g} for the queue and "
+            f"{w['w_kv']['value']:g} for free KV")
+
+
+def host_links() -> str:
+    """The host links' default bandwidths in words, by GPU family."""
+    by_rate: dict[float, list[str]] = {}
+    for family, v in data()["host_link_gbps"].items():
+        by_rate.setdefault(v["value"], []).append(family)
+    return "; ".join(f"{rate:g} GB/s a GPU on {', '.join(fams)}" for rate, fams in sorted(by_rate.items(), reverse=True))
 
 
 def check(cfg) -> None:

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from .. import DATA
 from ..physics import catalog, speculative
+from . import offload
 from .simulate import SimConfig, _budget, prefill_gpu_of
 
 
@@ -148,8 +149,8 @@ def commands(cfg: SimConfig) -> str:
         lines.append("# requests reach a prefill replica, then a decode replica, through a P/D router: llm-d's "
                      "inference scheduler, or vLLM's disaggregated-serving proxy example")
     elif ps[0]["replicas"] > 1 and cfg.router == "prefix":
-        lines.append("# route requests with a prefix-aware scheduler, as simulated: llm-d's inference scheduler with "
-                     "its prefix-cache-scorer (weight 3), queue-scorer (2) and kv-cache-utilization-scorer (2)")
+        lines.append("# route requests with a prefix-aware scheduler, as simulated: llm-d's inference scheduler, "
+                     f"its scorers weighted {offload.router_weights()}")
     elif ps[0]["replicas"] > 1:
         lines.append("# spread requests over the replicas with a least-outstanding-requests router, as simulated "
                      "(llm-d's inference scheduler or vLLM's production stack router)")
