@@ -8,9 +8,11 @@ Two ways to hold a sequence's KV cache:
 Replica columns live in the engine's replica table; this module only does the arithmetic, and,
 with prefix caching, keeps the cached blocks and the free queue (below).
 """
+import numpy as np
+
 from ..jit import engine_jit
 from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_HASH, N_HKEY, N_KEY, N_NEXT, N_PREV,
-                     N_REF, N_SLOT, N_TIER, P_OFF_CAP, P_OFF_DROPPED, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED,
+                     N_REF, N_RING, N_SLOT, P_OFF_CAP, P_OFF_DROPPED, P_OFF_SWEEP, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED,
                      P_OFF_TAIL,
                      P_BLOCKS, P_PC_EVICTED, P_PC_SHARED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
                      R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
@@ -99,49 +101,55 @@ def _slot(key, bits):
     return ((group << BUCKET_BITS) | (key & (BUCKET - 1))) & ((1 << bits) - 1)
 
 
+# A slot's value (row N_HASH) is node + 1 for a block on the GPU, minus one minus its place in the
+# host tier's order for a block there (below), 0 for an empty slot; its key is in row N_HKEY.
+
+
 @engine_jit
-def probe(KC, r, key, bits):
-    """The slot holding `key`, or minus one minus the empty slot where it would go (open
-    addressing, linear probing; each slot holds its key, so a probe reads one row)."""
-    mask = (1 << bits) - 1
+def probe(KC, PI, r, key, bits):
+    """The slot holding `key`, or minus one minus the slot where it would go: an empty one, or its
+    own left behind when the host tier dropped it (open addressing, linear probing)."""
+    mask, head = (1 << bits) - 1, PI[r, P_OFF_HEAD]
     i = _slot(key, bits)
     while True:
-        if KC[r, N_HASH, i] == 0:
+        v = KC[r, N_HASH, i]
+        if v == 0:
             return -1 - i
         if KC[r, N_HKEY, i] == key:
-            return i
+            return i if v > 0 or -1 - v >= head else -1 - i
         i = (i + 1) & mask
 
 
 @engine_jit
-def find(KC, r, key, bits):
-    """The node holding `key`, or -1."""
-    i = probe(KC, r, key, bits)
-    return KC[r, N_HASH, i] - 1 if i >= 0 else -1
+def find(KC, PI, r, key, bits):
+    """The GPU node holding `key`, or -1 (also when the block is only in the host tier)."""
+    i = probe(KC, PI, r, key, bits)
+    return max(-1, KC[r, N_HASH, i] - 1) if i >= 0 else -1
 
 
 @engine_jit
-def _put(KC, r, i, node, key):
-    KC[r, N_HASH, i] = node + 1
+def _put(KC, r, i, key, value):
     KC[r, N_HKEY, i] = key
-    KC[r, N_SLOT, node] = i
+    KC[r, N_HASH, i] = value
+    if value > 0:
+        KC[r, N_SLOT, value - 1] = i
 
 
 @engine_jit
-def _delete(KC, r, node, bits):
-    """Remove a node's key, shifting later entries of its probe run back (no tombstones)."""
+def _delete(KC, r, i, bits):
+    """Empty slot i, shifting later entries of its probe run back (no tombstones)."""
     mask = (1 << bits) - 1
-    i = KC[r, N_SLOT, node]
     j = i
     while True:
         j = (j + 1) & mask
         v = KC[r, N_HASH, j]
         if v == 0:
             break
-        k = _slot(KC[r, N_HKEY, j], bits)
+        key = KC[r, N_HKEY, j]
+        k = _slot(key, bits)
         # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
         if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            _put(KC, r, i, v - 1, KC[r, N_HKEY, j])
+            _put(KC, r, i, key, v)
             i = j
     KC[r, N_HASH, i] = 0
 
@@ -244,46 +252,103 @@ def sync(KC, PI, r, bits):
             PI[r, P_PC_EVICTED] += 1
             over -= 1
             if PI[r, P_OFF_CAP] > 0:  # evicted to the host tier, not forgotten
-                _unlink(KC, PI, r, h)
                 offload(KC, PI, r, h, bits)
-                continue
-            _delete(KC, r, h, bits)
-            PI[r, P_PC_ENTRIES] -= 1
+            else:
+                _delete(KC, r, KC[r, N_SLOT, h], bits)
+                PI[r, P_PC_ENTRIES] -= 1
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
 
 
 # ---------------------------------------------------------------- the host tier (KV offload)
 #
-# A victim tier: the cached blocks the GPU evicts, kept in host memory in an LRU list of their own
-# (layout.py); they stay entries of the same hash table, so one lookup walks both tiers. A hit
-# there takes a free GPU block and leaves the tier (loop.py loads it over the host link).
+# A victim tier: the cached blocks the GPU evicts, kept in host memory, least recently stored
+# dropped first. They stay entries of the same hash table, so one lookup walks both tiers, but
+# hold no node: the slot's value is minus one minus the block's place in the order stored (P_OFF_TAIL
+# places so far), its key kept at that place in a ring (row N_RING), where a block loaded back
+# leaves a hole (-1). Dropping the oldest moves the ring's head (P_OFF_HEAD) past it and leaves
+# its slot alone: a slot whose place lies behind the head is empty to a probe, taken again by the
+# same key, and cleared in one pass over the table once drops since the last (P_OFF_SWEEP) reach a
+# quarter of its slots. So storing a block and later dropping it touch one slot, once, and the ring
+# in order: a tier holds several times the GPU's blocks, and a node or a probe per block dropped
+# would not stay in the processor's cache. A hit there takes a free GPU block and a node again
+# (loop.py loads it over the host link).
 
 
 @engine_jit
 def offload(KC, PI, r, node, bits):
-    """A cached block the GPU evicts moves to the host tier's tail; a full tier drops its head (the
-    least recently stored) for good."""
-    KC[r, N_TIER, node] = 1
-    _push(KC, PI, r, node, P_OFF_HEAD, P_OFF_TAIL)
+    """A cached block the GPU evicts (its node, freed by the caller) moves to the host tier's tail; a
+    full tier drops the least recently stored block for good."""
+    mask = (1 << bits) - 1
+    if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] > mask:
+        _compact(KC, PI, r, bits)
+    KC[r, N_RING, PI[r, P_OFF_TAIL] & mask] = KC[r, N_KEY, node]
+    KC[r, N_HASH, KC[r, N_SLOT, node]] = -1 - PI[r, P_OFF_TAIL]
+    PI[r, P_OFF_TAIL] += 1
     PI[r, P_OFF_N] += 1
     PI[r, P_OFF_STORED] += 1
     if PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
-        h = PI[r, P_OFF_HEAD]
-        _take_out(KC, PI, r, h, P_OFF_HEAD, P_OFF_TAIL)
-        _delete(KC, r, h, bits)
-        KC[r, N_TIER, h] = 0
-        _unspare(KC, PI, r, h)
+        while KC[r, N_RING, PI[r, P_OFF_HEAD] & mask] < 0:
+            PI[r, P_OFF_HEAD] += 1
+        PI[r, P_OFF_HEAD] += 1
         PI[r, P_OFF_N] -= 1
         PI[r, P_PC_ENTRIES] -= 1
         PI[r, P_OFF_DROPPED] += 1
+        PI[r, P_OFF_SWEEP] += 1
+        if PI[r, P_OFF_SWEEP] > mask >> 2:
+            _sweep(KC, PI, r, bits)
 
 
 @engine_jit
-def lookup(RI, KC, PI, r, q, tokens, cfg):
+def _sweep(KC, PI, r, bits):
+    """Clear the slots of the blocks the tier dropped, in one pass round the table from an empty
+    slot: each entry kept moves to the first empty slot from its home on (its run's entries met in
+    order, as if the run were filled again), so probes stay valid without a shift per slot cleared."""
+    mask, head = (1 << bits) - 1, PI[r, P_OFF_HEAD]
+    start = 0
+    while KC[r, N_HASH, start] != 0:
+        start += 1
+    for k in range(1, mask + 1):
+        j = (start + k) & mask
+        v = KC[r, N_HASH, j]
+        if v == 0:
+            continue
+        if v < 0 and -1 - v < head:  # dropped
+            KC[r, N_HASH, j] = 0
+            continue
+        key = KC[r, N_HKEY, j]
+        i = _slot(key, bits)  # its home: in its run, so between the pass's start and j
+        while i != j and KC[r, N_HASH, i] != 0:
+            i = (i + 1) & mask
+        if i != j:
+            _put(KC, r, i, key, v)
+            KC[r, N_HASH, j] = 0
+    PI[r, P_OFF_SWEEP] = 0
+
+
+@engine_jit
+def _compact(KC, PI, r, bits):
+    """The ring is full of blocks and holes: move its blocks up against its head, in order. (The
+    blocks never exceed half the ring, the most entries the table holds, so this runs at most once
+    every half ring of loads.)"""
+    mask = (1 << bits) - 1
+    to = PI[r, P_OFF_HEAD]
+    for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
+        key = KC[r, N_RING, at & mask]
+        if key >= 0:
+            KC[r, N_RING, to & mask] = key
+            KC[r, N_HASH, probe(KC, PI, r, key, bits)] = -1 - to
+            to += 1
+    PI[r, P_OFF_TAIL] = to
+
+
+@engine_jit
+def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
     """Request q's leading full blocks found in the cache (at most tokens - 1 tokens' worth: the
     last token is always computed, to sample from), how many of them no request holds (taking
-    those uses free blocks), and how many of those are in the host tier. Call after `sync`."""
+    those uses free blocks), and how many of those are in the host tier. Call after `sync`.
+    nodes: also count the blocks no request holds and keep what was found for take_hits (a router
+    weighing replicas needs neither, and reading each block's node costs a cache miss)."""
     bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
     limit = (tokens - 1) // bs
     hits, idle, host = 0, 0, 0
@@ -291,29 +356,38 @@ def lookup(RI, KC, PI, r, q, tokens, cfg):
         key = block_key(RI, q, hits, bs)
         if key < 0:
             break
-        node = find(KC, r, key, bits)
-        if node < 0:
+        slot = probe(KC, PI, r, key, bits)
+        if slot < 0:
             break
-        if KC[r, N_TIER, node] == 1:  # in the host tier: it needs a free GPU block to load into
+        node = KC[r, N_HASH, slot] - 1
+        if node < 0:  # in the host tier: it needs a free GPU block to load into
             host += 1
             idle += 1
-        elif KC[r, N_REF, node] == 0:
+            node = -1 - slot
+        elif nodes and KC[r, N_REF, node] == 0:
             idle += 1
-        KC[r, N_FOUND, hits] = node  # for take_hits (hits never exceed the entries, nor the row)
+        if nodes:
+            KC[r, N_FOUND, hits] = node  # for take_hits (hits never exceed the entries, nor the row)
         hits += 1
     return hits, idle, host
 
 
 @engine_jit
 def take_hits(RI, KC, PI, r, q, hits, cfg):
-    """q holds its first `hits` blocks from the cache (the nodes `lookup` found just before): they
-    leave the free queue if no one held them."""
-    bs = cfg[C_BLOCK]
+    """q holds its first `hits` blocks from the cache (what `lookup` found just before: a node, or
+    minus one minus the slot of a block in the host tier): they leave the free queue if no one held
+    them, or the tier into a node of their own."""
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
     for i in range(hits):
         node = KC[r, N_FOUND, i]
-        if KC[r, N_TIER, node] == 1:  # back from the host tier into a free GPU block
-            _take_out(KC, PI, r, node, P_OFF_HEAD, P_OFF_TAIL)
-            KC[r, N_TIER, node] = 0
+        if node < 0:  # back from the host tier into a free GPU block
+            slot = -1 - node
+            KC[r, N_RING, (-1 - KC[r, N_HASH, slot]) & ((1 << bits) - 1)] = -1
+            node = _spare(KC, PI, r)
+            KC[r, N_KEY, node] = KC[r, N_HKEY, slot]
+            KC[r, N_REF, node] = 0
+            KC[r, N_COUNT, node] = 0
+            _put(KC, r, slot, KC[r, N_KEY, node], node + 1)
             PI[r, P_OFF_N] -= 1
             PI[r, P_OFF_LOADED] += 1
             PI[r, P_USED] += 1
@@ -343,14 +417,14 @@ def register(RI, KC, PI, r, q, upto, cfg):
         key = block_key(RI, q, i, bs)
         if key < 0:
             break
-        slot = probe(KC, r, key, bits)
+        slot = probe(KC, PI, r, key, bits)
         if slot >= 0:
             break
         node = _spare(KC, PI, r)
         KC[r, N_KEY, node] = key
         KC[r, N_REF, node] = 1
         KC[r, N_COUNT, node] = 0
-        _put(KC, r, -1 - slot, node, key)
+        _put(KC, r, -1 - slot, key, node + 1)
         PI[r, P_PC_ENTRIES] += 1
         i += 1
     RI[q, R_REF] = i
@@ -371,13 +445,13 @@ def release_cached(RI, KC, PI, r, q, cfg):
     freed = nb - own_end
     for i in range(own_end - 1, nref - 1, -1):
         key = block_key(RI, q, i, bs)
-        slot = probe(KC, r, key, bits) if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] else 0
+        slot = probe(KC, PI, r, key, bits) if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] else 0
         if slot < 0:
             node = _spare(KC, PI, r)
             KC[r, N_KEY, node] = key
             KC[r, N_REF, node] = 0
             KC[r, N_COUNT, node] = 0
-            _put(KC, r, -1 - slot, node, key)
+            _put(KC, r, -1 - slot, key, node + 1)
             PI[r, P_PC_ENTRIES] += 1
             PI[r, P_PC_CACHED] += 1
             _append(KC, PI, r, node)
@@ -385,7 +459,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
             _append_plain(KC, PI, r, 1)
         freed += 1
     for i in range(nref - 1, -1, -1):
-        node = find(KC, r, block_key(RI, q, i, bs), bits)
+        node = find(KC, PI, r, block_key(RI, q, i, bs), bits)
         KC[r, N_REF, node] -= 1
         if KC[r, N_REF, node] == 0:
             PI[r, P_PC_CACHED] += 1
@@ -415,17 +489,21 @@ def books(PI, KC, r: int) -> dict:
             assert KC[r, N_REF, node] == 0, "a block in the free queue is held by a request"
         nodes += 1
         node = KC[r, N_NEXT, node]
-    host, node = 0, PI[r, P_OFF_HEAD]
-    while node >= 0:
-        assert KC[r, N_TIER, node] == 1 and KC[r, N_REF, node] == 0, "a block in the host tier is on the GPU or held"
-        host += 1
-        node = KC[r, N_NEXT, node]
-    slots = (KC[r, N_HASH] > 0).nonzero()[0]
-    held = KC[r, N_HASH, slots] - 1
-    assert (KC[r, N_SLOT, held] == slots).all() and (KC[r, N_KEY, held] == KC[r, N_HKEY, slots]).all(), \
+    keys, values = KC[r, N_HKEY], KC[r, N_HASH]
+    gpu = (values > 0).nonzero()[0]
+    tier = ((values < 0) & (-1 - values >= PI[r, P_OFF_HEAD])).nonzero()[0]  # the rest were dropped
+    slots = np.concatenate([gpu, tier])
+    held = values[gpu] - 1
+    assert (KC[r, N_SLOT, held] == gpu).all() and (KC[r, N_KEY, held] == keys[gpu]).all(), \
         "the hash table and its nodes disagree"
+    mask = KC.shape[2] - 1
+    ring = [int(KC[r, N_RING, at & mask]) for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL])]
+    host = [key for key in ring if key >= 0]
+    assert sorted(host) == sorted(int(k) for k in keys[tier]) and \
+        (KC[r, N_RING, (-1 - values[tier]) & mask] == keys[tier]).all(), \
+        "a block in the host tier is not in its ring, or twice"
     entries = len(slots)
     return dict(pool=int(PI[r, P_BLOCKS]), used=int(PI[r, P_USED]), free=plain, cached=cached, entries=entries,
-                host=host, host_capacity=int(PI[r, P_OFF_CAP]),
+                host=len(host), host_capacity=int(PI[r, P_OFF_CAP]),
                 counted=dict(free=int(PI[r, P_PC_ANON]), cached=int(PI[r, P_PC_CACHED]),
                              entries=int(PI[r, P_PC_ENTRIES]), host=int(PI[r, P_OFF_N])))

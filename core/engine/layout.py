@@ -64,8 +64,8 @@ L_PRE, L_SCH_REQ, L_SCH_N, L_FRESH, L_HEAP, NL = range(6)
 
 # ---- the prefix cache's tables: KC[r, row, i] (kvcache.py); N_* rows describe node i (a cached
 # block, or a run of blocks that hold no cached prefix; N_SLOT: where the hash table holds it),
-# rows N_HASH and N_HKEY are the hash table (node + 1, 0 if empty; the key), N_FOUND the nodes the
-# last lookup found
+# rows N_HASH and N_HKEY are the hash table (each slot's value and key: kvcache.py), N_FOUND what
+# the last lookup found
 N_KEY, N_REF, N_PREV, N_NEXT, N_COUNT, N_SLOT, N_HASH, N_HKEY, N_FOUND, NKC = range(10)
 
 # ---- per-replica cohort buckets: BKT[r, kind, phase]
@@ -148,18 +148,19 @@ O_SPEC_SEQ_STEPS, O_SPEC_ACCEPTED = NOI, NOI + 1
 NOI = NOI + 2
 # ---- KV offload (kvcache.py): a host-memory tier under each replica's prefix cache, as vLLM's
 # OffloadingConnector (CPU backend) and LMCache's local CPU store keep one. Cached blocks the GPU
-# evicts move there (N_TIER 1) into the tier's own LRU list (P_OFF_HEAD/P_OFF_TAIL, through
-# N_PREV/N_NEXT), up to P_OFF_CAP blocks, dropping its least recently used; a lookup that meets
-# them loads them back over the host link (G_OFF_S_BYTE seconds a byte, all the replica's GPUs
-# together), one load after another (PF Q_INGRESS, the link into a replica that never receives a
-# prefill's KV: a caching replica), while the request waits with its blocks taken (S_XFER, in the F
-# list, R_HOME -1) and then joins the landed queue (P_LHEAD) to compute the rest of its prompt.
+# evicts move there, up to P_OFF_CAP blocks, dropping the least recently stored: they keep their
+# hash table entry and give up their node (row N_RING, the ring of their keys in the order
+# stored, and P_OFF_HEAD / P_OFF_TAIL / P_OFF_SWEEP: kvcache.py). A lookup that meets them loads
+# them back over the host link (G_OFF_S_BYTE seconds a byte, all the replica's GPUs together), one
+# load after another (PF Q_INGRESS, the link into a replica that never receives a prefill's KV: a
+# caching replica), while the request waits with its blocks taken (S_XFER, in the F list, R_HOME
+# -1) and then joins the landed queue (P_LHEAD) to compute the rest of its prompt.
 # P_OFF_N: blocks in the tier; P_OFF_STORED / P_OFF_LOADED / P_OFF_DROPPED: blocks stored to it,
 # loaded back from it, and dropped from it to make room
-N_TIER = NKC
+N_RING = NKC
 NKC = NKC + 1
-P_OFF_CAP, P_OFF_N, P_OFF_HEAD, P_OFF_TAIL, P_OFF_STORED, P_OFF_LOADED, P_OFF_DROPPED = range(NPI, NPI + 7)
-NPI = NPI + 7
+P_OFF_CAP, P_OFF_N, P_OFF_HEAD, P_OFF_TAIL, P_OFF_STORED, P_OFF_LOADED, P_OFF_DROPPED, P_OFF_SWEEP = range(NPI, NPI + 8)
+NPI = NPI + 8
 G_OFF_S_BYTE = NCF
 NCF = NCF + 1
 # ---- prefix-aware routing (loop.py route_prefix; router 3, "prefix"): each replica's score is

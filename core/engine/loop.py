@@ -111,7 +111,7 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
         prefix = 0.0
         if cfg[C_PREFIX] == 1 and caching(PI, r, cfg):
             sync(KC, PI, r, cfg[C_PC_BITS])
-            hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg)
+            hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg, False)
             prefix = (hits - host + cf[G_ROUTE_HOST] * host) / blocks
         load = outstanding(PI, r, cfg)
         queue = 1.0 if most == least else (most - load) / (most - least)
@@ -298,7 +298,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         hits, idle, host = 0, 0, 0  # leading blocks found cached, those no request holds, those in the host tier
         if cache and RI[q, R_BLOCKS] == 0:
             sync(KC, PI, g, cfg[C_PC_BITS])
-            hits, idle, host = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg)
+            hits, idle, host = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg, True)
         c0 = RI[q, R_COMPUTED] + hits * bs
         n = known_tokens(RI, q) - c0
         if chunked:

@@ -477,7 +477,6 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     cfg_f[L.G_PP_S_BYTE_NET], cfg_f[L.G_PP_LAT_NET] = pipeline.handoff_link(gpu, pools[0].tp, True, eff)
 
     offload.configure(cfg, gpu, pools, cfg_f)
-    PI[:, L.P_OFF_HEAD] = PI[:, L.P_OFF_TAIL] = -1
     PI[:, L.P_OFF_CAP] = offload.tier_blocks(cfg, pools[0], cfg_f[L.G_KV_BYTES_TOKEN])
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
