@@ -38,10 +38,10 @@ def test_a_link_with_seed_inf_is_a_notice_not_a_traceback(seed):
 
 
 def test_hand_edited_bad_values_name_the_parameter_the_value_and_what_was_used():
-    at = opened({"rate": "abc", "gpus": "500", "model": "gpt-9", "prompt": "-5", "cb": "maybe", "dtype": "fp4"})
+    at = opened({"rate": "abc", "gpus": "500", "model": "gpt-9", "prompt": "-5", "cb": "maybe", "dtype": "fp3"})
     text = " ".join(notices(at))
     for said in ("rate=abc", "4 (the default)", "gpus=500", "64 (the nearest)", "model=gpt-9", "llama-3.1-8b (the default)",
-                 "prompt=-5", "512 (the default)", "cb=maybe", "true or false", "dtype=fp4", "bf16, fp8"):
+                 "prompt=-5", "512 (the default)", "cb=maybe", "true or false", "dtype=fp3", "bf16, fp8"):
         assert said in text, said
     ss = at.session_state
     assert (ss["rate"], ss["gpus"], ss["model"], ss["prompt"], ss["cb"], ss["dtype"]) == \

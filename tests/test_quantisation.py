@@ -140,3 +140,62 @@ def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_fp8_on_an_a10
     at.run()
     assert not at.exception
     assert any("no FP8 support" in e.value for e in at.error)
+
+
+# ---- FP4 weights on Blackwell: NVFP4 (4-bit values, an FP8 scale per 16) and MXFP4 (an 8-bit scale per 32)
+B200, H200 = catalog.get_gpu("b200"), catalog.get_gpu("h200")
+
+
+def test_fp4_formats_are_four_bits_plus_their_block_scales():
+    # the linear layers shrink by what each format saves a weight; the embedding and LM head stay 16-bit
+    saved = {d: L70.weight_bytes("bf16") - L70.weight_bytes(d) for d in ("fp8", "fp4", "mxfp4")}
+    assert saved["fp4"] / saved["fp8"] == pytest.approx((2 - (4 + 8 / 16) / 8) / 1)
+    assert saved["mxfp4"] / saved["fp8"] == pytest.approx((2 - (4 + 8 / 32) / 8) / 1)
+    assert weight_bytes_per_gpu(L70, 1, "fp4") < weight_bytes_per_gpu(L70, 1, "int4") * 1.1
+
+
+def test_fp4_reads_fewer_bytes_a_decode_step_and_multiplies_at_the_fp4_rate():
+    decode = {d: steptime(B200, L70, 1, decode_batch=1, context=512, dtype=d) for d in ("fp8", "fp4", "mxfp4")}
+    assert decode["fp4"]["step_ms"] < 0.75 * decode["fp8"]["step_ms"]  # memory bound: 0.56 bytes a weight, not 1
+    assert decode["mxfp4"]["step_ms"] < 0.75 * decode["fp8"]["step_ms"]
+    prefill = {d: steptime(B200, L70, 1, prefill_tokens=8192, dtype=d)["breakdown_ms"]["linear"]
+               for d in ("fp8", "fp4", "mxfp4")}
+    assert 0.45 < prefill["fp4"] / prefill["fp8"] < 0.6  # compute bound: B200's FP4 rate is twice its FP8 rate
+    assert 0.95 < prefill["mxfp4"] / prefill["fp8"] < 1.05  # MXFP4 weights against 8-bit activations: the FP8 rate
+
+
+@pytest.mark.parametrize("dtype", ["fp4", "mxfp4"])
+def test_a_gpu_without_fp4_tensor_cores_is_refused_fp4_in_one_sentence_naming_the_fix(dtype):
+    assert B200.supports_fp4 and not H200.supports_fp4 and "FP4" in B200.source["fp4"]
+    for call in (lambda: plan_memory(H200, L70, dtype=dtype),
+                 lambda: steptime(H200, L70, 1, decode_batch=1, context=16, dtype=dtype),
+                 lambda: simulate(SimConfig(gpu="h200", model="llama-3.1-8b", dtype=dtype,
+                                            workload=WorkloadSpec(n_requests=10)))):
+        with pytest.raises(ValueError, match=f"no FP4 tensor cores.*{dtype} weights: choose fp8, int4 or bf16"):
+            call()
+    assert plan_memory(B200, L70, dtype=dtype).kv_blocks > 0
+
+
+def test_the_planner_searches_fp4_only_where_the_gpu_runs_it():
+    from core.planner.space import Budget, Targets, Workload, shapes
+    w = Workload("llama-3.1-70b", WorkloadSpec(rate=0.5, n_requests=300, prompt_mean=512, output_mean=128,
+                                               length_dist="fixed"), Targets(5000, 200))
+    formats = dict(dtypes=("fp8", "fp4"))
+    assert {d.dtype for d in shapes(w, Budget(gpu_types=("b200",), **formats))} == {"fp8", "fp4"}
+    assert {d.dtype for d in shapes(w, Budget(gpu_types=("h200",), **formats))} == {"fp8"}
+
+
+def test_the_lab_serves_fp4_weights_on_a_b200_and_refuses_them_on_an_h200():
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=300)
+    at.session_state["advanced"] = True
+    at.run()
+    for key, value in (("gpu", "b200"), ("model", "llama-3.1-70b"), ("dtype", "fp4")):
+        at.sidebar.selectbox(key=key).set_value(value)
+    at.run()
+    assert not at.exception and not at.error
+    assert any(m.value for m in at.main.metric)
+    at.sidebar.selectbox(key="gpu").set_value("h200")
+    at.run()
+    assert not at.exception
+    assert any("no FP4 tensor cores" in e.value and "Blackwell" in e.value for e in at.error)

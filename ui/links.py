@@ -27,7 +27,7 @@ ROUTERS = {"lor": "least outstanding requests", "rr": "round robin", "kv": "leas
            "prefix": "prefix-aware (cached prefix and load)"}
 TP_CHOICES = {0: "auto (the planner's choice)", 2: "2", 4: "4", 8: "8", 16: "16"}
 PP_CHOICES = {0: "auto (across nodes only)", 1: "1", 2: "2", 4: "4", 8: "8"}
-DTYPES = ("bf16", "fp8", "int4")  # weights (fp16 is bf16's size and speed)
+DTYPES = ("bf16", "fp8", "fp4", "mxfp4", "int4")  # weights (fp16 is bf16's size and speed)
 SPEC_METHODS = ("off",) + speculative.METHODS
 
 # URL parameter (= widget key) -> input of the table; the sidebar offers a list of values

@@ -48,8 +48,10 @@ def knob(cfg: SimConfig, kv: bool = False, weights: bool = False, decode: bool =
     """What relieves a gauge on this deployment, naming only what is not already in use."""
     paged = cfg.policy in ("vllm", "sarathi")
     sharded = cfg.tp > 1 or (cfg.disagg and (cfg.prefill_tp or 1) > 1)
-    smaller = cfg.dtype not in ("fp8", "int4")  # a smaller weight format is left to choose
-    fp8_ok = catalog.get_gpu(cfg.gpu).supports_fp8
+    gpu = catalog.get_gpu(cfg.gpu)
+    fp8_ok = gpu.supports_fp8
+    size = lambda d: catalog.weight_format(d).bytes_per_weight  # noqa: E731
+    smaller = [d for d in ("fp8", "fp4", "int4") if size(d) < size(cfg.dtype) and gpu.runs(catalog.weight_format(d))]
     if kv:
         parts = ["turn on continuous batching with paged attention (it reserves no room for unwritten tokens)"] if not paged else []
         parts.append("turn on tensor-parallel sharding for more cache per replica" if not sharded else
@@ -58,13 +60,12 @@ def knob(cfg: SimConfig, kv: bool = False, weights: bool = False, decode: bool =
         if cfg.kv_dtype == "bf16" and fp8_ok:
             parts.append("an fp8 KV cache (twice the blocks)")
         if smaller:
-            parts.append(f"{'fp8 or int4' if fp8_ok else 'int4'} weights leave more room for the cache")
+            parts.append(f"{' or '.join(smaller)} weights leave more room for the cache")
     elif weights:
         parts = ["turn on tensor-parallel sharding (each GPU holds weights / tp)" if not sharded else
                  f"a tp above {cfg.tp} (each GPU holds weights / tp)"]
         if smaller:
-            parts.append("fp8 weights (half the bytes) or int4 (about a quarter)" if fp8_ok else
-                         "int4 weights (about a quarter of the bytes)")
+            parts.append(" or ".join(f"{d} ({size(d) / 2:.0%} of the 16-bit bytes)" for d in smaller) + " weights")
     elif decode:
         parts = ["turn on continuous batching (a bigger batch shares each pass over the weights)"] if not paged else []
         parts.append("more replicas raise the ceiling")

@@ -199,21 +199,23 @@ def _verdicts(f: dict, inputs: LabInputs) -> dict[str, str]:
 
 
 def _bytes(b: float) -> str:
-    """A weight's or a cached value's size: '2 bytes', '1 byte', or int4's '0.52 bytes (4 bits plus its
-    share of the group's scale and zero point)'."""
+    """A weight's or a cached value's size: '2 bytes', '1 byte', or a 4-bit format's '0.52 bytes (4 bits
+    plus its share of its group's scale)'."""
     if float(b).is_integer():
         return f"{b:g} byte{'s' * (b > 1)}"
-    return f"{b:.2f} bytes ({b * 8:.3g} bits: 4 bits plus its share of its group's scale and zero point)"
+    return f"{b:.2f} bytes ({b * 8:.3g} bits: 4 bits plus its share of its group's scale)"
 
 
 def _quant_sentence(f: dict, inputs: LabInputs) -> str:
     """What smaller weight and cache formats would change here: the whole model's weights in each
     format, and the cache's tokens at half the bytes a value."""
     model, gpu = f["model"], f["gpu"]
-    formats = [d for d in ("bf16", "fp8", "int4") if gpu.supports_fp8 or not catalog.weight_format(d).needs_fp8]
+    formats = [d for d in ("bf16", "fp8", "fp4", "int4") if gpu.runs(catalog.weight_format(d))]
     sizes = ", ".join(f"{gb(model.weight_bytes(d))} in {d}" for d in formats)
+    fp4 = (f"fp4 weights (NVFP4: 4 bits and an 8-bit scale per 16) multiply on {gpu.name}'s FP4 tensor cores at "
+           f"{gpu.peak_flops('fp4') / gpu.peak_flops('fp8'):.0f} times the FP8 rate; " if gpu.supports_fp4 else "")
     text = (f"Quantised checkpoints store the linear layers' weights in fewer bits: {model.name} takes {sizes} "
-            f"(the embedding and LM head stay 16-bit). fp8 weights multiply on FP8 tensor cores; int4 weights "
+            f"(the embedding and LM head stay 16-bit). fp8 weights multiply on FP8 tensor cores; {fp4}int4 weights "
             f"(AWQ, GPTQ: 4 bits and a scale per 128) are dequantised inside the kernel and multiply at the 16-bit "
             f"rate, so they speed up memory-bound decode by the bytes saved but not a compute-bound prefill. ")
     if not gpu.supports_fp8:

@@ -27,10 +27,11 @@ class WeightFormat:
     id: str
     label: str
     bytes_per_weight: float  # memory and HBM traffic of one weight, group scales and zero points included
-    gemm: str  # tensor-core rate of the layer's GEMMs: "bf16" or "fp8"
+    gemm: str  # tensor-core rate of the layer's GEMMs: "bf16", "fp8" or "fp4"
     gemm_rate: float  # share of that rate reached when compute bound (a dequantising kernel's cost)
     needs_fp8: bool
     source: str = field(default="", compare=False, hash=False)
+    needs_fp4: bool = False  # FP4 tensor cores (Blackwell)
 
 
 @dataclass(frozen=True)
@@ -40,19 +41,21 @@ class KVFormat:
     bytes_per_value: int
     needs_fp8: bool
     source: str = field(default="", compare=False, hash=False)
+    needs_fp4: bool = False
 
 
 @lru_cache(maxsize=1)
 def _formats() -> tuple[dict[str, WeightFormat], dict[str, KVFormat]]:
     raw = json.loads((DATA / "quantisation.json").read_text())
     weights = {w["id"]: WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"],
-                                     float(w["gemm_rate"]), bool(w["needs_fp8"]), w["source"]) for w in raw["weights"]}
-    kv = {k["id"]: KVFormat(k["id"], k["label"], int(k["bytes_per_value"]), bool(k["needs_fp8"]), k["source"])
-          for k in raw["kv"]}
+                                     float(w["gemm_rate"]), bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]))
+               for w in raw["weights"]}
+    kv = {k["id"]: KVFormat(k["id"], k["label"], int(k["bytes_per_value"]), bool(k["needs_fp8"]), k["source"],
+                            bool(k["needs_fp4"])) for k in raw["kv"]}
     return weights, kv
 
 
-WEIGHT_DTYPES = tuple(_formats()[0])  # bf16, fp16, fp8, int4
+WEIGHT_DTYPES = tuple(_formats()[0])  # bf16, fp16, fp8, fp4, mxfp4, int4
 KV_DTYPES = tuple(_formats()[1])  # bf16, fp8
 # bytes of one linear-layer weight in each format (int4's group scales and zero points included)
 DTYPE_BYTES = {w.id: int(w.bytes_per_weight) if w.bytes_per_weight.is_integer() else w.bytes_per_weight
@@ -74,8 +77,12 @@ def kv_format(kv_dtype: str) -> KVFormat:
 
 
 def check_formats(gpu: "GPU", dtype: str = "bf16", kv_dtype: str = "bf16") -> None:
-    """Refuse fp8 weights or an fp8 KV cache on a GPU without FP8 support (data/gpus.json says which)."""
+    """Refuse a weight or KV cache format the GPU has no tensor cores for (data/gpus.json says which)."""
     w, kv = weight_format(dtype), kv_format(kv_dtype)
+    if w.needs_fp4 and not gpu.supports_fp4:
+        fp8 = "fp8, " if gpu.supports_fp8 else ""
+        raise ValueError(f"{gpu.name} has no FP4 tensor cores (FP4 needs Blackwell: B200), so it cannot run {w.id} "
+                         f"weights: choose {fp8}int4 or bf16 weights, or a Blackwell GPU")
     wanted = [what for what, fmt in (("fp8 weights", w), ("an fp8 KV cache", kv)) if fmt.needs_fp8]
     if wanted and not gpu.supports_fp8:
         raise ValueError(f"{gpu.name} has no FP8 support (FP8 needs compute capability 8.9 or later: Ada, Hopper, "
@@ -106,16 +113,30 @@ class GPU:
     # (("eta_bw", 0.81), ...); empty for a catalog GPU
     efficiency: tuple[tuple[str, float], ...] = ()
     arch: str = ""  # the GPU family (Ampere, Hopper, ...): how the Lab finds the nearest validated run
+    fp4_tflops: float | None = None  # dense FP4 tensor TFLOP/s; None: no FP4 tensor cores
 
     @property
     def supports_fp8(self) -> bool:
         """FP8 tensor cores (compute capability >= 8.9, or MI300): the catalog's fp8_tflops, sourced per GPU."""
         return bool(self.fp8_tflops)
 
+    @property
+    def supports_fp4(self) -> bool:
+        """FP4 tensor cores (Blackwell): the catalog's fp4_tflops, sourced per GPU."""
+        return bool(self.fp4_tflops)
+
+    def runs(self, fmt: "WeightFormat | KVFormat") -> bool:
+        """Whether this GPU has the tensor cores a weight or KV cache format needs."""
+        return (self.supports_fp8 or not fmt.needs_fp8) and (self.supports_fp4 or not fmt.needs_fp4)
+
     def peak_flops(self, dtype: str) -> float:
-        """Dense tensor-core FLOP/s of the GEMMs of weights in `dtype`: fp8 on FP8 tensor cores,
-        every other format (int4 is dequantised to 16-bit) at the bf16 rate."""
-        if weight_format(dtype).gemm == "fp8" and self.fp8_tflops:
+        """Dense tensor-core FLOP/s of the GEMMs of weights in `dtype`: fp8 (and mxfp4, against 8-bit
+        activations) on FP8 tensor cores, fp4 on FP4 ones, every other format (int4 is dequantised to
+        16-bit) at the bf16 rate."""
+        gemm = weight_format(dtype).gemm
+        if gemm == "fp4" and self.fp4_tflops:
+            return self.fp4_tflops * 1e12
+        if gemm == "fp8" and self.fp8_tflops:
             return self.fp8_tflops * 1e12
         return self.bf16_tflops * 1e12
 
@@ -254,7 +275,7 @@ def _gpu_table() -> dict[str, GPU]:
                   gpus_per_node=g["gpus_per_node"], internode_gbps_per_dir=g["internode_gbps_per_dir"],
                   price_usd_per_gpu_hour=g["price_usd_per_gpu_hour"], price_provider=g["price_provider"],
                   price_date=g["price_date"], nvlink_pair_gbps_per_dir=g.get("nvlink_pair_gbps_per_dir"),
-                  source=g["source"], arch=g.get("arch", ""))
+                  source=g["source"], arch=g.get("arch", ""), fp4_tflops=g.get("fp4_tflops"))
         table[g["id"]] = gpu
         for alias in g.get("aliases", []):
             table[alias] = gpu
@@ -330,7 +351,8 @@ REGISTRY = Path(tempfile.gettempdir()) / "llm-serving-lab-gpus"
 _custom: dict[str, GPU] = {}
 GPU_FIELDS = ("id", "name", "vendor", "memory_gib", "hbm_tbps", "bf16_tflops", "fp8_tflops", "sms", "link_topology",
               "link_gbps_per_dir", "gpus_per_node", "internode_gbps_per_dir", "price_usd_per_gpu_hour",
-              "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency", "arch")
+              "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency", "arch",
+              "fp4_tflops")
 
 
 def gpu_to_dict(gpu: GPU) -> dict:
@@ -504,7 +526,7 @@ def catalog_dict() -> dict:
     for gid in gpu_ids():
         g = get_gpu(gid)
         gpus.append(dict(id=g.id, name=g.name, memory_gib=g.memory_gib, hbm_tbps=g.hbm_tbps,
-                         bf16_tflops=g.bf16_tflops, fp8_tflops=g.fp8_tflops, sms=g.sms,
+                         bf16_tflops=g.bf16_tflops, fp8_tflops=g.fp8_tflops, fp4_tflops=g.fp4_tflops, sms=g.sms,
                          intra_node_gbps_per_dir=g.link_gbps_per_dir, link_topology=g.link_topology,
                          gpus_per_node=g.gpus_per_node, inter_node_gbps_per_dir=g.internode_gbps_per_dir,
                          price_usd_per_gpu_hour=g.price_usd_per_gpu_hour, price_provider=g.price_provider,

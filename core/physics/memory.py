@@ -151,8 +151,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
 def _smaller_weights(gpu: GPU, dtype: str) -> str:
     """The smaller weight formats this GPU runs, as the end of a sentence."""
     lb = weight_format(dtype).bytes_per_weight
-    smaller = [d for d in ("fp8", "int4") if weight_format(d).bytes_per_weight < lb
-               and (gpu.supports_fp8 or not weight_format(d).needs_fp8)]
+    smaller = [d for d in ("fp8", "fp4", "int4") if weight_format(d).bytes_per_weight < lb and gpu.runs(weight_format(d))]
     return f", or {' or '.join(smaller)} weights" if smaller else ""
 
 

@@ -25,9 +25,9 @@ from ..serving.workload import WorkloadSpec, load_trace
 SCHEDULES = (("sarathi", 2048), ("sarathi", 512), ("vllm", 2048))
 PIPELINE_STAGES = (2, 4)  # pp tried for colocated replicas, with tp up to a node's GPUs
 TEACHING_SCHEDULES = (("serial", 2048), ("static", 2048))
-DTYPES = ("bf16", "fp8", "int4")  # weight formats of data/quantisation.json, least quantisation error first
+DTYPES = ("bf16", "fp8", "fp4", "mxfp4", "int4")  # weight formats of data/quantisation.json, least quantisation error first
 KV_DTYPES = catalog.KV_DTYPES  # bf16, fp8
-# Searched unless the budget says otherwise: 16-bit and fp8 weights, a 16-bit cache. int4 weights and
+# Searched unless the budget says otherwise: 16-bit and fp8 weights, a 16-bit cache. 4-bit weights and
 # an fp8 cache trade some accuracy for memory, so the user opts into them.
 DEFAULT_DTYPES = ("bf16", "fp8")
 DEFAULT_KV_DTYPES = ("bf16",)
@@ -331,8 +331,8 @@ def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str =
 
 
 def runs(g: catalog.GPU, dtype: str, kv_dtype: str) -> bool:
-    """Whether GPU `g` runs these weight and KV cache formats (fp8 needs FP8 support)."""
-    return all(g.supports_fp8 or not fmt.needs_fp8 for fmt in (catalog.weight_format(dtype), catalog.kv_format(kv_dtype)))
+    """Whether GPU `g` runs these weight and KV cache formats (fp8 needs FP8 support, fp4 FP4 tensor cores)."""
+    return g.runs(catalog.weight_format(dtype)) and g.runs(catalog.kv_format(kv_dtype))
 
 
 def shapes(w: Workload, budget: Budget) -> list[Deployment]:
@@ -437,7 +437,7 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
 
 def preference(d: Deployment, cost: float) -> tuple:
     """Cheapest first ($ per hour, `cost`); at equal cost the simpler stage, then the least
-    quantisation error: 16-bit weights before fp8 before int4, a 16-bit KV cache before fp8; then
+    quantisation error: 16-bit weights before fp8 before fp4 before int4, a 16-bit KV cache before fp8; then
     no proposer to run before one, the engine's router before another, no host tier before one."""
     return (round(cost, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
             d.spec != "", d.router != "", d.kv_offload_gb > 0)

@@ -44,6 +44,12 @@ def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
     if dtype == "int4":
         return repo, [], notes + [f"int4: serve an AWQ or GPTQ (int4, group 128) checkpoint of {repo} in its place; "
                                   f"vLLM reads the method from its config"]
+    if dtype == "fp4":
+        return repo, [], notes + [f"fp4: serve an NVFP4 checkpoint of {repo} in its place (NVIDIA ModelOpt or "
+                                  f"llm-compressor quantise one); vLLM reads the method from its config"]
+    if dtype == "mxfp4":
+        return repo, [], notes + [f"mxfp4: serve an MXFP4 checkpoint of {repo} in its place (gpt-oss ships its "
+                                  f"experts in MXFP4); vLLM reads the method from its config"]
     if shipped and shipped["repo"] == repo:  # the release itself is fp8: 16-bit weights are a conversion
         notes.append(f"{repo} is released in fp8: bf16 weights need a bf16 conversion of it")
     return repo, [], notes
