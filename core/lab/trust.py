@@ -6,7 +6,9 @@ Two readings, next to the headline metrics:
   calibration/real_runs.py --write writes with each run's source;
 - a band on p99 TTFT and p99 TPOT: the same deployment re-simulated with every engine step
   scaled by the step-time model's error spread (the 10th and 90th percentiles of its errors on
-  points it was not fitted to), two extra runs, memoised.
+  points it was not fitted to), two extra runs, memoised; for a GPU family no validated run covers,
+  both edges move out by the largest end-to-end error measured on a family the cost model was not
+  fitted on (family_margin).
 """
 from __future__ import annotations
 
@@ -64,6 +66,22 @@ def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict
     return min(runs, key=distance)
 
 
+def family_margin(gpu: catalog.GPU, runs: list[dict]) -> tuple[float, str]:
+    """(how much further out both edges of the band go, the family that error was measured on): 0
+    for a GPU family some validated run covers; else the largest end-to-end error of the runs on a
+    family the cost model was not fitted on (its constants come from H200 step times and carry to
+    another family as fractions of its datasheet: how wrong that carry was, where it was measured)."""
+    if gpu.arch and any(r["arch"] == gpu.arch for r in runs):
+        return 0.0, ""
+    fitted = catalog.get_gpu("h200").arch
+    carried = [r for r in runs if r["arch"] != fitted and "E2E mean ms" in r["errors"]] or \
+        [r for r in runs if "E2E mean ms" in r["errors"]]
+    if not carried:
+        return 0.0, ""
+    worst = max(carried, key=lambda r: abs(r["errors"]["E2E mean ms"]))
+    return abs(worst["errors"]["E2E mean ms"]), worst["arch"]
+
+
 def _off(e: float) -> str:
     """An error in words: '12.6% under' (the simulator below the measurement), '5.5% over'."""
     return f"{abs(e) * 100:.1f}% {'under' if e < 0 else 'over'}"
@@ -110,14 +128,24 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     data = data or validation()
     errors = step_errors(data)
     fast, slow = step_scales(errors)
+    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
+    margin, seen = family_margin(gpu, data["runs"])
+    fitted_fast, fitted_slow = fast, slow
+    fast, slow = fast / (1 + margin), slow * (1 + margin)
     b = band(cfg, summary, (fast, slow))
     spread = f"steps {_steps(fast)} to {_steps(slow)}"
     n_step, n_dec = (len(v) for v in data["step_time_errors"].values())
     why = (f"The same deployment re-simulated with every engine step {(1 - fast) * 100:.0f}% faster and "
            f"{(slow - 1) * 100:.0f}% slower than the cost model says: the 10th and 90th percentiles of its "
            f"errors on step times it was not fitted to ({n_step} H200 step times each predicted by a fit that did "
-           f"not see it, {n_dec} real vLLM runs' decode time per token). The band is the range over those two "
-           "runs and the simulated figure.")
+           f"not see it, {n_dec} real vLLM runs' decode time per token)")
+    if margin:
+        # a card's note holds about 40 characters: "steps -27% to +31%: no Ada Lovelace run"
+        spread = f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: no {gpu.arch} run"
+        why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "
+                f"{margin:.1%} because no {gpu.arch} GPU has a validated run: the largest end-to-end error on "
+                f"{seen} GPUs, a family the cost model was not fitted on")
+    why += ". The band is the range over those two runs and the simulated figure."
     cards = []
     for key, label, fmt in (("ttft", "p99 TTFT", fmt_ms), ("tpot", "p99 TPOT", _tpot)):
         value, note = _range(*b[key], fmt), spread
@@ -136,7 +164,6 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
                 extra += (f" With every step {grows:.2f} times as long as the fitted one the queue grows without "
                           "bound, so the upper end is no figure: it grows with the number of requests simulated.")
         cards.append(dict(label=f"{label} band", value=value, note=note, help=why + extra))
-    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     load = float(summary["utilisation"])
     r = nearest(gpu, model, load, data["runs"])
     shown = [m for m in METRIC_WORDS if m in r["errors"]]
