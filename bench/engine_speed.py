@@ -8,6 +8,7 @@ engine's inputs and the summary metrics. "quiet_steps" are those run back to bac
 usage: python bench/engine_speed.py [--quick] [--out bench/results/engine.json]
        python bench/engine_speed.py --speculative [--out bench/results/engine_speculative.json]
        python bench/engine_speed.py --offload [--out bench/results/engine_offload.json]
+       python bench/engine_speed.py --experts [--out bench/results/engine_experts.json]
 
 Each case runs in a fresh process (so that peak memory is its own) after the cache is warm; the
 cold compile runs with an empty numba cache directory. Figures are for one core: numba code here
@@ -174,7 +175,50 @@ def offload_cases(n: int = 100_000, repeat: int = 5) -> list[dict]:
     return rows
 
 
+EXPERT_CASE = r"""
+import json, sys
+sys.path.insert(0, {root!r})
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
+def config(rate, **shape):
+    return SimConfig(gpu="h100", model="mixtral-8x7b", tp=4, gpus=8, router="rr", workload=WorkloadSpec(
+        n_requests={n}, rate=rate, prompt_mean=512, output_mean=128, length_dist="lognormal", seed=1), **shape)
+out = []
+for load, rate in (("light", 4.0), ("heavy", 30.0)):
+    cases = {{"tp": config(rate), "ep": config(rate, ep=4), "ep+dp": config(rate, ep=4, dp_attention=True)}}
+    best, runs = {{k: 1e9 for k in cases}}, {{}}
+    simulate(config(rate, ep=4, dp_attention=True))  # warm
+    for _ in range({repeat}):  # interleaved, as the speculative cases
+        for k, c in cases.items():
+            runs[k] = simulate(c)
+            best[k] = min(best[k], runs[k].wall_s)
+    for k in cases:
+        s = runs[k].summary
+        out.append(dict(load=load, rate=rate, shape=k, requests={n}, engine_s=best[k],
+                        engine_vs_tp=best[k] / best["tp"], steps=s["steps"], mean_batch=s["mean_batch"],
+                        tpot_p50_ms=s["tpot_ms"]["p50"], stable=s["stable"]))
+print(json.dumps(out))
+"""
+
+
+def expert_cases(n: int = 100_000, repeat: int = 5) -> list[dict]:
+    """Mixtral-8x7B on two replicas of 4 H100s, its experts sliced by tensor parallelism, expert
+    parallel, and expert parallel with data-parallel attention, on the same requests: engine time as
+    a ratio of the sliced run's, the least of `repeat` interleaved runs in one process."""
+    rows = interleaved(EXPERT_CASE, n, repeat)
+    for r in rows:
+        print(f"{n:>9,} requests, {r['load']:>5} ({r['rate']:g} req/s), {r['shape']:>5}: engine {r['engine_s']:.3f} s, "
+              f"{r['steps'] / 1e6:.2f}M steps, batch {r['mean_batch']:.1f}, p50 TPOT {r['tpot_p50_ms']:.1f} ms: "
+              f"{r['engine_vs_tp']:.2f}x the sliced run's time", flush=True)
+    return rows
+
+
 def main(argv: list[str]) -> None:
+    if "--experts" in argv:
+        out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else \
+            ROOT / "bench" / "results" / "engine_experts.json"
+        out_path.write_text(json.dumps(expert_cases(), indent=1) + "\n")
+        return
     if "--offload" in argv:
         out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else \
             ROOT / "bench" / "results" / "engine_offload.json"

@@ -2,7 +2,9 @@
 simulation, every answer checked by the default rule (20% headroom, steps at the trust band's
 slower edge): the Planner view's default search (one GPU type, up to 16 GPUs), the same with one
 spare replica over two GPU types (H100 and H200, splits over each pair), and a 32-GPU search over
-three GPU types (H100, H200, B200) with one spare replica.
+three GPU types (H100, H200, B200) with one spare replica; and two mixtures of experts, whose
+expert-parallel shapes the search adds (Mixtral-8x7B on the default budget, DeepSeek-V3 on up to
+32 H200s).
 
 usage: python bench/planner_speed.py [--out bench/results/planner.json] [--workers N]
 
@@ -36,6 +38,9 @@ CASES = [  # (label, model, rate, prompt, output, TTFT target ms, TPOT target ms
     ("Llama-3.1-8B, 44 req/s, N+1, H100+H200, 16 GPUs", "llama-3.1-8b", 44.0, 512, 256, 1000, 100, TWO, 16, 1),
     ("Llama-3.1-70B, 8 req/s, N+1, H100+H200, 16 GPUs", "llama-3.1-70b", 8.0, 4096, 256, 3000, 50, TWO, 16, 1),
     ("Llama-3.1-70B, 20 req/s, N+1, H100+H200+B200, 32 GPUs", "llama-3.1-70b", 20.0, 4096, 256, 3000, 50, THREE, 32, 1),
+    # mixtures of experts: expert-parallel shapes (with and without data-parallel attention) beside tp and pp
+    ("Mixtral-8x7B, 8 req/s, 512/256 tokens", "mixtral-8x7b", 8.0, 512, 256, 1000, 100, ONE, 16, 0),
+    ("DeepSeek-V3, 4 req/s, 1024/512 tokens, H200, 32 GPUs", "deepseek-v3", 4.0, 1024, 512, 2000, 100, ("h200",), 32, 0),
 ]
 
 

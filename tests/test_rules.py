@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "core" / "data"
 RULES = content.rules()
 IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur",
-       "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload"]
+       "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload", "expert_parallelism"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
 
@@ -53,7 +53,8 @@ def test_every_rule_is_cited_with_a_link_authors_venue_and_year(rid):
 
 
 @pytest.mark.parametrize("rid", ["pagedattention", "orca", "sarathi", "distserve", "splitwise", "vidur",
-                                 "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload"])
+                                 "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload",
+                                 "expert_parallelism"])
 def test_papers_state_their_headline_number(rid):
     assert re.search(r"\d(\.\d+)?(x|%)", RULES[rid]["claim"])
 
@@ -174,7 +175,7 @@ def test_an_unknown_placeholder_is_refused_not_shown():
 
 def test_what_is_left_out_is_not_a_setting_of_the_simulator():
     knobs = {f.name for f in fields(SimConfig)}
-    for absent in ("speculative", "expert_parallel"):
+    for absent in ("speculative", "eplb", "redundant_experts"):  # balancing is --ep-load-cv 0, not a knob
         assert absent not in knobs
 
 

@@ -27,6 +27,7 @@ ROUTERS = {"lor": "least outstanding requests", "rr": "round robin", "kv": "leas
            "prefix": "prefix-aware (cached prefix and load)"}
 TP_CHOICES = {0: "auto (the planner's choice)", 2: "2", 4: "4", 8: "8", 16: "16"}
 PP_CHOICES = {0: "auto (across nodes only)", 1: "1", 2: "2", 4: "4", 8: "8"}
+EXPERTS = {"tp": "sliced by tensor parallelism", "ep": "expert parallel", "ep_dp": "expert parallel + DP attention"}
 DTYPES = ("bf16", "fp8", "fp4", "mxfp4", "int4")  # weights (fp16 is bf16's size and speed)
 SPEC_METHODS = ("off",) + speculative.METHODS
 
@@ -39,7 +40,7 @@ OPTIONS = {"prompt": "prompt", "output": "output", "gpus": "gpus", "ttft": "ttft
 # ... or a range (a slider, a number field)
 RANGES = {"rate": "rate", "seed": "seed", "price": "price", "stage": "stage"}
 BOOLS = ("cb", "tp_on", "chunked", "prefix_cache")
-CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load", "spec")
+CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load", "spec", "experts")
 # set by Streamlit itself, or by widgets that bind their own parameter (the Lab's chart tabs)
 OTHERS = ("embed", "embed_options", "chart")
 
@@ -52,7 +53,7 @@ FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", 
           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s", "load": "load",
           "users": "users", "think": "think_s", "spec": "spec_method", "spec_k": "spec_tokens",
-          "spec_a": "spec_acceptance", "offload": "kv_offload_gb"}
+          "spec_a": "spec_acceptance", "offload": "kv_offload_gb", "experts": "experts"}
 
 
 def defaults() -> dict:
@@ -134,6 +135,8 @@ def _read_choice(key: str, raw: str, default):
         known = {d: d for d in catalog.KV_DTYPES}
     elif key == "router":
         known = {**{k: k for k in ROUTERS}, **{v: k for k, v in ROUTERS.items()}}
+    elif key == "experts":
+        known = {**{k: k for k in EXPERTS}, **{v: k for k, v in EXPERTS.items()}}
     elif key in ("tp", "pp"):
         labels = TP_CHOICES if key == "tp" else PP_CHOICES
         known = {**{str(k): k for k in labels}, **{v: k for k, v in labels.items()}}

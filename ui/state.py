@@ -159,6 +159,15 @@ def _knobs() -> None:
                  help="Each stage holds layers / stages of the model on its own tp GPUs; as many batches are "
                       "in flight as there are stages (vLLM's pipeline_parallel_size). Auto: a replica larger "
                       "than a node runs tensor parallel within each node and one stage per node.")
+    st.selectbox("Experts of a mixture of experts", list(links.EXPERTS), 0, key="experts", persist_state="session",
+                 format_func=links.EXPERTS.get,
+                 help="How a sharded MoE model's experts split over a replica's GPUs. Sliced: every GPU holds a "
+                      "slice of every expert (tensor parallelism). Expert parallel: each GPU holds experts / tp "
+                      "whole experts, and the busiest GPU's routed tokens set the pace (vLLM's "
+                      "--enable-expert-parallel). + DP attention: each GPU also runs attention and its own "
+                      "sequences' KV cache for 1/tp of the batch, and an all-to-all sends each token to its "
+                      "experts' GPUs and back (vLLM's --data-parallel-size, SGLang's --enable-dp-attention; "
+                      "DeepSeek-V3's deployment). A dense model, or one GPU, has no experts to split.")
     st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache", persist_state="session",
               disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
               help="Reuse the KV blocks of a prompt's prefix that an earlier request computed (a shared "
@@ -273,7 +282,8 @@ def inputs(ss: Mapping | None = None) -> LabInputs:
         turns=int(ss.get("turns", DEFAULTS.turns)), turn_gap_s=float(ss.get("turn_gap", DEFAULTS.turn_gap_s)),
         spec_method=ss.get("spec", DEFAULTS.spec_method), spec_tokens=int(ss.get("spec_k", DEFAULTS.spec_tokens)),
         spec_acceptance=float(ss.get("spec_a", DEFAULTS.spec_acceptance)),
-        kv_offload_gb=float(ss.get("offload", DEFAULTS.kv_offload_gb)), trace_csv=ss.get(TRACE_KEY)))
+        kv_offload_gb=float(ss.get("offload", DEFAULTS.kv_offload_gb)), experts=ss.get("experts", DEFAULTS.experts),
+        trace_csv=ss.get(TRACE_KEY)))
 
 
 def valid_inputs() -> LabInputs:

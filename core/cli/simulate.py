@@ -36,12 +36,32 @@ def add_shape_args(p) -> None:
                    help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
 
 
+def add_expert_args(p) -> None:
+    """How an MoE model's experts and attention split over a replica's GPUs (physics/expert.py)."""
+    p.add_argument("--ep", type=bounded("ep"), default=1,
+                   help="expert parallelism: the replica's N GPUs each hold experts/N whole experts (vLLM "
+                        "--enable-expert-parallel); tp defaults to N")
+    p.add_argument("--dp-attention", action="store_true",
+                   help="with --ep: attention and the KV cache data-parallel over the same GPUs, an all-to-all "
+                        "dispatching tokens to their experts (vLLM --data-parallel-size, SGLang --enable-dp-attention)")
+    p.add_argument("--ep-load-cv", type=bounded("ep_load_cv"), default=None,
+                   help="spread of routed tokens over experts, std/mean (default 1.28, DeepSeek-R1 without EPLB; "
+                        "0: perfectly balanced)")
+
+
+def expert_fields(args) -> dict:
+    """ep, dp_attention and the load spread for a SimConfig; --ep alone sets the replica's tp to it."""
+    tp = args.ep if args.ep > 1 and args.tp == 1 else args.tp
+    return dict(tp=tp, ep=args.ep, dp_attention=args.dp_attention, ep_load_cv=args.ep_load_cv)
+
+
 def add_args(p) -> None:
     """Everything else a simulation takes: the model, the engine, the workload, the cluster."""
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
     p.add_argument("--pp", type=bounded("pp"), default=1,
                    help="pipeline stages of a replica (tp GPUs each; pp batches in flight); a replica of tp x pp GPUs")
+    add_expert_args(p)
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
                    help="KV cache: bf16, or fp8 (half the bytes a token, twice the blocks; needs FP8 support)")
     p.add_argument("--rate", type=bounded("rate"), default=None,
@@ -151,7 +171,7 @@ def config_from_args(args) -> SimConfig:
         except OSError as e:
             raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
     gpu, prefill_gpu = pool_gpus(args)
-    cfg = SimConfig(gpu=gpu, model=args.model, tp=args.tp, pp=args.pp, gpus=args.gpus, dtype=args.dtype,
+    cfg = SimConfig(gpu=gpu, model=args.model, pp=args.pp, gpus=args.gpus, dtype=args.dtype, **expert_fields(args),
                      kv_dtype=args.kv_dtype, policy=args.policy,
                      block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
                      chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
@@ -229,8 +249,10 @@ def cmd_simulate(args) -> None:
 
 
 def _replicas(r: dict) -> str:
+    experts = (f", ep={r['ep']}" + (" with data-parallel attention" if r.get("dp_attention") else "")
+               if r.get("ep", 1) > 1 else "")
     return (f"{count(r['replicas'], 'replica')} of tp={r['tp']}" + (f" x pp={r['pp']}" if r["pp"] > 1 else "")
-            + f" ({count(r['gpus'], 'GPU')})")
+            + experts + f" ({count(r['gpus'], 'GPU')})")
 
 
 def _deployment(s: dict) -> str:

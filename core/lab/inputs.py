@@ -25,6 +25,7 @@ from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 LOADS = ("rate", "users")
+EXPERT_SHAPES = ("tp", "ep", "ep_dp")  # LabInputs.experts
 
 STAGES = {
     1: "One GPU, one request at a time",
@@ -89,6 +90,10 @@ class LabInputs:
     spec_acceptance: float = -1.0
     # KV offload (serving/offload.py): a host-memory tier per replica under its prefix cache, GiB
     kv_offload_gb: float = 0.0
+    # how a sharded MoE model's experts split over a replica's GPUs (physics/expert.py): sliced by
+    # tensor parallelism ("tp"), expert parallel ("ep"), or expert parallel with data-parallel
+    # attention ("ep_dp"); a dense model, or a replica of one GPU, has no experts to split
+    experts: str = "tp"
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
 
     @property
@@ -124,6 +129,12 @@ class LabInputs:
         router = "lor" if self.router == "prefix" and not cache else self.router
         return dict(prefix_caching=self.prefix_caching, router=router, kv_offload_gb=self.kv_offload_gb if cache else 0.0)
 
+    def expert_parallel(self, tp: int) -> dict:
+        """SimConfig's expert fields for a replica of `tp` GPUs: the experts over all of them."""
+        if self.experts == "tp" or tp < 2 or not catalog.get_model(self.model).is_moe:
+            return {}
+        return dict(ep=tp, dp_attention=self.experts == "ep_dp")
+
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
 
@@ -141,6 +152,8 @@ class LabInputs:
         if self.trace_csv is not None:  # raises with the offending line, or the request beyond the context
             trace_max_model_len(load_trace(self.trace_csv), catalog.get_model(self.model))
             return
+        if self.experts not in EXPERT_SHAPES:
+            raise ValueError(f"experts split as one of {', '.join(EXPERT_SHAPES)}, not '{self.experts}'")
         if self.load not in LOADS:
             raise ValueError(f"the load is a request rate or concurrent users ({', '.join(LOADS)}), not '{self.load}'")
         if self.closed_loop:
@@ -205,7 +218,7 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
-                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype)
+                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype, **inputs.expert_parallel(tp))
 
 
 def min_tp(inputs: LabInputs) -> int | None:
@@ -313,7 +326,8 @@ def placement_note(cfg: SimConfig) -> str | None:
 
 
 def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
-    if kw.get("disagg"):
+    experts = {} if kw.get("disagg") else inputs.expert_parallel(tp)
+    if kw.get("disagg") or experts:  # an expert-parallel replica spans its GPUs, across nodes too
         pp = 1
     else:
         tp, pp = replica_shape(inputs, tp)
@@ -325,7 +339,7 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      workload=workload(inputs), trace_csv=inputs.trace_csv,
                      ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, max_steps=PAGE_STEPS,
                      **inputs.caching(kw.get("policy", "sarathi")), **inputs.speculation(kw.get("policy", "sarathi")),
-                     **kw)
+                     **experts, **kw)
 
 
 def continuous_policy(inputs: LabInputs) -> str:

@@ -91,5 +91,7 @@ def describe_config(cfg: SimConfig) -> str:
         return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
                 f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
     stages = f" x pp={cfg.pp}" if cfg.pp > 1 else ""
+    if cfg.ep > 1:  # the model shards are experts: whole experts a GPU, the busiest GPU's tokens set the pace
+        stages += f", experts split over the {cfg.ep} GPUs" + (" with data-parallel attention" if cfg.dp_attention else "")
     return (f"{model}, {policy}; {count(gpus // (cfg.tp * cfg.pp), 'replica')} x tp={cfg.tp}{stages} on {gpus} "
             f"{cfg.gpu.upper()}")

@@ -17,7 +17,7 @@ from functools import lru_cache, partial
 from types import SimpleNamespace
 
 from .. import DATA
-from ..physics import catalog, costmodel, pipeline, speculative
+from ..physics import catalog, costmodel, expert, pipeline, speculative
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
 from ..serving import offload
@@ -128,13 +128,15 @@ def facts(inputs: LabInputs) -> dict:
     f["rate"] = inputs.users / (f["serial_s"] + inputs.think_s) if inputs.closed_loop else inputs.rate
     f["rho"] = f["rate"] * f["serial_s"] / f["replicas"]
 
-    # tensor parallelism: the shown degree, or 2 to show what sharding would do
+    # tensor parallelism: the shown degree, or 2 to show what sharding would do; its experts sliced (the
+    # expert-parallel shapes have their own figures: _expert_numbers)
     tp_ex = tp if tp > 1 else (2 if model.heads % 2 == 0 else None)
     f["tp_ex"] = tp_ex
-    f["tp1_d1"] = step(1, decode_batch=1, context=ctx)  # priced even where one GPU cannot hold it
+    tp_step = partial(steptime, replace(cfg, ep=1, dp_attention=False))
+    f["tp1_d1"] = tp_step(1, decode_batch=1, context=ctx)  # priced even where one GPU cannot hold it
     if tp_ex:
-        f["tp_d1"] = step(tp_ex, decode_batch=1, context=ctx)
-        f["tp_dmax"] = step(tp_ex, decode_batch=B, context=ctx)
+        f["tp_d1"] = tp_step(tp_ex, decode_batch=1, context=ctx)
+        f["tp_dmax"] = tp_step(tp_ex, decode_batch=B, context=ctx)
         f["tp_weights"] = weight_bytes_per_gpu(model, tp_ex, inputs.dtype)
         try:
             f["tp_kv_tokens"] = plan_memory(gpu, model, tp_ex, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
@@ -148,7 +150,7 @@ def facts(inputs: LabInputs) -> dict:
         tp_x = max((d for d in range(2, gpu.gpus_per_node + 1) if model.heads % d == 0), default=None)
     f["tp_x"] = tp_x
     if tp_x:
-        f["tp_x_dmax"] = step(tp_x, decode_batch=B, context=ctx)
+        f["tp_x_dmax"] = tp_step(tp_x, decode_batch=B, context=ctx)
 
     # the prompt's KV moving from a prefill replica to a decode replica of the same tp
     one = SimpleNamespace(tp=tp, replicas=1)
@@ -300,6 +302,7 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
     n.update(_sim_numbers(f, inputs))
     n.update(_spec_numbers(f, inputs))
     n.update(_offload_numbers(f, inputs))
+    n.update(_expert_numbers(f, inputs))
     return _fill_missing(n)
 
 
@@ -328,6 +331,52 @@ def _offload_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         offload_tier_conversations=toks(int(tier_gib * catalog.GIB // max(conv_bytes, 1)), "conversations"),
         router_weights=offload.router_weights(),
     )
+
+
+EP_BATCH = 64  # the decode batch the expert-parallel comparison follows (a loaded replica's, at most max_seqs)
+
+
+def _expert_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
+    """A mixture of experts' three shapes on one replica: experts sliced by tensor parallelism,
+    expert parallel, and expert parallel with data-parallel attention. The model shown if it is
+    one, else Mixtral-8x7B; on the smallest replica of the sidebar's GPU type whose weights fit
+    under all three (data-parallel attention holds attention whole on every GPU)."""
+    model = f["model"] if f["model"].is_moe else catalog.get_model("mixtral-8x7b")
+    gpu, dtype, kv = f["gpu"], inputs.dtype, inputs.kv_dtype
+    fits = None
+    for tp in (2, 4, 8, 16, 32, 64):
+        if model.experts % tp or model.heads % tp or tp > max(gpu.gpus_per_node, 1):
+            continue
+        try:
+            plans = [plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
+                                 inputs.max_seqs, dtype, kv_dtype=kv, ep=ep, dp_attention=dp)
+                     for ep, dp in ((1, False), (tp, False), (tp, True))]
+        except ValueError:
+            continue
+        fits = tp, plans
+        break
+    if fits is None:
+        return dict(ep_sentence=f"{model.name} fits no replica of {gpu.name} GPUs within one node in all three "
+                                f"shapes, so the figures are left out here.")
+    tp, (p_tp, p_ep, p_dp) = fits
+    ctx, batch = f["ctx"], min(EP_BATCH, inputs.max_seqs)
+
+    def step(ep, dp, **mix):
+        return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged", engine="vllm",
+                                  kv_dtype=kv, ep=ep, dp_attention=dp, **mix)
+    dec = [step(ep, dp, decode_batch=batch, context=ctx) for ep, dp in ((1, False), (tp, False), (tp, True))]
+    p = costmodel.build(gpu, model, tp, dtype, kv_dtype=kv, ep=tp)
+    busiest = costmodel.busiest_share(p, float(batch))
+    a2a = expert.dispatch_combine_bytes(model, tp) * batch / tp
+    return dict(ep_sentence=(
+        f"For {model.name} on {tp} {gpu.name.replace('NVIDIA ', '')} GPUs, a decode step of {batch} sequences at "
+        f"{toks(ctx)} of context takes **{ms(dec[0]['step_ms'])}** with the experts sliced, "
+        f"**{ms(dec[1]['step_ms'])}** expert-parallel (the busiest GPU computes {busiest:.2f}× the mean GPU's "
+        f"routed tokens) and **{ms(dec[2]['step_ms'])}** with data-parallel attention as well, whose dispatch and "
+        f"combine move {mb(a2a)} a GPU each MoE layer. A replica's KV cache holds {toks(p_tp.kv_tokens)} sliced, "
+        f"{toks(p_ep.kv_tokens)} expert-parallel and **{toks(p_dp.kv_tokens)}** with data-parallel attention, "
+        f"whose GPUs hold attention whole ({gb(p_dp.weights_bytes)} of weights a GPU against "
+        f"{gb(p_tp.weights_bytes)}) but only their own sequences' KV."))
 
 
 def _spec_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:

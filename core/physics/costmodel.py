@@ -6,7 +6,12 @@ traffic overlap, so each operator takes about the larger of its FLOP time and it
 `tp` GPUs:
 
   linear       weight streaming vs GEMM FLOPs of the projections and MLP, every layer
-  experts      MoE layers: only the experts the step's tokens route to are read
+  experts      MoE layers (the fused-MoE kernel): only the experts the step's tokens route to are
+               read; their grouped GEMMs compute each expert's tokens padded to whole tiles, at a
+               fitted share of the dense GEMMs' rate; the kernel's scratch rows per routed token
+               are written and read back; under expert parallelism (expert.py) the busiest GPU's
+               routings set the pace, and with data-parallel attention an all-to-all dispatches
+               the tokens to their experts' GPUs and combines the outputs
   elementwise  norms, activations, residual adds: activation bytes per token
   attn_decode  each decoding sequence reads its whole KV cache; bandwidth is capped by the
                number of thread blocks the kernel launches (one per sequence and KV head,
@@ -40,6 +45,7 @@ import numpy as np
 from .. import DATA
 from ..jit import engine_jit, step_jit
 
+from . import expert
 from .catalog import EMBED_BYTES, GPU, Model, check_formats, kv_format, weight_format
 from .speculative import SPEC_MAX, Speculation, proposer
 
@@ -86,18 +92,31 @@ T_ISSUE_ENGINE = 36  # vLLM: host time per layer of a step run without graphs, s
 T_SEQ = 37  # vLLM: host time per scheduled sequence (sampling, output processing), s
 ASYNC = 38  # vLLM: fraction of the GPU time of a step that hides host work (0 without async scheduling)
 T_MOE_LAYER = 39  # per-MoE-layer time of the routing kernels (top-k, token sort, output sum), s
+# the fused-MoE kernel and expert parallelism (expert.py)
+EXPERTS_LOCAL = 40  # routed experts one GPU holds: all of them (a slice each) under tp, experts / ep under ep
+PAIR_SHARE = 41  # share of the step's (token, expert) routings one GPU computes: 1 under tp, 1 / ep under ep
+EP_Z = 42  # how many standard deviations above the mean the busiest expert rank sits (0: no expert parallelism)
+EP_LOAD_VAR = 43  # squared relative spread of a rank's routings from expert popularity
+EP_SAMPLE = 44  # ep / top-k: a rank's relative sampling variance is EP_SAMPLE / tokens (Poisson)
+MOE_GEMM_EFF = 45  # the grouped GEMMs' FLOP rate as a share of the dense GEMMs' (full tiles)
+MOE_TILE = 46  # rows a grouped-GEMM tile computes: each touched expert's tokens pad to a multiple
+MOE_TILE_SMALL = 47  # the tile of a step with no more tokens than the model has experts
+MOE_SCRATCH = 48  # bytes of scratch rows written and read back per routing a GPU computes
+A2A_BYTES = 49  # all-to-all bytes one GPU sends and receives per token of the step (dispatch + combine)
+S_A2A_BYTE = 50  # seconds per all-to-all byte
+A2A_LAT = 51  # latency of one all-to-all call, s (two a MoE layer)
 # speculative decoding (speculative.py): the proposer's share of a step, per draft token
-SPEC_K = 40  # draft tokens each decoding sequence proposes and the target verifies a step (0: off)
-DRAFT_LAYERS = 41  # decoder layers one proposal runs (a draft model's all; an EAGLE head's or MTP's one)
-DRAFT_W = 42  # bytes of those layers per GPU
-DRAFT_FLOPS = 43  # their FLOPs per proposing sequence per GPU
-DRAFT_KV = 44  # the proposer's KV bytes per context token (all its layers) per GPU
-DRAFT_HEAD_W = 45  # the vocabulary projection a proposal samples from, bytes per GPU
-DRAFT_HEAD_FLOPS = 46  # its FLOPs per proposing sequence per GPU
-DRAFT_ALLREDUCE = 47  # bytes all-reduced per token per all-reduce of a proposer layer
-DRAFT_MOE = 48  # 1: the proposer's layer is one of the target's MoE layers (DeepSeek's MTP module)
-T_PROPOSE_SEQ = 49  # host time of one sequence's proposal (n-gram prompt lookup), s
-SPEC_SURV = 50  # SPEC_SURV + j - 1: the chance that at least j drafts are accepted (j = 1..SPEC_MAX)
+SPEC_K = 52  # draft tokens each decoding sequence proposes and the target verifies a step (0: off)
+DRAFT_LAYERS = 53  # decoder layers one proposal runs (a draft model's all; an EAGLE head's or MTP's one)
+DRAFT_W = 54  # bytes of those layers per GPU
+DRAFT_FLOPS = 55  # their FLOPs per proposing sequence per GPU
+DRAFT_KV = 56  # the proposer's KV bytes per context token (all its layers) per GPU
+DRAFT_HEAD_W = 57  # the vocabulary projection a proposal samples from, bytes per GPU
+DRAFT_HEAD_FLOPS = 58  # its FLOPs per proposing sequence per GPU
+DRAFT_ALLREDUCE = 59  # bytes all-reduced per token per all-reduce of a proposer layer
+DRAFT_MOE = 60  # 1: the proposer's layer is one of the target's MoE layers (DeepSeek's MTP module)
+T_PROPOSE_SEQ = 61  # host time of one sequence's proposal (n-gram prompt lookup), s
+SPEC_SURV = 62  # SPEC_SURV + j - 1: the chance that at least j drafts are accepted (j = 1..SPEC_MAX)
 SPEC_PER_DRAFT = SPEC_SURV + SPEC_MAX  # 1 / SPEC_K: speculating sequences a draft token (a step divides nothing)
 # SPEC_TABLE + b: 1 + the drafts accepted by every draw u in [b, b + 1) / SPEC_BINS (the engine's draws
 # are 32-bit: b is a draw's top 8 bits), so that a step finds its tokens gained at one read and, in
@@ -122,7 +141,7 @@ class Efficiency:
     t_issue_decode_us: float
     t_issue_prefill_us: float
     issue_shared: float
-    moe_bw_eff: float
+    moe_bw_eff: float  # share of HBM bandwidth the grouped GEMMs' weight reads reach
     link_eff: float
     link_latency_us: float
     engine_step_us: float
@@ -131,6 +150,7 @@ class Efficiency:
     t_piecewise_us: float = 0.0  # vLLM: host time per layer of a piecewise-graph step
     t_issue_engine_us: float = 0.0  # vLLM: host time per layer of a step run without graphs
     t_moe_layer_us: float = 0.0  # MoE routing kernels per MoE layer
+    moe_gemm_eff: float = 1.0  # the grouped GEMMs' FLOP rate on full tiles as a share of the dense GEMMs'
     api_ms: float = 0.0  # client TTFT beyond the engine: API server, tokenisation, first-token streaming
     async_overlap: float = 1.0  # vLLM async scheduling: share of a step's GPU time its host work can hide behind
 
@@ -149,10 +169,14 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
           attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
           capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
-          spec: Speculation | None = None) -> np.ndarray:
+          spec: Speculation | None = None, ep: int = 1, dp_attention: bool = False,
+          ep_load_cv: float | None = None) -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
     capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py); spec, speculative
-    decoding (its proposer priced per draft token, its acceptance model for the engine).
+    decoding (its proposer priced per draft token, its acceptance model for the engine); ep and
+    dp_attention, how an MoE model's layers split over the replica's tp GPUs (expert.py). Under
+    data-parallel attention each GPU holds attention and the dense layers whole and computes 1/tp
+    of the step's tokens through them: the per-token terms are a GPU's share of the step's.
 
     Quantised weights (data/quantisation.json) shrink the bytes the linear layers stream; their
     GEMMs run at the rate of the format's tensor cores (fp8 at the FP8 rate; int4 is dequantised
@@ -166,7 +190,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         raise ValueError(f"unknown attention kernel '{attn_kernel}': choose sdpa or paged")
     if engine not in ("bare", "vllm"):
         raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass) or vllm")
-    check_tp(model, tp)
+    expert.check(model, tp, ep, dp_attention)
+    atp = expert.attention_tp(tp, dp_attention)  # GPUs one attention rank spans
+    check_tp(model, atp)
     eff = eff or efficiency_for(gpu)
     wb = fmt.bytes_per_weight
     act = 2  # activations and KV cache in 16-bit
@@ -174,21 +200,41 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p = np.zeros(N_PARAMS)
     p[LAYERS] = model.layers
     p[MOE_LAYERS] = model.moe_layers
-    attn = _attn_params_per_gpu(model, tp)
-    p[DENSE_W] = (attn + model.mlp_params(model.ffn) / tp) * wb
-    p[DENSE_FLOPS] = 2 * (attn + model.mlp_params(model.ffn) / tp)
+    attn = _attn_params_per_gpu(model, atp)  # held
+    dense = attn + model.mlp_params(model.ffn) / atp
+    # computed per token of the step: a 1/tp share of the tokens through whole weights under DP
+    # attention, every token through a 1/tp slice under tensor parallelism: the same FLOPs either way
+    share = atp / tp
+    p[DENSE_W] = dense * wb
+    p[DENSE_FLOPS] = 2 * dense * share
     if model.is_moe:
-        shared = model.shared_experts * model.mlp_params(model.moe_ffn) / tp
+        shared = model.shared_experts * model.mlp_params(model.moe_ffn) / atp
         router = h * model.experts
         p[MOE_DENSE_W] = (attn + shared + router) * wb + router * (EMBED_BYTES - wb)  # the router stays 16-bit
-        p[MOE_DENSE_FLOPS] = 2 * (attn + shared + router)
-        p[EXPERT_W] = model.mlp_params(model.moe_ffn) / tp * wb
-        p[EXPERT_FLOPS] = 2 * model.mlp_params(model.moe_ffn) / tp
+        p[MOE_DENSE_FLOPS] = 2 * (attn + shared + router) * share
+        expert_slice = model.mlp_params(model.moe_ffn) / (1 if ep > 1 else tp)  # a whole expert under ep
+        p[EXPERT_W] = expert_slice * wb
+        p[EXPERT_FLOPS] = 2 * expert_slice
         p[N_EXPERTS] = model.experts
         p[TOPK] = model.experts_per_token
-    ffn_gpu = (model.moe_ffn * (model.experts_per_token + model.shared_experts) if model.is_moe else model.ffn) / tp
-    heads_gpu = model.heads / tp
-    kv_heads_gpu = kv_heads_per_gpu(model, tp)
+        p[EXPERTS_LOCAL] = model.experts / ep
+        p[PAIR_SHARE] = 1.0 / ep
+        p[EP_Z] = expert.busiest_rank_z(ep)
+        p[EP_LOAD_VAR] = expert.load_variance(model, ep, ep_load_cv)
+        p[EP_SAMPLE] = ep / model.experts_per_token
+        ffn_slice = expert_slice / (3 * h)  # the expert's width on one GPU
+        p[MOE_GEMM_EFF] = eff.moe_gemm_eff
+        tiles = expert.constants()["tile_rows"]
+        p[MOE_TILE], p[MOE_TILE_SMALL] = tiles["value"], tiles["small_batch"]
+        p[MOE_SCRATCH] = act * (6 * ffn_slice + 2 * h)  # gate/up rows, activation rows, output rows
+        if dp_attention:
+            p[A2A_BYTES] = expert.dispatch_combine_bytes(model, ep) / tp
+            p[S_A2A_BYTE] = expert.a2a_link(gpu, ep)[0]
+            p[A2A_LAT] = eff.link_latency_us * 1e-6
+    # the routed experts' activation rows are the fused-MoE kernel's scratch (MOE_SCRATCH)
+    ffn_gpu = (model.moe_ffn * model.shared_experts if model.is_moe else model.ffn) / atp
+    heads_gpu = model.heads / atp
+    kv_heads_gpu = kv_heads_per_gpu(model, atp)
     if model.is_mla:
         q_dim = heads_gpu * (model.mla_qk_nope_dim + model.mla_rope_dim)
         kv_dim = model.mla_kv_lora_rank + model.mla_rope_dim
@@ -202,10 +248,13 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # elementwise traffic per token per layer: two norms (read+write), two residual adds
     # (2 reads + 1 write), activation of the MLP (read gate and up, write product), the
     # GEMMs' inputs and outputs, the KV-cache write and attention's query/output
-    p[ACT_BYTES] = act * (14 * h + 6 * ffn_gpu + 3 * q_dim + 2 * kv_dim)
-    p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value) / model.layers
-    p[KV_HEADS] = kv_heads_gpu
-    p[HEAD_W] = model.vocab / tp * h * EMBED_BYTES
+    p[ACT_BYTES] = act * (14 * h + 6 * ffn_gpu + 3 * q_dim + 2 * kv_dim) * share
+    p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value,
+                                             dp_attention) / model.layers
+    p[KV_HEADS] = kv_heads_gpu * share  # a GPU runs 1/tp of the sequences under DP attention
+    p[DEC_PAIR_FLOPS] *= share
+    p[PRE_PAIR_FLOPS] *= share
+    p[HEAD_W] = model.vocab / atp * h * EMBED_BYTES
     p[HEAD_FLOPS] = 2 * model.vocab / tp * h
     p[ALLREDUCE_BYTES] = h * act
     # rates stored as their inverses (seconds per byte, per FLOP): the engine multiplies, every step
@@ -222,8 +271,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
     p[ISSUE_SHARED] = eff.issue_shared
     p[LAUNCH] = LAUNCH_MODES[launch]
-    p[TP] = tp
-    p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(tp) * 1e9 * eff.link_eff) if tp > 1 else 0.0
+    p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
+    p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
     p[LINK_LAT] = eff.link_latency_us * 1e-6
     p[T_STEP] = eff.engine_step_us * 1e-6 if engine == "vllm" else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
@@ -235,15 +284,15 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[ASYNC] = eff.async_overlap if async_scheduling else 0.0
     p[T_MOE_LAYER] = eff.t_moe_layer_us * 1e-6 if model.is_moe else 0.0
     if spec is not None:
-        prop = proposer(spec, model, tp, wb, kv_format(kv_dtype).bytes_per_value)
+        prop = proposer(spec, model, atp, wb, kv_format(kv_dtype).bytes_per_value)
         p[SPEC_K] = spec.tokens
         p[DRAFT_LAYERS] = prop.layers
         p[DRAFT_W] = prop.weight_bytes
-        p[DRAFT_FLOPS] = prop.flops_per_token
-        p[DRAFT_KV] = prop.kv_bytes_per_token
+        p[DRAFT_FLOPS] = prop.flops_per_token * share
+        p[DRAFT_KV] = prop.kv_bytes_per_token * share
         p[DRAFT_HEAD_W] = prop.head_bytes
-        p[DRAFT_HEAD_FLOPS] = prop.head_flops * p[HEAD_FLOPS] / (2 * model.vocab / tp * h)  # 16-bit, as the LM head
-        p[DRAFT_ALLREDUCE] = prop.allreduce_bytes if tp > 1 else 0.0
+        p[DRAFT_HEAD_FLOPS] = prop.head_flops * share * p[HEAD_FLOPS] / (2 * model.vocab / tp * h)  # 16-bit, as the LM head
+        p[DRAFT_ALLREDUCE] = prop.allreduce_bytes if atp > 1 else 0.0
         p[DRAFT_MOE] = 1.0 if prop.moe_layer else 0.0
         p[T_PROPOSE_SEQ] = prop.host_s_per_seq
         p[SPEC_SURV:SPEC_SURV + spec.tokens] = spec.survival
@@ -279,7 +328,12 @@ def kv_heads_per_gpu(model: Model, tp: int) -> float:
     return max(1.0, model.kv_heads / tp)
 
 
-def kv_bytes_per_token_per_gpu(model: Model, tp: int, kv_dtype_bytes: int = 2) -> float:
+def kv_bytes_per_token_per_gpu(model: Model, tp: int, kv_dtype_bytes: int = 2, dp_attention: bool = False) -> float:
+    """KV bytes one GPU holds per token of the replica: its K/V heads' share under tensor parallelism
+    (MLA's latent whole on every GPU); under data-parallel attention a GPU holds its own sequences'
+    whole KV, so 1/tp of the replica's tokens (the mean rank's)."""
+    if dp_attention:
+        return model.kv_bytes_per_token(kv_dtype_bytes) / tp
     if model.is_mla:
         return model.kv_bytes_per_token(kv_dtype_bytes)
     return model.layers * 2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv_dtype_bytes
@@ -297,11 +351,12 @@ def soft_max(a, b):
 
 @engine_jit
 def experts_touched(p, tokens):
-    """Expected distinct routed experts per MoE layer for `tokens` tokens under uniform top-k routing."""
+    """Expected distinct routed experts of one GPU's per MoE layer that `tokens` tokens route to
+    under uniform top-k routing (of all the experts under tp, of its own experts / ep under ep)."""
     e = p[N_EXPERTS]
     if e <= 0.0 or tokens <= 0:
         return 0.0
-    return e * (1.0 - (1.0 - p[TOPK] / e) ** tokens)
+    return p[EXPERTS_LOCAL] * (1.0 - (1.0 - p[TOPK] / e) ** tokens)
 
 
 @engine_jit
@@ -317,13 +372,33 @@ def linear_time(p, tokens):
 
 
 @engine_jit
+def busiest_share(p, tokens):
+    """The busiest expert rank's routings over the mean rank's: expert popularity's spread plus the
+    sampling noise of `tokens` tokens, z standard deviations up (1 without expert parallelism)."""
+    if p[EP_Z] <= 0.0:
+        return 1.0
+    return 1.0 + p[EP_Z] * math.sqrt(p[EP_LOAD_VAR] + p[EP_SAMPLE] / tokens)
+
+
+@engine_jit
 def experts_time(p, tokens):
-    """Routed-expert grouped GEMMs of all MoE layers."""
+    """The fused-MoE kernel of all MoE layers on the busiest GPU: the grouped GEMMs stream the
+    touched experts' weights against their FLOPs, each expert's tokens padded to whole tiles; the
+    scratch rows of every routing it computes; the routing kernels; and under DP attention the
+    dispatch and combine all-to-alls."""
     if p[MOE_LAYERS] <= 0 or tokens <= 0:
         return 0.0
-    flops = p[EXPERT_FLOPS] * p[TOPK] * tokens
-    bytes_ = experts_touched(p, tokens) * p[EXPERT_W]
-    return p[MOE_LAYERS] * (soft_max(flops * p[S_FLOP], bytes_ * p[S_BYTE] / p[MOE_BW_EFF]) + p[T_MOE_LAYER])
+    busiest = busiest_share(p, tokens)
+    pairs = tokens * p[TOPK] * p[PAIR_SHARE] * busiest
+    touched = experts_touched(p, tokens)
+    tile = p[MOE_TILE_SMALL] if tokens <= p[N_EXPERTS] else p[MOE_TILE]
+    rows = touched * tile * math.ceil(pairs / (touched * tile))
+    t_gemm = rows * p[EXPERT_FLOPS] * p[S_FLOP] / p[MOE_GEMM_EFF]
+    t_weights = touched * p[EXPERT_W] * p[S_BYTE] / p[MOE_BW_EFF]
+    t = soft_max(t_gemm, t_weights) + pairs * p[MOE_SCRATCH] * p[S_BYTE] + p[T_MOE_LAYER]
+    if p[A2A_BYTES] > 0:
+        t += 2.0 * p[A2A_LAT] + tokens * busiest * p[A2A_BYTES] * p[S_A2A_BYTE]
+    return p[MOE_LAYERS] * t
 
 
 @engine_jit
@@ -514,7 +589,8 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
              prefill_tokens: int = 0, prefill_cached: int = 0, launch: str = "auto", dtype: str = "bf16",
              attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
              capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
-             spec: Speculation | None = None) -> dict:
+             spec: Speculation | None = None, ep: int = 1, dp_attention: bool = False,
+             ep_load_cv: float | None = None) -> dict:
     """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
     chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms. With
     speculative decoding (spec) every decoding sequence verifies spec.tokens drafts too."""
@@ -532,7 +608,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     if longest > model.max_context:
         raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
     p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling, kv_dtype,
-              spec)
+              spec, ep, dp_attention, ep_load_cv)
     ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0

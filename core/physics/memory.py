@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .catalog import EMBED_BYTES, GIB, GPU, Model, check_formats, kv_format, weight_format
+from . import expert
 from .costmodel import _attn_params_per_gpu, check_tp, kv_bytes_per_token_per_gpu
 from .pipeline import check_pp, stage_layers
 from .speculative import Speculation, proposer
@@ -45,6 +46,8 @@ class MemoryPlan:
     kv_blocks: int  # per replica (every GPU of the replica holds its share of each block)
     kv_tokens: int
     pp: int = 1  # pipeline stages; the figures per GPU are the fullest stage's
+    ep: int = 1  # expert parallelism (physics/expert.py)
+    dp_attention: bool = False  # kv_bytes_per_token is then the mean GPU's: each holds its own sequences
 
     @property
     def unused_bytes(self) -> float:
@@ -60,37 +63,44 @@ class MemoryPlan:
         return d
 
 
-def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1) -> float:
+def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1, ep: int = 1,
+                         dp_attention: bool = False) -> float:
     """Weights one GPU holds: layers sharded by tp (K/V projections replicated when tp > KV
     heads), embedding and LM head split over the vocabulary; with pp stages, the fullest stage's
-    layers and one of the embedding and the LM head. The linear layers are in `dtype`; embedding,
-    LM head, norms and MoE routers stay 16-bit (data/quantisation.json)."""
+    layers and one of the embedding and the LM head. Under expert parallelism a GPU holds
+    experts / ep whole experts; under data-parallel attention the attention, dense and shared-expert
+    weights, the embedding and the LM head whole (expert.py). The linear layers are in `dtype`;
+    embedding, LM head, norms and MoE routers stay 16-bit (data/quantisation.json)."""
     h = model.hidden
-    linear_dense = _attn_params_per_gpu(model, tp) + model.mlp_params(model.ffn) / tp
-    per_layer_dense = _attn_params_per_gpu(model, tp) + model.mlp_params(model.ffn) / tp + 2 * h
-    params = (model.layers - model.moe_layers) * per_layer_dense
+    atp = expert.attention_tp(tp, dp_attention)
+    attn = _attn_params_per_gpu(model, atp)
+    linear_dense = attn + model.mlp_params(model.ffn) / atp
+    params = (model.layers - model.moe_layers) * (linear_dense + 2 * h)
     linear = (model.layers - model.moe_layers) * linear_dense
     if model.is_moe:
-        experts = (model.experts + model.shared_experts) * model.mlp_params(model.moe_ffn) / tp
+        routed = model.experts * model.mlp_params(model.moe_ffn) / tp  # a slice of each, or experts / ep whole
+        experts = routed + model.shared_experts * model.mlp_params(model.moe_ffn) / atp
         router = h * model.experts
-        params += model.moe_layers * (_attn_params_per_gpu(model, tp) + experts + router + 2 * h)
-        linear += model.moe_layers * (_attn_params_per_gpu(model, tp) + experts)
+        params += model.moe_layers * (attn + experts + router + 2 * h)
+        linear += model.moe_layers * (attn + experts)
     if pp > 1:
         share = stage_layers(model, pp) / model.layers
-        params = params * share + model.vocab * h / tp + h
+        params = params * share + model.vocab * h / atp + h
         linear = linear * share
     else:
-        params += model.embedding_copies * model.vocab * h / tp + h
+        params += model.embedding_copies * model.vocab * h / atp + h
     # written so that 16-bit weights give exactly params x 2
     return params * EMBED_BYTES - linear * (EMBED_BYTES - weight_format(dtype).bytes_per_weight)
 
 
-def workspace_bytes(model: Model, tp: int, max_batched_tokens: int, max_seqs: int) -> float:
+def workspace_bytes(model: Model, tp: int, max_batched_tokens: int, max_seqs: int, atp: int | None = None) -> float:
     """Peak activations of a step of max_batched_tokens tokens, fp32 logits of max_seqs rows,
-    and buffers outside PyTorch's allocator."""
+    and buffers outside PyTorch's allocator; atp, the GPUs an attention rank spans (tp unless
+    attention is data-parallel)."""
     h = model.hidden
+    atp = tp if atp is None else atp
     ffn = (model.moe_ffn * (model.experts_per_token + model.shared_experts) if model.is_moe else model.ffn) / tp
-    qkv = (model.heads / tp + 2 * max(1.0, model.kv_heads / tp)) * model.head_dim
+    qkv = (model.heads / atp + 2 * max(1.0, model.kv_heads / atp)) * model.head_dim
     activations = max_batched_tokens * 2 * (4 * h + 2 * ffn + qkv)
     logits = max_seqs * model.vocab * 4
     non_torch = (NON_TORCH_TP_GIB if tp > 1 else NON_TORCH_GIB) * GIB
@@ -103,13 +113,18 @@ def usable_bytes(gpu: GPU) -> float:
 
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
-                kv_dtype: str = "bf16", spec: Speculation | None = None) -> MemoryPlan:
+                kv_dtype: str = "bf16", spec: Speculation | None = None, ep: int = 1,
+                dp_attention: bool = False) -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
     KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
     A speculative proposer (a draft model, an EAGLE head, an MTP module) adds its weights, and its
-    KV cache shares the pool: each token's block holds the proposer's layers too."""
-    check_tp(model, tp)
+    KV cache shares the pool: each token's block holds the proposer's layers too. Under
+    data-parallel attention (ep = tp GPUs) max_batched_tokens and max_seqs are one rank's, each
+    GPU's pool holds its own sequences, and the replica's blocks are all its GPUs' together."""
+    expert.check(model, tp, ep, dp_attention)
+    atp = expert.attention_tp(tp, dp_attention)
+    check_tp(model, atp)
     check_pp(model, pp)
     check_formats(gpu, dtype, kv_dtype)
     if not 0.05 <= mem_util <= 1.0:
@@ -118,17 +133,23 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
         raise ValueError(f"block size {block_size} tokens is outside 1..1024 (vLLM's default is 16)")
     usable = usable_bytes(gpu)
     budget = usable * mem_util
-    weights = weight_bytes_per_gpu(model, tp, dtype, pp)
-    work = workspace_bytes(model, tp, max_batched_tokens, max_seqs)
-    kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value)
+    weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention)
+    work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
+    kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
     if pp > 1:
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
     if spec is not None:
-        prop = proposer(spec, model, tp, weight_format(dtype).bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
+        prop = proposer(spec, model, atp, weight_format(dtype).bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
         weights += prop.memory_bytes
-        kv_tok += prop.kv_bytes_per_token
+        kv_tok += prop.kv_bytes_per_token * atp / tp  # under DP attention, a GPU's own sequences'
     pool = budget - weights - work
     blocks = int(pool // (block_size * kv_tok)) if pool > 0 else 0
+    if blocks < 1 and ep > 1:
+        raise ValueError(
+            f"{model.label()} does not fit on {gpu.name} at tp={tp} with ep={ep}"
+            f"{' and data-parallel attention' if dp_attention else ''}: weights take {weights / 1e9:.1f} GB and the "
+            f"workspace {work / 1e9:.1f} GB of the {budget / 1e9:.1f} GB budget per GPU, leaving nothing for the KV "
+            f"cache; it needs more GPUs (a larger ep and tp)" + _smaller_weights(gpu, dtype) + ".")
     if blocks < 1:
         need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype)
         where = (f"at least {need} GPUs with tensor parallelism (tp={need})" if need
@@ -142,7 +163,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
             f"{usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs {where}"
             + _smaller_weights(gpu, dtype) + ".")
     return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util, dtype=dtype,
-                      kv_dtype=kv_dtype,
+                      kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
                       pp=pp)

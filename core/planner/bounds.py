@@ -81,12 +81,15 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
                                     w.engine.draft_model if shape.spec == "draft" else None, model)
             if shape.spec else None)
     gained = spec.tokens_per_step if spec else 1.0
+    # expert parallelism (a colocated shape's): its attention ranks each batch max_seqs of their own
+    experts = dict(ep=shape.ep, dp_attention=shape.dp_attention)
+    ranks = shape.tp if shape.dp_attention else 1
     plans = {}
     for g, tp, name in pools:
         try:
             plans[name] = plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
                                       shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype,
-                                      spec=spec if name != "prefill" else None)
+                                      spec=spec if name != "prefill" else None, **experts)
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")
 
@@ -95,12 +98,13 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # prompt at the attainment quantile alone on an idle replica.
     decode_tp = shape.tp
     tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1,
-                         spec=spec) * 1e3 / gained
+                         spec=spec, **experts) * 1e3 / gained
     if tpot_floor > t.tpot_p99_ms:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
                              f"TPOT target", pruned_by="roofline")
     pre_tp = shape.prefill_tp if shape.disagg else shape.tp
-    ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=min(prompt_q, model.max_context)) * 1e3
+    ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype,
+                         prefill_tokens=min(prompt_q, model.max_context), **experts) * 1e3
     if ttft_floor > t.ttft_p99_ms:
         return Bound(refused=f"prefilling a {prompt_q:,}-token prompt alone takes {ttft_floor:.0f} ms, above the "
                              f"{t.ttft_p99_ms:g} ms TTFT target", pruned_by="roofline")
@@ -109,12 +113,13 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # at the largest batch the slots and KV blocks hold.
     serial = shape.policy == "serial"
     chunk = min(budget, max(int(P_new), 1))
-    prefill_s_per_token = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=chunk) / chunk
+    prefill_s_per_token = (_step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=chunk * ranks,
+                                   **experts) / (chunk * ranks))
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
-    batch = 1 if serial else max(1, min(w.engine.max_seqs, kv_plan.kv_tokens // ctx))
+    batch = 1 if serial else max(1, min(w.engine.max_seqs * ranks, kv_plan.kv_tokens // ctx))
     decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=batch,
-                                 context=max(1, int(P)), spec=spec) / (batch * gained)
+                                 context=max(1, int(P)), spec=spec, **experts) / (batch * gained)
     if shape.disagg:
         return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),
                      prefill_req_s=GENEROUS / (P_new * prefill_s_per_token))

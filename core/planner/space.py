@@ -189,6 +189,10 @@ class Deployment:
     # engine's) and a host-memory KV tier per replica (GiB; 0: none)
     router: str = ""
     kv_offload_gb: float = 0.0
+    # an MoE model's experts split over the replica's tp GPUs (ep = tp), with attention data-parallel
+    # over them or not (physics/expert.py; 1: experts sliced by tensor parallelism)
+    ep: int = 1
+    dp_attention: bool = False
 
     @property
     def pool_gpus(self) -> tuple[str, str]:
@@ -236,6 +240,8 @@ class Deployment:
             shape = (f"{self.prefill_replicas}×tp{self.prefill_tp} prefill + {self.replicas}×tp{self.tp} decode")
         else:
             shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
+        if self.ep > 1:
+            shape += f" ep{self.ep}" + (" with DP attention" if self.dp_attention else "")
         if self.spare:
             shape += f" ({self.spare} spare{' each' if self.disagg else ''})"
         kv = f", {self.kv_dtype} KV" if self.kv_dtype != "bf16" else ""
@@ -297,7 +303,8 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     pools = ([(d.prefill_gpu or d.gpu, d.prefill_tp), (d.gpu, d.tp)] if d.disagg else [(d.gpu, d.tp)])
     max_len = min(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(w.model), w.spec, w.trace_csv, tp,
                                        d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp,
-                                       kv_dtype=d.kv_dtype) for g, tp in pools)
+                                       kv_dtype=d.kv_dtype, ep=d.ep, dp_attention=d.dp_attention)
+                  for g, tp in pools)
     cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, kv_dtype=d.kv_dtype,
                     policy=d.policy,
                     block_size=w.engine.block_size, max_seqs=w.engine.max_seqs,
@@ -305,7 +312,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=d.router or w.engine.router,
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps,
-                    kv_offload_gb=d.kv_offload_gb)
+                    kv_offload_gb=d.kv_offload_gb, ep=d.ep, dp_attention=d.dp_attention)
     if d.spec:
         cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
@@ -361,6 +368,8 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                                for m in methods)
                     out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, router=router,
                                           kv_offload_gb=gb) for router, gb in reuse)
+                out.extend(Deployment(gpu, ep, 1, dtype, *budget.schedules()[0], kv_dtype=kv, ep=ep, dp_attention=dp)
+                           for ep, dp in expert_shapes(g, w.model) if ep <= room)
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
                     if tp * pp <= room:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
@@ -411,6 +420,28 @@ def proposers(w: Workload, budget: Budget) -> tuple[str, ...]:
     return tuple(out)
 
 
+EP_SIZES = (2, 4, 8, 16, 32, 64)  # the expert-parallel widths searched, within and across nodes
+
+
+def expert_shapes(g: catalog.GPU, model_id: str) -> list[tuple[int, bool]]:
+    """(ep, data-parallel attention) of an MoE model's expert-parallel replicas worth trying: every
+    width of EP_SIZES that divides its experts; with attention tensor-parallel over the same GPUs
+    within a node (where tp divides the heads; tensor parallelism across nodes pays the network on
+    every layer), and with attention data-parallel within and across nodes. Whether the weights
+    fit is the memory bound's to say (bounds.py)."""
+    model = catalog.get_model(model_id)
+    if not model.is_moe:
+        return []
+    out = []
+    for ep in EP_SIZES:
+        if model.experts % ep:
+            continue
+        if ep <= g.gpus_per_node and model.heads % ep == 0:
+            out.append((ep, False))
+        out.append((ep, True))
+    return out
+
+
 def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf16") -> list[tuple[int, int]]:
     """(pp, tp) of pipelined replicas worth trying: for each pp in PIPELINE_STAGES, the smallest
     tensor-parallel degree within a node whose stages hold their layers and some KV cache, and the
@@ -439,6 +470,7 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
 def preference(d: Deployment, cost: float) -> tuple:
     """Cheapest first ($ per hour, `cost`); at equal cost the simpler stage, then the least
     quantisation error: 16-bit weights before fp8 before fp4 before int4, a 16-bit KV cache before fp8; then
-    no proposer to run before one, the engine's router before another, no host tier before one."""
+    no proposer to run before one, the engine's router before another, no host tier before one, experts
+    sliced by tensor parallelism before expert parallelism (no busiest rank, no all-to-all to run)."""
     return (round(cost, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
-            d.spec != "", d.router != "", d.kv_offload_gb > 0)
+            d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention)

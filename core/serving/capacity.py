@@ -44,7 +44,9 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     pp = getattr(pool, "pp", 1)
     prompt, output = max(prompt, 1.0), max(output, 1.0)
     ctx = int(min(prompt + output / 2, model.max_context))
-    slots = 1 if cfg.policy == "serial" else cfg.max_seqs
+    ranks = cfg.tp if cfg.dp_attention else 1  # data-parallel attention: each rank batches max_seqs of its own
+    slots = 1 if cfg.policy == "serial" else cfg.max_seqs * ranks
+    budget = budget * ranks
     batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))
     if cfg.disagg:
         per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)

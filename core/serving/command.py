@@ -30,7 +30,7 @@ from .simulate import SimConfig, fitted_max_model_len
 # replica with the fewest outstanding (vLLM's production-stack default, llm-d's); log-normal lengths
 # (sigma 0.5) because no real workload sends one length; 2,000 requests, enough for a stable p99.
 DEFAULTS = dict(
-    tp=1, pp=1, dtype="bf16", kv_dtype="bf16", policy="sarathi", block_size=16, max_seqs=256,
+    tp=1, pp=1, ep=1, dtype="bf16", kv_dtype="bf16", policy="sarathi", block_size=16, max_seqs=256,
     max_batched_tokens=2048, mem_util=MEM_UTIL, watermark=0.01, prefix_caching=True, router="lor",
     requests=2000, length_dist="lognormal", spread=0.5, arrival="poisson", cv=1.0, seed=0,
     system_prompts=0, system_prompt_tokens=0, turns=1, turn_gap_s=30.0, think_s=0.0, think_dist="fixed",
@@ -119,6 +119,11 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
     if cfg.gpus is not None:
         flag("--gpus", cfg.gpus)
     differs("pp", cfg.pp)
+    differs("ep", cfg.ep)
+    if cfg.dp_attention:
+        flag("--dp-attention")
+    if cfg.ep_load_cv is not None:
+        flag("--ep-load-cv", cfg.ep_load_cv)
     differs("dtype", cfg.dtype)
     differs("kv-dtype", cfg.kv_dtype)
 

@@ -215,6 +215,7 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         served_req_s=served, offered_req_s=offered,
         mean_in_system=float(of[E.OF_AREA_FRONT] + of[E.OF_AREA_XFER] + of[E.OF_AREA_DECODE]) / span,
         replicas=replicas, gpus=int(sum(p.replicas * p.tp * p.pp for p in pools)), tp=pools[0].tp, pp=pools[0].pp,
+        ep=cfg.ep, dp_attention=cfg.dp_attention,
         gpu_hours=gpu_hours, cost_per_1m_tokens_usd=cost,
         price_usd_per_gpu_hour=price,  # two GPU types: their mean over the GPU-hours each ran
         price_date=gpu.price_date,

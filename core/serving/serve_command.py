@@ -82,7 +82,16 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
     """The arguments of one replica's `vllm serve` (the model first) and notes on what they cannot say;
     a replica that decodes (not a prefill pool's) speculates as the deployment does."""
     repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
-    args = [repo, "--tensor-parallel-size", str(tp)]
+    if cfg.ep > 1 and cfg.dp_attention:  # vLLM: data-parallel ranks of one GPU, the experts over all of them
+        args = [repo, "--tensor-parallel-size", "1", "--data-parallel-size", str(tp), "--enable-expert-parallel"]
+        per_node = catalog.get_gpu(cfg.gpu).gpus_per_node
+        if tp > per_node:
+            notes.append(f"{tp} data-parallel ranks span {tp // per_node} nodes: start one `vllm serve` a node with "
+                         f"--data-parallel-size-local {per_node} and --data-parallel-address of the first")
+    elif cfg.ep > 1:
+        args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
+    else:
+        args = [repo, "--tensor-parallel-size", str(tp)]
     if pp > 1:
         args += ["--pipeline-parallel-size", str(pp)]
     seqs = 1 if cfg.policy == "serial" else cfg.max_seqs

@@ -17,7 +17,7 @@ from ..engine import layout as L
 from ..engine import cohort
 from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
-from ..physics import catalog, costmodel, pipeline, speculative, vllm_host
+from ..physics import catalog, costmodel, expert, pipeline, speculative, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from . import offload
 from .capacity import capacity
@@ -58,6 +58,13 @@ class SimConfig:
     tp: int = 1
     pp: int = 1  # pipeline stages of tp GPUs per replica (core/physics/pipeline.py); colocated deployments
     gpus: int | None = None  # GPUs in all; None: one replica of tp x pp GPUs
+    # an MoE model's experts split over a replica's tp GPUs (ep = tp; 1: sliced by tensor parallelism),
+    # and attention data-parallel over them (physics/expert.py): the replica then runs tp attention ranks,
+    # each with max_seqs, the token budget and its own sequences' KV cache, joined in every MoE layer
+    ep: int = 1
+    dp_attention: bool = False
+    # routed tokens per expert: standard deviation over mean (None: data/moe.json's measured spread)
+    ep_load_cv: float | None = None
     dtype: str = "bf16"  # weights: bf16, fp8 or int4 (data/quantisation.json)
     kv_dtype: str = "bf16"  # KV cache: bf16 or fp8 (half the bytes a token: twice the blocks)
     policy: str = "vllm"
@@ -177,7 +184,7 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
 
 def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
                          dtype: str, budget_tokens: int, max_seqs: int, block_size: int, pp: int = 1,
-                         kv_dtype: str = "bf16") -> int:
+                         kv_dtype: str = "bf16", ep: int = 1, dp_attention: bool = False) -> int:
     """The max model length a deployment is given: a replayed trace's longest request; else long
     enough for the workload's long tail (longer requests are shortened), within the model's context
     and within what one replica's KV cache holds (leaving the admission watermark free)."""
@@ -189,10 +196,11 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     n = model_len_for(need if fixed else 2 * need, model)
     try:
         plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp,
-                           kv_dtype=kv_dtype)
+                           kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention)
     except ValueError:
         return n  # the configuration fails later with the planner's own message
-    room = int(plan.kv_blocks * 0.98) * block_size
+    # a sequence's KV lives on one attention rank
+    room = int(plan.kv_blocks // (tp if dp_attention else 1) * 0.98) * block_size
     return max(min(n, room), need if fixed else min(n, need))
 
 
@@ -208,9 +216,12 @@ def trace_max_model_len(trace: Workload, model: catalog.Model) -> int:
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
     config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
-    return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp or cfg.tp,
+    tp = tp or cfg.tp
+    return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp,
                               launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
-                              engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype, **mix)
+                              engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype,
+                              ep=cfg.ep if tp == cfg.tp else 1, dp_attention=cfg.dp_attention and tp == cfg.tp,
+                              ep_load_cv=cfg.ep_load_cv, **mix)
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
@@ -228,16 +239,19 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
+        ep = cfg.ep  # validate() keeps a split's pools at the same tp under expert parallelism
         plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec)
+                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=cfg.dp_attention)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
-        if plan.kv_blocks < need:
-            raise ValueError(f"the KV cache of one {name} replica holds {plan.kv_tokens} tokens, fewer than one "
-                             f"request of the maximum model length ({max_len} tokens): lower the max model length "
-                             f"or raise tp")
+        if plan.kv_blocks // attention_ranks(cfg) < need:  # a sequence's KV lives on one attention rank
+            raise ValueError(f"the KV cache of one {name} {'attention rank' if cfg.dp_attention else 'replica'} holds "
+                             f"{plan.kv_tokens // attention_ranks(cfg)} tokens, fewer than one request of the maximum "
+                             f"model length ({max_len} tokens): lower the max model length or raise tp")
+        ranks = attention_ranks(cfg)
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
-                            pool_efficiency(cfg, g, eff), vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)),
-                            cfg.async_scheduling, cfg.kv_dtype, spec)
+                            pool_efficiency(cfg, g, eff),
+                            vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)) * ranks,
+                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, cfg.dp_attention, cfg.ep_load_cv)
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g)
 
     if not cfg.disagg:
@@ -246,6 +260,13 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
     if not 0 < cfg.prefill_gpus < gpus:
         raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of {gpus}), not {cfg.prefill_gpus}")
     return [pool("prefill", cfg.prefill_gpus, ptp, g=prefill_gpu_of(cfg)), pool("decode", gpus - cfg.prefill_gpus, dtp)]
+
+
+def attention_ranks(cfg: SimConfig) -> int:
+    """Attention ranks of a replica: its tp GPUs under data-parallel attention, else one. The engine
+    runs a replica's ranks as one batch of all their sequences (an MoE layer joins them every step),
+    with their max batches and token budgets together."""
+    return cfg.tp if cfg.dp_attention else 1
 
 
 def _budget(cfg: SimConfig, max_len: int) -> int:
@@ -298,6 +319,16 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("pipeline parallelism (pp > 1) is simulated on a colocated deployment of fixed replicas: "
                          "turn off disaggregation and autoscaling, or set pp=1")
     bounds.check("block", cfg.block_size)
+    bounds.check("ep", cfg.ep)
+    if cfg.ep_load_cv is not None:
+        bounds.check("ep_load_cv", cfg.ep_load_cv)
+    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention)
+    if cfg.ep > 1 and cfg.pp > 1:
+        raise ValueError("expert parallelism is simulated with pp=1 (its all-to-all joins one stage's GPUs): set pp=1 "
+                         "or drop --ep")
+    if cfg.ep > 1 and cfg.disagg and {cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} != {cfg.tp}:
+        raise ValueError(f"with expert parallelism both pools of a split run ep={cfg.ep} GPUs a replica: leave out "
+                         f"--prefill-tp and --decode-tp, or set them to {cfg.tp}")
     if cfg.spec_method is not None and cfg.pp > 1:
         raise ValueError("speculative decoding runs with pp=1 (vLLM V1 speculates on one pipeline stage): set pp=1 "
                          "or turn speculative decoding off")
@@ -375,7 +406,7 @@ def estimated_steps(cfg: SimConfig, wl: Workload, pools: list[Pool]) -> tuple[fl
     every output token is one sequence in one step, and a step holds at most the max batch (one
     sequence serially) and about as many as are in flight: by Little's law the arrival rate times
     the time a request spends decoding, its output at the batch-of-one step time."""
-    slots = 1 if cfg.policy == "serial" else cfg.max_seqs
+    slots = 1 if cfg.policy == "serial" else cfg.max_seqs * attention_ranks(cfg)
     decoders = pools[-1]
     span = float(wl.arrival_s[-1] - wl.arrival_s[0]) if wl.n > 1 else 0.0
     rate = wl.n / span if span > 0 else math.inf
@@ -442,14 +473,15 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     if cfg.autoscale:
         PI[cfg.min_replicas:, L.P_STATE] = L.OFF
 
-    max_seqs = 1 if cfg.policy == "serial" else cfg.max_seqs
+    ranks = attention_ranks(cfg)
+    max_seqs = 1 if cfg.policy == "serial" else cfg.max_seqs * ranks
     split = costmodel.PAGED_KV_SPLIT if cfg.attn_kernel == "paged" else 0
     cfg_i = np.zeros(L.NCI, np.int64)
     cfg_i[L.C_POLICY] = L.POLICIES.index(cfg.policy)
     cfg_i[L.C_BLOCK] = cfg.block_size
     cfg_i[L.C_MAX_SEQS] = max_seqs
-    cfg_i[L.C_BUDGET] = _budget(cfg, max_len)
-    cfg_i[L.C_CHUNK] = cfg.chunk or cfg_i[L.C_BUDGET]
+    cfg_i[L.C_BUDGET] = _budget(cfg, max_len) * ranks
+    cfg_i[L.C_CHUNK] = cfg.chunk or _budget(cfg, max_len)  # a prompt's chunk runs on one rank
     cfg_i[L.C_MAX_LEN] = max_len
     cfg_i[L.C_WATERMARK] = watermark_blocks(min(p.plan.kv_blocks for p in pools), cfg.watermark)
     cfg_i[L.C_ROUTER] = L.ROUTERS.index(cfg.router)

@@ -1,0 +1,95 @@
+"""Expert parallelism: how a mixture of experts' layers are split over a replica's GPUs.
+
+Three shapes of a replica of `tp` GPUs (data/moe.json holds the sourced constants):
+- tensor parallelism (ep=1): every GPU holds a 1/tp slice of every expert and computes every
+  routed token's slice; two all-reduces a layer, no imbalance;
+- expert parallelism (ep=tp, vLLM's --enable-expert-parallel): every GPU holds experts/ep whole
+  experts and computes the tokens routed to them; attention stays tensor-parallel and the MoE
+  output is all-reduced as before, but the busiest GPU's share of the routings sets the pace;
+- expert parallelism with data-parallel attention (--dp-attention; vLLM's --data-parallel-size
+  with --enable-expert-parallel, SGLang's --enable-dp-attention): every GPU runs attention, the
+  dense layers and its own sequences' KV cache for 1/ep of the batch with the weights whole; an
+  all-to-all dispatches each routed token to its expert's GPU and another combines the outputs,
+  over NVLink within a node and the network across nodes.
+
+The busiest rank: a rank's routings are the sum over its experts/ep experts, each expert's load
+spread by the expert-load variation `cv` (skewed expert popularity) plus the sampling noise of
+few tokens; of ep ranks the busiest sits z_ep standard deviations above the mean (the expected
+maximum of ep normal draws, Blom's approximation).
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from statistics import NormalDist
+
+from .. import DATA
+from .catalog import GPU, Model
+
+
+@lru_cache(maxsize=1)
+def constants() -> dict:
+    return json.loads((DATA / "moe.json").read_text())
+
+
+def check(model: Model, tp: int, ep: int, dp_attention: bool) -> None:
+    """One sentence naming the fix for a shape no engine runs."""
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
+        raise ValueError(f"expert parallelism must be a whole number of GPUs >= 1, not {ep}")
+    if dp_attention and ep == 1:
+        raise ValueError("data-parallel attention runs with expert parallelism (the MoE layers join the ranks' "
+                         f"batches): add --ep {max(tp, 2)} or drop --dp-attention")
+    if ep == 1:
+        return
+    if not model.is_moe:
+        raise ValueError(f"{model.name} is a dense model: expert parallelism splits a mixture of experts' experts, "
+                         "so drop --ep (or choose an MoE model)")
+    if ep != tp:
+        raise ValueError(f"--ep {ep} must equal the replica's {tp} GPUs (tp): expert parallelism splits the experts "
+                         f"over the GPUs tensor parallelism would slice them over; give --tp {ep}")
+    if model.experts % ep:
+        ok = [d for d in range(2, min(model.experts, 64) + 1) if model.experts % d == 0]
+        raise ValueError(f"--ep {ep} does not divide {model.name}'s {model.experts} experts: choose ep among "
+                         f"{', '.join(map(str, ok))}")
+
+
+def attention_tp(tp: int, dp_attention: bool) -> int:
+    """GPUs one attention rank spans: the whole replica under tensor parallelism, one under DP attention."""
+    return 1 if dp_attention else tp
+
+
+def busiest_rank_z(ep: int) -> float:
+    """Expected maximum of ep standard normal draws (Blom): how far the busiest rank sits above the mean."""
+    if ep <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((ep - 0.375) / (ep + 0.25))
+
+
+def load_variance(model: Model, ep: int, cv: float | None = None) -> float:
+    """Squared relative spread of one rank's routings from expert popularity: cv^2 / (experts per rank)."""
+    cv = constants()["expert_load_cv"]["value"] if cv is None else cv
+    if ep <= 1 or not model.is_moe:
+        return 0.0
+    return cv * cv * ep / model.experts
+
+
+def a2a_link(gpu: GPU, ep: int) -> tuple[float, float]:
+    """(seconds per byte one GPU sends in an all-to-all, the share of its bytes that leave the node's
+    NVLink for the network). Within a node the GPU's own link; across nodes the NIC carries the
+    share bound for other nodes while NVLink carries the rest at the same time, so the slower sets it."""
+    eff = constants()["a2a_link_eff"]
+    per_node = max(1, gpu.gpus_per_node)
+    if ep <= per_node:
+        return 1.0 / (gpu.link_gbps_per_dir * 1e9 * eff["nvlink"]), 0.0
+    remote = (ep - per_node) / ep
+    s_net = remote / (gpu.internode_gbps_per_dir * 1e9 * eff["network"])
+    s_nvl = (1 - remote) / (gpu.link_gbps_per_dir * 1e9 * eff["nvlink"])
+    return max(s_net, s_nvl), remote
+
+
+def dispatch_combine_bytes(model: Model, ep: int) -> float:
+    """Bytes one routed token sends and receives back in one MoE layer's dispatch and combine: its
+    hidden row to each of its top-k experts' GPUs (FP8) and their outputs back (BF16), less the
+    share whose expert lives on its own GPU."""
+    c = constants()["dispatch_bytes"]
+    return model.experts_per_token * model.hidden * (c["value"] + c["combine"]) * (ep - 1) / ep

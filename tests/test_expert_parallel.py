@@ -1,0 +1,142 @@
+"""Expert parallelism and data-parallel attention: what physics demands of a MoE layer split over
+GPUs, and one sentence for every shape no engine runs."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from core.physics import catalog, costmodel, expert
+from core.physics.memory import plan_memory
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = catalog.get_gpu("h200")
+DSV3 = catalog.get_model("deepseek-v3")
+MIXTRAL = catalog.get_model("mixtral-8x7b")
+
+
+def step(model=DSV3, tp=8, ep=1, dp=False, gpu=H200, cv=None, **mix):
+    return costmodel.steptime(gpu, model, tp, dtype="fp8", engine="vllm", attn_kernel="paged", ep=ep,
+                              dp_attention=dp, ep_load_cv=cv, **mix)
+
+
+@pytest.mark.parametrize("model,tp,ep,dp,fix", [
+    ("llama-3.1-70b", 8, 8, False, "drop --ep"),  # a dense model has no experts to split
+    ("deepseek-v3", 6, 6, False, "choose ep among"),  # 256 experts do not split over 6 GPUs
+    ("deepseek-v3", 8, 1, True, "add --ep 8"),  # DP attention needs the MoE layers to join the ranks
+    ("deepseek-v3", 8, 4, False, "give --tp 4"),  # ep is the replica's GPUs
+])
+def test_a_shape_no_engine_runs_is_refused_in_one_sentence_naming_the_fix(model, tp, ep, dp, fix):
+    with pytest.raises(ValueError, match=fix) as e:
+        simulate(SimConfig(gpu="h200", model=model, tp=tp, ep=ep, dp_attention=dp, dtype="fp8",
+                           workload=WorkloadSpec(n_requests=10)))
+    assert str(e.value).count(". ") == 0 and "Traceback" not in str(e.value)
+
+
+def test_the_command_line_refuses_ep_on_a_dense_model_without_a_traceback():
+    r = subprocess.run([sys.executable, "-m", "core", "simulate", "--model", "llama-3.1-8b", "--gpu", "h100",
+                        "--ep", "2", "--requests", "10"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "drop --ep" in r.stderr
+
+
+def test_expert_parallelism_holds_the_same_expert_bytes_and_dp_attention_replicates_attention():
+    tp_plan = plan_memory(H200, DSV3, 8, dtype="fp8")
+    ep_plan = plan_memory(H200, DSV3, 8, dtype="fp8", ep=8)
+    dp_plan = plan_memory(H200, DSV3, 8, dtype="fp8", ep=8, dp_attention=True)
+    # experts / ep whole experts weigh what a 1/tp slice of every expert weighs
+    assert ep_plan.weights_bytes == pytest.approx(tp_plan.weights_bytes, rel=1e-9)
+    # every GPU holds attention, the dense layers, the shared expert and the LM head whole
+    replicated = (DSV3.layers * DSV3.attn_params() + DSV3.dense_layers * DSV3.mlp_params(DSV3.ffn)) * 7 / 8
+    assert dp_plan.weights_bytes - tp_plan.weights_bytes > replicated  # fp8: a byte a weight, and more besides
+    # MLA's latent is whole on every GPU under tp; under DP attention a GPU holds its own sequences only
+    assert dp_plan.kv_bytes_per_token == pytest.approx(tp_plan.kv_bytes_per_token / 8)
+    assert dp_plan.kv_tokens > 4 * tp_plan.kv_tokens
+
+
+def test_the_busiest_rank_sets_the_pace_and_balance_brings_it_back_to_the_mean():
+    assert expert.busiest_rank_z(1) == 0 and expert.busiest_rank_z(8) < expert.busiest_rank_z(64)
+    tokens = dict(prefill_tokens=8192)
+    skewed, even = step(ep=8, **tokens), step(ep=8, cv=0.0, **tokens)
+    assert skewed["breakdown_ms"]["experts"] > even["breakdown_ms"]["experts"]
+    # routings spread more evenly over more tokens: the imbalance of sampling falls with the batch
+    p = costmodel.build(H200, DSV3, 8, "fp8", ep=8, ep_load_cv=0.0)
+    assert costmodel.busiest_share(p, 64.0) > costmodel.busiest_share(p, 8192.0) > 1.0
+    assert costmodel.busiest_share(costmodel.build(H200, DSV3, 8, "fp8"), 64.0) == 1.0  # tp slices are even
+
+
+def test_a_moe_prefill_computes_every_token_through_its_experts():
+    # past the point where every expert is touched, twice the tokens take about twice the expert time
+    one, two = (step(prefill_tokens=n)["breakdown_ms"]["experts"] for n in (8192, 16384))
+    assert 1.8 < two / one < 2.2
+    # while a decode step's weight reads stop growing once every expert is touched
+    reads = [step(decode_batch=b, context=1000)["weight_bytes_read_per_gpu"] for b in (8, 64, 512, 1024)]
+    assert reads[0] < reads[1] < reads[2] and reads[3] == pytest.approx(reads[2], rel=0.01)
+
+
+def test_dp_attention_trades_all_reduces_for_an_all_to_all_that_costs_more_across_nodes():
+    tp = step(prefill_tokens=4096)["breakdown_ms"]
+    dp = step(ep=8, dp=True, prefill_tokens=4096)["breakdown_ms"]
+    assert tp["comm"] > 0 and dp["comm"] == 0  # no tensor-parallel all-reduce left
+    s8, remote8 = expert.a2a_link(H200, 8)
+    s16, remote16 = expert.a2a_link(H200, 16)
+    assert remote8 == 0 and remote16 == 0.5 and s16 > s8  # half of the bytes leave the node over its NICs
+    # per GPU, 16 ranks given twice the tokens move the same bytes each as 8 ranks, but over the network
+    within = step(ep=8, dp=True, cv=0.0, prefill_tokens=8192)["breakdown_ms"]["experts"]
+    across = step(tp=16, ep=16, dp=True, cv=0.0, prefill_tokens=16384)["breakdown_ms"]["experts"]
+    assert across > within
+
+
+def test_dp_attention_reads_a_gpus_own_sequences_kv_not_the_whole_batchs():
+    tp = step(decode_batch=256, context=2000)["breakdown_ms"]["attn_decode"]
+    dp = step(ep=8, dp=True, decode_batch=256, context=2000)["breakdown_ms"]["attn_decode"]
+    assert dp < tp / 2
+
+
+def test_a_run_with_dp_attention_holds_more_sequences_at_once_on_the_same_gpus():
+    spec = WorkloadSpec(n_requests=400, rate=1000.0, prompt_mean=2000, output_mean=200, length_dist="fixed")
+    base = dict(gpu="h200", model="deepseek-v3", tp=8, dtype="fp8", workload=spec, max_seqs=1024)
+    tp = simulate(SimConfig(**base)).summary
+    dp = simulate(SimConfig(**base, ep=8, dp_attention=True)).summary
+    assert dp["mean_batch"] > tp["mean_batch"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(ep=st.sampled_from([2, 4, 8]), tokens=st.integers(1, 20000), cv=st.floats(0.0, 3.0))
+def test_expert_time_never_falls_as_the_load_grows_more_uneven(ep, tokens, cv):
+    even = costmodel.build(H200, MIXTRAL, ep, "fp8", ep=ep, ep_load_cv=0.0)  # Mixtral's 8 experts split evenly
+    skewed = costmodel.build(H200, MIXTRAL, ep, "fp8", ep=ep, ep_load_cv=cv)
+    assert costmodel.experts_time(skewed, float(tokens)) >= costmodel.experts_time(even, float(tokens))
+
+
+def test_the_planner_searches_expert_parallel_shapes_for_a_mixture_of_experts_only():
+    from core.planner.space import Budget, Workload, shapes
+    w = Workload("deepseek-v3", WorkloadSpec(n_requests=200, rate=2.0, prompt_mean=1000, output_mean=300))
+    found = {(d.tp, d.ep, d.dp_attention) for d in shapes(w, Budget(gpu_types=("h200",), max_gpus=32, dtypes=("fp8",)))}
+    assert {(8, 8, False), (8, 8, True), (16, 16, True), (32, 32, True)} <= found
+    assert (16, 16, False) not in found  # attention is not tensor-parallel across nodes
+    dense = Workload("llama-3.1-70b", w.spec)
+    assert all(d.ep == 1 for d in shapes(dense, Budget(gpu_types=("h200",), max_gpus=32)))
+
+
+def test_an_expert_parallel_answer_ends_in_a_serve_command_that_runs_it():
+    from core.serving.serve_command import pools
+    cfg = SimConfig(gpu="h200", model="deepseek-v3", tp=8, ep=8, dp_attention=True, dtype="fp8", max_model_len=4096)
+    args = pools(cfg)[0]["args"]
+    assert args[args.index("--data-parallel-size") + 1] == "8" and "--enable-expert-parallel" in args
+    assert args[args.index("--tensor-parallel-size") + 1] == "1"
+    tp_only = pools(SimConfig(gpu="h200", model="deepseek-v3", tp=8, ep=8, dtype="fp8", max_model_len=4096))[0]["args"]
+    assert "--enable-expert-parallel" in tp_only and "--data-parallel-size" not in tp_only
+
+
+def test_the_lab_runs_the_experts_choice_and_ignores_it_for_a_dense_model():
+    from core.lab.inputs import LabInputs, current_config
+    base = dict(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, dtype="fp8", requests=200)
+    cfg = current_config(LabInputs(**base, experts="ep_dp"))
+    assert (cfg.ep, cfg.dp_attention, cfg.pp) == (cfg.tp, True, 1) and cfg.tp == 8
+    dense = current_config(LabInputs(model="llama-3.1-70b", gpu="h100", gpus=4, tensor_parallel=True, experts="ep"))
+    assert dense.ep == 1
+    with pytest.raises(ValueError, match="experts split as one of"):
+        LabInputs(**base, experts="sideways").validate()
