@@ -94,12 +94,8 @@ def config(rate, **spec):
 out = []
 for load, rate in (("light", 5.0), ("heavy", 40.0)):
     cases = {{"plain": config(rate), "eagle": config(rate, spec_method="eagle"), "ngram": config(rate, spec_method="ngram")}}
-    best, runs = {{k: 1e9 for k in cases}}, {{}}
     simulate(config(rate, spec_method="eagle")).summary  # warm
-    for _ in range({repeat}):  # interleaved, so that a slow spell of the machine falls on every case alike
-        for k, c in cases.items():
-            runs[k] = simulate(c)
-            best[k] = min(best[k], runs[k].wall_s)
+    best, runs = interleave(cases, {repeat})
     for k in cases:
         s = runs[k].summary
         out.append(dict(load=load, rate=rate, spec=k, requests={n}, engine_s=best[k], engine_vs_plain=best[k] / best["plain"],
@@ -110,9 +106,25 @@ print(json.dumps(out))
 """
 
 
+# prepended to a case script: each case runs `repeat` times, the cases in turn, so that a slow spell of
+# the machine falls on every case alike; the least engine time of each, and its last run
+INTERLEAVE = r"""
+def interleave(cases, repeat):
+    best, runs = {k: 1e9 for k in cases}, {}
+    for _ in range(repeat):
+        for k, c in cases.items():
+            runs[k] = simulate(c)
+            best[k] = min(best[k], runs[k].wall_s)
+    return best, runs
+"""
+
+
 def interleaved(case: str, n: int, repeat: int) -> list[dict]:
     """The rows a case script prints (its cases run interleaved in one fresh process)."""
     code = case.format(root=str(ROOT), n=n, repeat=repeat)
+    if "interleave(" in code:  # after the script's imports, before its cases
+        head, sep, rest = code.partition("out = []")
+        code = head + INTERLEAVE + sep + rest
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
     if out.returncode:
         raise RuntimeError(out.stderr)
@@ -147,12 +159,8 @@ out = []
 for label, load in (("open loop, 12 req/s", (0, 12.0)), ("closed loop, 256 users", (256, float("inf")))):
     cases = {{"plain": config(load), "tier": config(load, kv_offload_gb=128.0), "prefix": config(load, router="prefix"),
              "tier+prefix": config(load, kv_offload_gb=128.0, router="prefix")}}
-    best, runs = {{k: 1e9 for k in cases}}, {{}}
     simulate(config(load, kv_offload_gb=128.0, router="prefix"))  # warm
-    for _ in range({repeat}):  # interleaved, as the speculative cases
-        for k, c in cases.items():
-            runs[k] = simulate(c)
-            best[k] = min(best[k], runs[k].wall_s)
+    best, runs = interleave(cases, {repeat})
     for k in cases:
         s = runs[k].summary
         off = s["kv_offload"] or {{}}
@@ -186,12 +194,8 @@ def config(rate, **shape):
 out = []
 for load, rate in (("light", 4.0), ("heavy", 30.0)):
     cases = {{"tp": config(rate), "ep": config(rate, ep=4), "ep+dp": config(rate, ep=4, dp_attention=True)}}
-    best, runs = {{k: 1e9 for k in cases}}, {{}}
     simulate(config(rate, ep=4, dp_attention=True))  # warm
-    for _ in range({repeat}):  # interleaved, as the speculative cases
-        for k, c in cases.items():
-            runs[k] = simulate(c)
-            best[k] = min(best[k], runs[k].wall_s)
+    best, runs = interleave(cases, {repeat})
     for k in cases:
         s = runs[k].summary
         out.append(dict(load=load, rate=rate, shape=k, requests={n}, engine_s=best[k],

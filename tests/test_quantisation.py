@@ -126,20 +126,26 @@ def test_the_planner_searches_the_formats_a_gpu_runs_and_puts_70b_in_int4_on_one
     assert best is not None and best.deployment.gpus == 1 and best.deployment.dtype == "int4"
 
 
-def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_fp8_on_an_a100():
+def lab_serves_then_refuses(choices: tuple, other_gpu: str, *words: str) -> None:
+    """The Lab with `choices` set in its sidebar shows figures; on `other_gpu` it says why not, in `words`."""
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=300)
     at.session_state["advanced"] = True  # the Advanced knobs are drawn only while their section is open
     at.run()
-    for key, value in (("model", "llama-3.1-70b"), ("dtype", "int4"), ("kv_dtype", "fp8")):
+    for key, value in choices:
         at.sidebar.selectbox(key=key).set_value(value)
     at.run()
     assert not at.exception and not at.error
     assert any(m.value for m in at.main.metric)
-    at.sidebar.selectbox(key="gpu").set_value("a100-80gb")
+    at.sidebar.selectbox(key="gpu").set_value(other_gpu)
     at.run()
     assert not at.exception
-    assert any("no FP8 support" in e.value for e in at.error)
+    assert any(all(w in e.value for w in words) for e in at.error)
+
+
+def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_fp8_on_an_a100():
+    lab_serves_then_refuses((("model", "llama-3.1-70b"), ("dtype", "int4"), ("kv_dtype", "fp8")), "a100-80gb",
+                            "no FP8 support")
 
 
 # ---- FP4 weights on Blackwell: NVFP4 (4-bit values, an FP8 scale per 16) and MXFP4 (an 8-bit scale per 32)
@@ -186,16 +192,5 @@ def test_the_planner_searches_fp4_only_where_the_gpu_runs_it():
 
 
 def test_the_lab_serves_fp4_weights_on_a_b200_and_refuses_them_on_an_h200():
-    from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "navigation.py"), default_timeout=300)
-    at.session_state["advanced"] = True
-    at.run()
-    for key, value in (("gpu", "b200"), ("model", "llama-3.1-70b"), ("dtype", "fp4")):
-        at.sidebar.selectbox(key=key).set_value(value)
-    at.run()
-    assert not at.exception and not at.error
-    assert any(m.value for m in at.main.metric)
-    at.sidebar.selectbox(key="gpu").set_value("h200")
-    at.run()
-    assert not at.exception
-    assert any("no FP4 tensor cores" in e.value and "Blackwell" in e.value for e in at.error)
+    lab_serves_then_refuses((("gpu", "b200"), ("model", "llama-3.1-70b"), ("dtype", "fp4")), "h200",
+                            "no FP4 tensor cores", "Blackwell")

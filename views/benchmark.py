@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.lab.inputs import min_tp
 from core.physics import catalog, hardware
-from core.serving import benchfile, calibrate, export, replay
+from core.serving import benchfile, calibrate, engines, export, replay
 from core.serving.simulate import SimConfig
 from ui import benchmark as B
 from ui import compare, state, widgets, yourgpu
@@ -60,6 +60,9 @@ tp0 = said["tp"][0] if "tp" in said else next((t for t in TPS if t >= need), TPS
 tp_help = (f"{said['tp'][1].capitalize()} says tp {said['tp'][0]}." if "tp" in said else
            "The file does not record it: the default is the fewest GPUs of this type that hold the model.")
 async0, async_help = said.get("async_scheduling", (True, None))
+# an SGLang file replays with SGLang's profile (core/serving/engines.py): its rule, chunk and batch limit
+engine0 = "sglang" if run.tool == "sglang" else "vllm"
+profile0 = engines.sglang_defaults(catalog.get_gpu(gpu0), tp0) if engine0 == "sglang" else {}
 if said:  # the file's own words, but only digits and the words matched in its name: safe as Markdown
     st.caption("From the file: " + "; ".join(
         f"tp {said['tp'][0]} ({said['tp'][1]})" if k == "tp" else
@@ -71,18 +74,25 @@ with st.form("bench_deployment"):
     gpu = b.selectbox("GPU", gpus, gpus.index(gpu0), format_func=lambda g: catalog.get_gpu(g).name)
     tp = c.selectbox("Tensor parallelism (GPUs per replica)", TPS, TPS.index(tp0), help=tp_help + " Set the run's own.")
     a, b, c = st.columns(3)
-    chunked = a.toggle("Chunked prefill (vLLM V1's default)", True)
+    engine = a.selectbox("Engine", engines.ENGINES[1:], engines.ENGINES[1:].index(engine0),
+                         format_func={"vllm": "vLLM V1", "sglang": "SGLang"}.get,
+                         help="SGLang runs prompt chunks in steps of their own (decodes pause while prompts wait), "
+                              "with its overlap scheduler and its own server; the file's tool is the default.")
+    chunked = a.toggle("Chunked prefill (vLLM V1's default)", True, disabled=engine == "sglang")
     asynchronous = a.toggle("Async scheduling (vLLM 0.14 and later)", async0,
                             help="The engine plans each step while the last one runs, so a new request waits one "
                                  "step more before its prefill; vLLM before 0.14 schedules each step after the last."
                                  + (f" {async_help.capitalize()} says vLLM {'0.14 or later' if async0 else 'before 0.14'}."
                                     if async_help else ""))
-    budget = b.select_slider("Token budget per step", [512, 1024, 2048, 4096, 8192, 16384], 2048,
-                             help="vLLM's max_num_batched_tokens")
-    max_seqs = c.select_slider("Max sequences per step", [32, 64, 128, 256, 512, 1024], 256, help="vLLM's max_num_seqs")
+    budget = b.select_slider("Token budget per step", [512, 1024, 2048, 4096, 8192, 16384],
+                             profile0.get("max_batched_tokens", 2048),
+                             help="vLLM's max_num_batched_tokens; SGLang's chunked_prefill_size (its default for "
+                                  "the GPU's memory when the file is SGLang's)")
+    max_seqs = c.select_slider("Max sequences per step", [32, 64, 128, 256, 512, 1024, 2048],
+                               profile0.get("max_seqs", 256), help="vLLM's max_num_seqs; SGLang's max_running_requests")
     st.form_submit_button("Simulate this run", type="primary", icon=":material/play_arrow:")
-base = SimConfig(gpu=gpu, model=model, tp=tp, policy="sarathi" if chunked else "vllm", max_batched_tokens=budget,
-                 max_seqs=max_seqs, async_scheduling=asynchronous)
+base = SimConfig(gpu=gpu, model=model, tp=tp, policy="sglang" if engine == "sglang" else "sarathi" if chunked else "vllm",
+                 max_batched_tokens=budget, max_seqs=max_seqs, async_scheduling=asynchronous, engine_overhead=engine)
 try:
     cmp = B.compare(data, name, run.line, base)
 except ValueError as e:

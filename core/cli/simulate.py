@@ -7,6 +7,7 @@ from pathlib import Path
 from ..engine import layout
 from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL
+from ..serving import engines
 from ..serving.command import DEFAULTS, cli_max_model_len
 from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
@@ -141,8 +142,11 @@ def add_args(p) -> None:
     p.add_argument("--launch", default=DEFAULTS["launch"], choices=sorted(costmodel.LAUNCH_MODES),
                    help="CUDA graphs for every step (default, as vLLM V1 runs), eager, or auto (graphs for "
                         "decode-only steps)")
-    p.add_argument("--engine", default=DEFAULTS["engine_overhead"], choices=("bare", "vllm"),
-                   help="vllm: the serving engine's per-step host time (default); bare: forward passes alone")
+    p.add_argument("--engine", default=DEFAULTS["engine_overhead"], choices=engines.ENGINES,
+                   help="vllm: vLLM V1's host time around each step (default); sglang: SGLang's profile (its rule of "
+                        "prompts in steps of their own, its chunk, budget and batch limit for the GPU unless "
+                        "--policy, --max-batched-tokens, --chunk or --max-seqs say otherwise, its overlap scheduler "
+                        "and server; data/engines.json); bare: forward passes alone")
     p.add_argument("--no-async-scheduling", action="store_true",
                    help="schedule each step after the last, as vLLM before 0.14 (default: async, vLLM >= 0.14)")
     p.add_argument("--offline", action="store_true",
@@ -185,6 +189,8 @@ def config_from_args(args) -> SimConfig:
                      async_scheduling=not args.no_async_scheduling, api_server=not args.offline,
                      prefill_gpu=prefill_gpu, step_scale=args.step_scale, **spec_fields(args),
                      **offload_fields(args))
+    if cfg.engine_overhead == "sglang" and cfg.gpu:
+        cfg = engine_defaults(cfg, args)
     if cfg.max_model_len is None and cfg.gpu and cfg.model:
         # the Lab's max model length (serving/command.py), so that the same flags give the same figures
         try:
@@ -192,6 +198,18 @@ def config_from_args(args) -> SimConfig:
         except ValueError:
             pass  # an unknown GPU or model: the simulation says so in its own words
     return cfg
+
+
+def engine_defaults(cfg: SimConfig, args) -> SimConfig:
+    """--engine sglang: SGLang's rule, chunk, budget and batch limit for the GPU (serving/engines.py),
+    each where its flag is left at the command line's default."""
+    try:
+        d = engines.sglang_defaults(catalog.get_gpu(cfg.gpu), cfg.tp, cfg.dp_attention)
+    except ValueError:
+        return cfg  # an unknown GPU: the simulation says so in its own words
+    kept = dict(policy=args.policy == DEFAULTS["policy"], max_batched_tokens=args.max_batched_tokens ==
+                DEFAULTS["max_batched_tokens"], chunk=args.chunk is None, max_seqs=args.max_seqs == DEFAULTS["max_seqs"])
+    return replace(cfg, **{k: d[k] for k, default in kept.items() if default})
 
 
 def pool_gpus(args) -> tuple[str | None, str | None]:

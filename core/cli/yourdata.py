@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..physics import catalog, hardware, hfconfig
-from ..serving import benchfile, calibrate, export, replay
+from ..serving import benchfile, calibrate, engines, export, replay
 from ..serving.simulate import SimConfig
 from ..serving.workload import WorkloadSpec
 from ..text import against
@@ -101,13 +101,16 @@ def register(sub) -> None:
     p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
                    help="the benchmark's weights: bf16, fp8 or int4 (AWQ/GPTQ)")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES, help="the benchmark's KV cache dtype")
-    p.add_argument("--policy", default="sarathi", choices=("sarathi", "vllm"),
-                   help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own")
+    p.add_argument("--policy", default=None, choices=("sarathi", "vllm", "sglang"),
+                   help="sarathi: chunked prefill (vLLM V1's default); vllm: whole prompts in steps of their own; "
+                        "sglang: prompt chunks in steps of their own (default: sglang for an SGLang file, else sarathi)")
     p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                    help="the engine planned each step while the last ran (vLLM 0.14 and later; default: what the "
                         "file's metadata or name says of vLLM's version, else on)")
-    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=2048, help="the engine's token budget per step")
-    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="the engine's sequences per step")
+    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=None,
+                   help="the engine's token budget per step (default 2048; an SGLang file: SGLang's chunk for the GPU)")
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=None,
+                   help="the engine's sequences per step (default 256; an SGLang file: SGLang's 2,048)")
     p.add_argument("--concurrency", type=bounded("concurrency"), default=None, metavar="N",
                    help="requests in flight at most (default: the file's max_concurrency; none: open loop)")
     p.add_argument("--think-time", type=bounded("think_time"), default=0.0, metavar="S",
@@ -153,9 +156,18 @@ def cmd_calibrate(args) -> None:
     if args.think_time and not (args.concurrency or run.max_concurrency):
         raise ValueError("--think-time is a closed loop's: the file records no max_concurrency, so give --concurrency N")
     clients = WorkloadSpec(concurrency=args.concurrency or 0, think_s=args.think_time, think_dist=args.think_dist)
+    # an SGLang file replays with SGLang's profile (serving/engines.py), each setting its flag leaves unsaid
+    engine = dict(policy="sarathi", max_batched_tokens=2048, max_seqs=256, engine_overhead="vllm")
+    if run.tool == "sglang" and args.gpu:
+        d = engines.sglang_defaults(catalog.get_gpu(args.gpu), tp)
+        engine = dict(policy=d["policy"], max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"],
+                      engine_overhead="sglang")
+    args.policy = args.policy or engine["policy"]
+    args.max_batched_tokens = args.max_batched_tokens or engine["max_batched_tokens"]
+    args.max_seqs = args.max_seqs or engine["max_seqs"]
     base = SimConfig(gpu=args.gpu, model=model, tp=tp, gpus=args.gpus, dtype=args.dtype, kv_dtype=args.kv_dtype,
                      policy=args.policy, max_batched_tokens=args.max_batched_tokens, max_seqs=args.max_seqs,
-                     async_scheduling=async_on, workload=clients)
+                     async_scheduling=async_on, workload=clients, engine_overhead=engine["engine_overhead"])
     gpu = catalog.get_gpu(args.gpu)
     lines = [f"{run.label()}; replayed on {catalog.get_model(model).label()}, {base.gpus or base.tp} x {gpu.name}, "
              f"tp {tp}{tp_from}, {args.policy} with {args.max_batched_tokens} tokens per step, "

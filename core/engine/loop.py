@@ -206,17 +206,19 @@ def add_explicit(RI, PI, SLOTS, r, q, n, p, mix):
 # ---------------------------------------------------------------- one step of one replica
 
 @step_jit
-def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix):
-    """The running requests' share of the step: the cohort decodes (one token each), and prompt
-    chunks in progress continue in admission order. When KV blocks run out, the newest running
-    requests are preempted until the rest fit. Returns (budget left, preempted any)."""
+def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix, decodes=True):
+    """The running requests' share of the step: the cohort decodes (one token each; not when
+    `decodes` is False, a step of prompts alone), and prompt chunks in progress continue in
+    admission order. When KV blocks run out, the newest running requests are preempted until the
+    rest fit. Returns (budget left, preempted any)."""
     bs = cfg[C_BLOCK]
     g = shared_row(PI, r)  # the KV block pool
     k = int(p[cm.SPEC_K])  # draft tokens each decode verifies (speculative decoding)
-    budget -= PI[r, P_COH_N] * (k + 1)
+    if decodes:
+        budget -= PI[r, P_COH_N] * (k + 1)
     # plan the chunks in progress
     PI[r, P_NSCHED] = 0
-    need = cohort.blocks_needed(PI, BKT, r, cfg, k) if paged else 0
+    need = cohort.blocks_needed(PI, BKT, r, cfg, k) if paged and decodes else 0
     left = budget
     for i in range(PI[r, P_NPRE]):
         q = SLOTS[r, L_PRE, i]
@@ -241,7 +243,8 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
     while paged and need > PI[g, P_BLOCKS] - PI[g, P_USED] and PI[r, P_NRUN] > 0:
         v = PI[r, P_RTAIL]
         if RI[v, R_STATE] == S_DECODE:
-            need -= cohort.step_blocks(RI, PI, r, v, cfg, k)
+            if decodes:
+                need -= cohort.step_blocks(RI, PI, r, v, cfg, k)
         else:
             for k in range(PI[r, P_NSCHED]):
                 if SLOTS[r, L_SCH_REQ, k] == v and SLOTS[r, L_SCH_N, k] > 0:
@@ -249,7 +252,8 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
         preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg)
         preempted = True
     # take the blocks and build the step's token mix
-    cohort.add_step(PI, BKT, r, cfg, p, paged, mix)
+    if decodes:
+        cohort.add_step(PI, BKT, r, cfg, p, paged, mix)
     for k in range(PI[r, P_NSCHED]):
         q, n = SLOTS[r, L_SCH_REQ, k], SLOTS[r, L_SCH_N, k]
         if n == 0:
@@ -391,6 +395,11 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix):
         budget, admitted = admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, True, False, t, p, mix)
         if admitted == 0:
             serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, True, False, p, mix)
+    elif policy == SGLANG:  # prefill-first in chunks: prompts in progress and new ones, no decodes; or else decodes
+        budget, _ = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, True, True, p, mix, False)
+        admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, True, True, t, p, mix)
+        if mix[M_TOKENS] == 0:  # no prompt to compute (or none that fits): the running decode
+            serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cfg[C_BUDGET], True, True, p, mix)
     else:
         budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix)
         if not preempted:

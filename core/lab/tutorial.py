@@ -562,7 +562,8 @@ def _moe_sentence(f: dict) -> str:
 
 POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (static) batching",
                 "orca": "continuous batching with reserved KV", "vllm": "continuous batching and paged attention",
-                "sarathi": "continuous batching, paged attention and chunked prefill"}
+                "sarathi": "continuous batching, paged attention and chunked prefill",
+                "sglang": "continuous batching, paged attention and prompt chunks in steps of their own (SGLang)"}
 
 
 def deployment(cfg, gpu) -> str:

@@ -188,8 +188,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         raise ValueError(f"unknown launch mode '{launch}': choose graph, eager or auto")
     if attn_kernel not in ATTN_KERNELS:
         raise ValueError(f"unknown attention kernel '{attn_kernel}': choose sdpa or paged")
-    if engine not in ("bare", "vllm"):
-        raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass) or vllm")
+    if engine not in ("bare", "vllm", "sglang"):
+        raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass), vllm or sglang")
+    served = engine != "bare"  # a serving engine's host around the step: vLLM's fitted times (SGLang's too)
     expert.check(model, tp, ep, dp_attention)
     atp = expert.attention_tp(tp, dp_attention)  # GPUs one attention rank spans
     check_tp(model, atp)
@@ -266,7 +267,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[HEAD_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
-    p[T_LAYER] = (eff.t_layer_engine_us if engine == "vllm" else eff.t_layer_us) * 1e-6
+    p[T_LAYER] = (eff.t_layer_engine_us if served else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
     p[ISSUE_SHARED] = eff.issue_shared
@@ -274,14 +275,15 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
     p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
     p[LINK_LAT] = eff.link_latency_us * 1e-6
-    p[T_STEP] = eff.engine_step_us * 1e-6 if engine == "vllm" else 0.0
+    p[T_STEP] = eff.engine_step_us * 1e-6 if served else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
-    p[ENGINE] = 1.0 if engine == "vllm" else 0.0
+    p[ENGINE] = 1.0 if served else 0.0
     p[CAPTURE] = capture_tokens
     p[T_PIECE] = eff.t_piecewise_us * 1e-6
     p[T_ISSUE_ENGINE] = eff.t_issue_engine_us * 1e-6
-    p[T_SEQ] = eff.engine_seq_us * 1e-6 if engine == "vllm" else 0.0
-    p[ASYNC] = eff.async_overlap if async_scheduling else 0.0
+    p[T_SEQ] = eff.engine_seq_us * 1e-6 if served else 0.0
+    # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json)
+    p[ASYNC] = (1.0 if engine == "sglang" else eff.async_overlap) if async_scheduling else 0.0
     p[T_MOE_LAYER] = eff.t_moe_layer_us * 1e-6 if model.is_moe else 0.0
     if spec is not None:
         prop = proposer(spec, model, atp, wb, kv_format(kv_dtype).bytes_per_value)

@@ -60,6 +60,12 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
                     + 1e3 * pipeline.handoffs_s(catalog.get_gpu(cfg.gpu), model, pool.tp, pp, lane + new_tokens))
         batch = lane * pp
         req_s = batch / output / (per_step / 1e3)
+    elif cfg.policy == "sglang":
+        # prompts in steps of their own, a chunk of the budget at a time, between the batch's decode steps
+        chunk = int(min(budget, model.max_context))
+        prefill_ms_per_token = step_ms(cfg, pool.tp, prefill_tokens=chunk) / chunk
+        decode = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
+        req_s = 1.0 / ((max(prompt - cached, 1.0) * prefill_ms_per_token + output * decode / batch) / 1e3)
     elif cfg.policy in MIXING:
         batch = max(1, min(batch, int(budget * output / (prompt * gained + output * width))))
         new_tokens = int(min(batch * gained * max(prompt - cached, 1.0) / output, budget - batch * width,

@@ -51,15 +51,15 @@ def check(cfg) -> None:
     bounds.check("kv_offload_gb", cfg.kv_offload_gb)
     if cfg.kv_offload_gbps is not None:
         bounds.check("kv_offload_gbps", cfg.kv_offload_gbps)
-    paged_cache = cfg.prefix_caching and cfg.policy in ("vllm", "sarathi")
+    paged_cache = cfg.prefix_caching and cfg.policy in L.PAGED_POLICIES
     if cfg.kv_offload_gb > 0 and not paged_cache:
         raise ValueError("a KV offload tier keeps the blocks the prefix cache evicts: turn prefix caching on "
-                         "(with the vllm or sarathi policy), or set the offload tier to 0 GiB")
+                         "(with the vllm, sarathi or sglang policy), or set the offload tier to 0 GiB")
     if cfg.kv_offload_gb > 0 and cfg.pp > 1:
         raise ValueError("a KV offload tier is simulated with pp=1: set pp=1 or the offload tier to 0 GiB")
     if cfg.router == "prefix" and not paged_cache:
         raise ValueError("prefix-aware routing scores replicas by their cached prefixes: turn prefix caching on "
-                         "(with the vllm or sarathi policy), or choose another router")
+                         "(with the vllm, sarathi or sglang policy), or choose another router")
 
 
 def tier_blocks(cfg, pool, kv_bytes_per_token: float) -> int:

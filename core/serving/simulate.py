@@ -19,7 +19,7 @@ from ..engine import loop as engine
 from ..engine.kvcache import blocks_for, watermark_blocks
 from ..physics import catalog, costmodel, expert, pipeline, speculative, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
-from . import offload
+from . import engines, offload
 from .capacity import capacity
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
@@ -248,9 +248,10 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                              f"{plan.kv_tokens // attention_ranks(cfg)} tokens, fewer than one request of the maximum "
                              f"model length ({max_len} tokens): lower the max model length or raise tp")
         ranks = attention_ranks(cfg)
+        capture = (engines.sglang_defaults(g, tp, cfg.dp_attention)["capture"] if cfg.engine_overhead == "sglang"
+                   else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
-                            pool_efficiency(cfg, g, eff),
-                            vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)) * ranks,
+                            pool_efficiency(cfg, g, eff), capture * ranks,
                             cfg.async_scheduling, cfg.kv_dtype, spec, ep, cfg.dp_attention, cfg.ep_load_cv)
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g)
 
@@ -260,6 +261,9 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
     if not 0 < cfg.prefill_gpus < gpus:
         raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of {gpus}), not {cfg.prefill_gpus}")
     return [pool("prefill", cfg.prefill_gpus, ptp, g=prefill_gpu_of(cfg)), pool("decode", gpus - cfg.prefill_gpus, dtp)]
+
+
+CHUNKING = ("sarathi", "sglang")  # policies that split a prompt over steps (the budget is the chunk)
 
 
 def attention_ranks(cfg: SimConfig) -> int:
@@ -273,7 +277,7 @@ def _budget(cfg: SimConfig, max_len: int) -> int:
     """Token budget of one engine step. Without chunked prefill a whole prompt must fit one step,
     so the budget is at least the max model length (vLLM's own rule); a static batch prefills all
     its members together, as request-level batching engines (FasterTransformer) do."""
-    if cfg.policy == "sarathi":
+    if cfg.policy in CHUNKING:
         return cfg.max_batched_tokens
     if cfg.policy == "static":
         return cfg.max_seqs * max_len
@@ -282,10 +286,12 @@ def _budget(cfg: SimConfig, max_len: int) -> int:
 
 def _planned_tokens(cfg: SimConfig, max_len: int) -> int:
     """Tokens of one step that the memory planner sizes the activation workspace for."""
-    return max(cfg.max_batched_tokens, max_len) if cfg.policy != "sarathi" else cfg.max_batched_tokens
+    return max(cfg.max_batched_tokens, max_len) if cfg.policy not in CHUNKING else cfg.max_batched_tokens
 
 
 def validate(cfg: SimConfig) -> None:
+    if cfg.engine_overhead not in engines.ENGINES:
+        raise ValueError(f"unknown engine '{cfg.engine_overhead}': choose {', '.join(engines.ENGINES)}")
     if cfg.policy not in L.POLICIES:
         raise ValueError(f"unknown policy '{cfg.policy}': choose {', '.join(L.POLICIES)}")
     if cfg.router not in L.ROUTERS:
@@ -302,7 +308,7 @@ def validate(cfg: SimConfig) -> None:
                         ("load_gbps", cfg.load_gbps)):
         if value is not None:
             bounds.check(name, value)
-    if cfg.policy == "sarathi" and cfg.max_batched_tokens < cfg.max_seqs:
+    if cfg.policy in CHUNKING and cfg.max_batched_tokens < cfg.max_seqs:
         raise ValueError(f"max batched tokens ({cfg.max_batched_tokens}) must be at least max sequences "
                          f"({cfg.max_seqs}), so that every running sequence can decode in a step (vLLM's rule)")
     if not 0 <= cfg.watermark < 0.5:
@@ -538,7 +544,8 @@ def _clients(cfg: SimConfig, wl: Workload, RI, RF, gpu, eff=None):
     RF[:, L.F_THINK] = RF[:, L.F_ASYNC] = 0.0
     if not spec.closed_loop:
         return np.arange(n, dtype=np.int64), np.zeros(1), np.zeros(1, np.int64)
-    lag = (eff or costmodel.efficiency_for(gpu)).api_ms * 1e-3 if client_side(cfg) and cfg.api_server else 0.0
+    lag = (engines.server_ttft_ms(cfg.engine_overhead, (eff or costmodel.efficiency_for(gpu)).api_ms) * 1e-3
+           if client_side(cfg) and cfg.api_server else 0.0)
     RF[:, L.F_THINK] = think_times(spec, n) + lag
     later = np.zeros(n, bool)
     if wl.conversation_id is not None:
@@ -570,7 +577,7 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     for every distinct block the workload can reuse, or the pool's blocks if fewer."""
     R = PI.shape[0]
     group, conv = _reused(wl.prefix_id), _reused(wl.conversation_id)
-    paged = cfg.policy in ("vllm", "sarathi")
+    paged = cfg.policy in L.PAGED_POLICIES
     if not (cfg.prefix_caching and paged) or ((group is None or (group < 0).all()) and
                                               (conv is None or (conv < 0).all())):
         return np.zeros((R, L.NKC, 1), np.int64)
@@ -640,7 +647,7 @@ def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
 def client_side(cfg: SimConfig) -> bool:
     """Whether the run is vLLM V1's engine behind its API server, whose clients see each token later
     than the engine emits it (_client_side)."""
-    return cfg.engine_overhead == "vllm" and cfg.policy == "sarathi"
+    return (cfg.engine_overhead == "vllm" and cfg.policy == "sarathi") or cfg.engine_overhead == "sglang"
 
 
 def _client_side(cfg, requests, async_step, stream_t, stream_ids, eff) -> None:
@@ -648,7 +655,8 @@ def _client_side(cfg, requests, async_step, stream_t, stream_ids, eff) -> None:
     async scheduling, the step already planned when it arrived at a busy engine (an idle engine
     schedules it at once): the step in flight on its replica then, which the engine recorded."""
     first = requests["first_token_s"]
-    delay = vllm_host.client_delay_s(np.where(first >= 0, async_step, 0.0), eff.api_ms * cfg.api_server,
+    delay = vllm_host.client_delay_s(np.where(first >= 0, async_step, 0.0),
+                                     engines.server_ttft_ms(cfg.engine_overhead, eff.api_ms) * cfg.api_server,
                                      cfg.async_scheduling)
     done = first >= 0
     first[done] += delay[done]

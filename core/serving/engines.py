@@ -1,0 +1,42 @@
+"""Serving engines' profiles beyond vLLM V1's (data/engines.json): SGLang's scheduling rule on the
+engine loop (policy "sglang": prompts in steps of their own, decodes paused while any wait), the
+chunk, budget, CUDA-graph size and batch limit it picks for the GPU it runs on, its overlap
+scheduler, and what its server adds to a client's TTFT. The host's time per step and per layer are
+vLLM's fitted constants: no SGLang step times are public to fit them to."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from .. import DATA
+from ..physics import catalog
+
+ENGINES = ("bare", "vllm", "sglang")  # engine_overhead: a bare forward pass, vLLM V1, SGLang
+
+
+@lru_cache(maxsize=1)
+def profiles() -> dict:
+    return json.loads((DATA / "engines.json").read_text())
+
+
+def _by_memory(table: list, gpu: catalog.GPU) -> list:
+    """The row of a table keyed by a GPU's memory (GiB below each row's bound)."""
+    return next(row[1:] for row in table if gpu.memory_gib < row[0])
+
+
+def sglang_defaults(gpu: catalog.GPU, tp: int, dp_attention: bool = False) -> dict:
+    """SimConfig fields SGLang's own defaults set on `gpu` at `tp`: its rule, its chunk (the prefill
+    step's budget; data-parallel attention divides it by the ranks), its decode batches' CUDA-graph
+    limit and its running-request limit."""
+    s = profiles()["sglang"]
+    chunk = _by_memory(s["chunked_prefill_size"]["by_memory_gib"], gpu)[0]
+    if dp_attention:
+        chunk = max(1, chunk // tp)
+    small, large = _by_memory(s["cuda_graph_max_bs"]["by_memory_gib"], gpu)
+    return dict(policy=s["policy"]["value"], max_batched_tokens=chunk, chunk=chunk,
+                max_seqs=s["max_running_requests"]["value"], capture=large if tp >= 4 else small)
+
+
+def server_ttft_ms(engine: str, fitted_api_ms: float) -> float:
+    """What an engine's server adds to a client's TTFT: vLLM's fitted API-server time, or SGLang's."""
+    return profiles()["sglang"]["server_ttft_ms"]["value"] if engine == "sglang" else fitted_api_ms

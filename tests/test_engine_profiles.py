@@ -1,0 +1,71 @@
+"""SGLang's engine profile: its rule on the loop (prompt chunks in steps of their own, decodes
+paused while prompts wait), the defaults it picks for a GPU, and the command line and the
+benchmark replay that take it."""
+import numpy as np
+import pytest
+
+from core.cli.main import main
+from core.physics import catalog
+from core.serving import engines
+from core.serving.command import simulate_command
+from core.serving.simulate import SimConfig, simulate
+from core.serving.workload import WorkloadSpec
+from tests.test_reproduce import cli_config
+
+PROMPTS = WorkloadSpec(n_requests=400, rate=8.0, prompt_mean=2000, output_mean=200, length_dist="lognormal")
+
+
+def run(policy="sglang", **kw):
+    return simulate(SimConfig(**{**dict(gpu="h100", model="llama-3.1-8b", policy=policy, max_batched_tokens=4096,
+                                        chunk=1024, workload=PROMPTS), **kw}))
+
+
+def test_an_sglang_step_never_mixes_prompt_tokens_with_decodes_where_vllm_v1_does():
+    sglang, sarathi = run("sglang", engine_overhead="sglang"), run("sarathi")
+    mixed = [int(((np.asarray(r.trace["prefill_tokens"]) > 0) & (np.asarray(r.trace["decode_tokens"]) > 0)).sum())
+             for r in (sglang, sarathi)]
+    assert mixed[0] == 0 and mixed[1] > 0
+    # the decodes wait while prompts run alone: the longest gaps between a request's tokens grow
+    assert sglang.summary["itl_ms"]["p99"] > sarathi.summary["itl_ms"]["p99"]
+
+
+def test_a_prompt_longer_than_the_chunk_takes_more_steps_the_smaller_the_chunk():
+    one = WorkloadSpec(n_requests=1, rate=1.0, prompt_mean=8192, output_mean=4, length_dist="fixed")
+    ttft = [run("sglang", workload=one, chunk=c, max_batched_tokens=8192).summary["ttft_ms"]["p50"]
+            for c in (512, 2048, 8192)]
+    assert ttft[0] > ttft[1] > ttft[2]
+
+
+@pytest.mark.parametrize("gpu,tp,chunk,graphs", [("h100", 1, 8192, 256), ("h100", 8, 8192, 512), ("h200", 2, 8192, 256),
+                                                 ("l40s", 1, 4096, 32), ("b200", 1, 16384, 512)])
+def test_sglang_picks_its_chunk_and_cuda_graph_size_by_the_gpus_memory(gpu, tp, chunk, graphs):
+    d = engines.sglang_defaults(catalog.get_gpu(gpu), tp)
+    assert (d["chunk"], d["max_batched_tokens"], d["capture"], d["policy"]) == (chunk, chunk, graphs, "sglang")
+    assert engines.sglang_defaults(catalog.get_gpu(gpu), 8, dp_attention=True)["chunk"] == chunk // 8
+
+
+def test_the_command_line_runs_sglangs_profile_and_keeps_a_flag_the_user_gives(capsys):
+    cmd = "python -m core simulate --gpu h100 --model llama-3.1-8b --engine sglang"
+    cfg = cli_config(cmd)
+    assert (cfg.policy, cfg.max_batched_tokens, cfg.max_seqs, cfg.engine_overhead) == ("sglang", 8192, 2048, "sglang")
+    own = cli_config(cmd + " --policy vllm")
+    assert own.policy == "vllm" and own.max_batched_tokens == 8192
+    assert cli_config(simulate_command(cfg)) == cfg  # the reproduce command carries it
+    assert main(["simulate", "--gpu", "h100", "--model", "llama-3.1-8b", "--engine", "sgl"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_sglangs_server_shows_in_the_clients_ttft():
+    light = WorkloadSpec(n_requests=50, rate=0.5, prompt_mean=256, output_mean=16, length_dist="fixed")
+    base = dict(policy="sglang", workload=light)
+    served = run(engine_overhead="sglang", **base).summary["ttft_ms"]["p50"]
+    offline = run(engine_overhead="sglang", api_server=False, **base).summary["ttft_ms"]["p50"]
+    assert served - offline == pytest.approx(engines.profiles()["sglang"]["server_ttft_ms"]["value"], rel=0.2)
+
+
+def test_an_sglang_benchmark_file_replays_with_sglangs_profile(capsys):
+    from pathlib import Path
+    sgl = Path(__file__).parent / "fixtures" / "bench" / "sglang-dec2024_llama-3.3-70b_tp4_4xh200_online.jsonl"
+    assert main(["calibrate", str(sgl), "--gpu", "h200", "--model", "llama-3.1-70b", "--line", "1",
+                 "--compare-only"]) == 0
+    assert "sglang with 8192 tokens per step" in capsys.readouterr().out
