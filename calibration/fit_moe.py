@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.physics import catalog, costmodel, hfconfig  # noqa: E402
+from core.serving import engines  # noqa: E402
 from core.serving.simulate import SimConfig, simulate  # noqa: E402
 from core.serving.workload import WorkloadSpec  # noqa: E402
 
@@ -52,9 +53,13 @@ def config(run: dict) -> SimConfig:
                         concurrency=run["concurrency"] or 0, prompt_mean=run["prompt_mean"],
                         output_mean=run["output_mean"],
                         length_dist="sharegpt" if run["dataset"] == "sharegpt" else "fixed")
+    engine = dict(policy="sarathi", max_seqs=1024, max_batched_tokens=run["max_batched_tokens"])  # vLLM 0.11's
+    if run["engine"] == "SGLang":  # its own defaults for the GPU (serving/engines.py)
+        d = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
+        engine = dict(policy=d["policy"], max_seqs=d["max_seqs"], max_batched_tokens=d["max_batched_tokens"],
+                      chunk=d["chunk"], engine_overhead="sglang")
     return SimConfig(gpu=run["gpu"], model=model_id(run), tp=run["tp"], ep=run["ep"], dtype=run["dtype"],
-                     workload=spec, policy="sarathi", max_seqs=1024, max_batched_tokens=run["max_batched_tokens"],
-                     router="lor")
+                     dp_attention=run["dp_attention"], workload=spec, router="lor", **engine)
 
 
 def errors(run: dict, eff: costmodel.Efficiency) -> dict:
@@ -111,7 +116,8 @@ def main() -> None:
 def write_report(scores, best, families, chosen, per_rate) -> None:
     out = ["# The fused-MoE kernel against public MoE runs", "",
            "Written by `python calibration/fit_moe.py --write` from `calibration/moe_runs.json` (public vLLM 0.11 "
-           "runs of DeepSeek-R1 on 8x H200 and Qwen3-235B-A22B on 8x and 4x H100, each with its source and quote).",
+           "runs of DeepSeek-R1 on 8x H200 and Qwen3-235B-A22B on 8x and 4x H100, each with its source and quote; "
+           "SGLang v0.5 runs and A100 runs beside them as checks, not fitted).",
            "", "Loss (mean squared log error of total token throughput, and of mean TPOT at a fixed concurrency, over "
            "the fitted runs) by the "
            "grouped GEMMs' rate on full tiles as a share of the dense GEMMs' (`moe_gemm_eff`):", "",

@@ -308,7 +308,7 @@ def validate(cfg: SimConfig) -> None:
                         ("load_gbps", cfg.load_gbps)):
         if value is not None:
             bounds.check(name, value)
-    if cfg.policy in CHUNKING and cfg.max_batched_tokens < cfg.max_seqs:
+    if cfg.policy == "sarathi" and cfg.max_batched_tokens < cfg.max_seqs:  # SGLang decodes outside its prefill budget
         raise ValueError(f"max batched tokens ({cfg.max_batched_tokens}) must be at least max sequences "
                          f"({cfg.max_seqs}), so that every running sequence can decode in a step (vLLM's rule)")
     if not 0 <= cfg.watermark < 0.5:
