@@ -140,3 +140,11 @@ def test_the_lab_runs_the_experts_choice_and_ignores_it_for_a_dense_model():
     assert dense.ep == 1
     with pytest.raises(ValueError, match="experts split as one of"):
         LabInputs(**base, experts="sideways").validate()
+
+
+def test_a_dp_attention_replica_across_nodes_is_said_to_cross_them_in_its_all_to_all_not_all_reduces():
+    from core.lab.inputs import LabInputs, current_config, placement_note
+    cfg = current_config(LabInputs(model="deepseek-v3", gpu="h200", gpus=16, tensor_parallel=True, dtype="fp8",
+                                   experts="ep_dp", requests=200))
+    note = placement_note(cfg)
+    assert cfg.tp == 16 and "all-to-all" in note and "50%" in note and "all-reduce" not in note

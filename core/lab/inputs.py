@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from .. import bounds, memo
-from ..physics import catalog, pipeline, speculative
+from ..physics import catalog, expert, pipeline, speculative
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
 from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
@@ -321,6 +321,11 @@ def placement_note(cfg: SimConfig) -> str | None:
     gpu = catalog.get_gpu(cfg.gpu)
     if not pipeline.spans_nodes(gpu, cfg.tp, cfg.pp):
         return None
+    if cfg.dp_attention:  # no all-reduce: each token's routed rows reach the other nodes' experts over the network
+        nodes = -(-cfg.tp // gpu.gpus_per_node)
+        return (f"A replica of {cfg.tp} GPUs spans {nodes} {gpu.gpus_per_node}-GPU nodes: attention runs data-parallel "
+                f"on every GPU, and the experts' all-to-all sends the {expert.a2a_link(gpu, cfg.ep)[1]:.0%} of each "
+                f"token's routed rows bound for other nodes over the network.")
     return (f"A replica of {cfg.tp * cfg.pp} GPUs spans {gpu.gpus_per_node}-GPU nodes: "
             f"{pipeline.placement(gpu, cfg.tp, cfg.pp)}.")
 
