@@ -55,9 +55,7 @@ def config(run: dict) -> SimConfig:
                         length_dist="sharegpt" if run["dataset"] == "sharegpt" else "fixed")
     engine = dict(policy="sarathi", max_seqs=1024, max_batched_tokens=run["max_batched_tokens"])  # vLLM 0.11's
     if run["engine"] == "SGLang":  # its own defaults for the GPU (serving/engines.py)
-        d = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
-        engine = dict(policy=d["policy"], max_seqs=d["max_seqs"], max_batched_tokens=d["max_batched_tokens"],
-                      chunk=d["chunk"], engine_overhead="sglang")
+        engine = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
     return SimConfig(gpu=run["gpu"], model=model_id(run), tp=run["tp"], ep=run["ep"], dtype=run["dtype"],
                      dp_attention=run["dp_attention"], workload=spec, router="lor", **engine)
 

@@ -40,7 +40,8 @@ def test_a_prompt_longer_than_the_chunk_takes_more_steps_the_smaller_the_chunk()
                                                  ("l40s", 1, 4096, 32), ("b200", 1, 16384, 512)])
 def test_sglang_picks_its_chunk_and_cuda_graph_size_by_the_gpus_memory(gpu, tp, chunk, graphs):
     d = engines.sglang_defaults(catalog.get_gpu(gpu), tp)
-    assert (d["chunk"], d["max_batched_tokens"], d["capture"], d["policy"]) == (chunk, chunk, graphs, "sglang")
+    capture = engines.sglang_capture(catalog.get_gpu(gpu), tp)
+    assert (d["chunk"], d["max_batched_tokens"], capture, d["policy"]) == (chunk, chunk, graphs, "sglang")
     assert engines.sglang_defaults(catalog.get_gpu(gpu), 8, dp_attention=True)["chunk"] == chunk // 8
 
 

@@ -207,9 +207,10 @@ def engine_defaults(cfg: SimConfig, args) -> SimConfig:
         d = engines.sglang_defaults(catalog.get_gpu(cfg.gpu), cfg.tp, cfg.dp_attention)
     except ValueError:
         return cfg  # an unknown GPU: the simulation says so in its own words
-    kept = dict(policy=args.policy == DEFAULTS["policy"], max_batched_tokens=args.max_batched_tokens ==
-                DEFAULTS["max_batched_tokens"], chunk=args.chunk is None, max_seqs=args.max_seqs == DEFAULTS["max_seqs"])
-    return replace(cfg, **{k: d[k] for k, default in kept.items() if default})
+    left = dict(policy=args.policy == DEFAULTS["policy"], max_batched_tokens=args.max_batched_tokens ==
+                DEFAULTS["max_batched_tokens"], chunk=args.chunk is None, max_seqs=args.max_seqs == DEFAULTS["max_seqs"],
+                engine_overhead=True)
+    return replace(cfg, **{k: v for k, v in d.items() if left[k]})
 
 
 def pool_gpus(args) -> tuple[str | None, str | None]:

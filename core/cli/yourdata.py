@@ -159,9 +159,7 @@ def cmd_calibrate(args) -> None:
     # an SGLang file replays with SGLang's profile (serving/engines.py), each setting its flag leaves unsaid
     engine = dict(policy="sarathi", max_batched_tokens=2048, max_seqs=256, engine_overhead="vllm")
     if run.tool == "sglang" and args.gpu:
-        d = engines.sglang_defaults(catalog.get_gpu(args.gpu), tp)
-        engine = dict(policy=d["policy"], max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"],
-                      engine_overhead="sglang")
+        engine = engines.sglang_defaults(catalog.get_gpu(args.gpu), tp)
     args.policy = args.policy or engine["policy"]
     args.max_batched_tokens = args.max_batched_tokens or engine["max_batched_tokens"]
     args.max_seqs = args.max_seqs or engine["max_seqs"]

@@ -126,6 +126,7 @@ SPEC_TABLE = SPEC_PER_DRAFT + 1
 N_PARAMS = SPEC_TABLE + SPEC_BINS
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
+ENGINES = ("bare", "vllm", "sglang")  # a forward pass alone; vLLM V1's host around it; SGLang's (serving/engines.py)
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
 PAGED_KV_SPLIT = 512  # vLLM PagedAttention V2 partition size (csrc/attention: PARTITION_SIZE = 512)
 
@@ -188,7 +189,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         raise ValueError(f"unknown launch mode '{launch}': choose graph, eager or auto")
     if attn_kernel not in ATTN_KERNELS:
         raise ValueError(f"unknown attention kernel '{attn_kernel}': choose sdpa or paged")
-    if engine not in ("bare", "vllm", "sglang"):
+    if engine not in ENGINES:
         raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass), vllm or sglang")
     served = engine != "bare"  # a serving engine's host around the step: vLLM's fitted times (SGLang's too)
     expert.check(model, tp, ep, dp_attention)
@@ -223,7 +224,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[EP_Z] = expert.busiest_rank_z(ep)
         p[EP_LOAD_VAR] = expert.load_variance(model, ep, ep_load_cv)
         p[EP_SAMPLE] = ep / model.experts_per_token
-        ffn_slice = expert_slice / (3 * h)  # the expert's width on one GPU
+        ffn_slice = model.moe_ffn / (1 if ep > 1 else tp)  # the expert's width on one GPU
         p[MOE_GEMM_EFF] = eff.moe_gemm_eff
         tiles = expert.constants()["tile_rows"]
         p[MOE_TILE], p[MOE_TILE_SMALL] = tiles["value"], tiles["small_batch"]

@@ -58,6 +58,12 @@ def attention_tp(tp: int, dp_attention: bool) -> int:
     return 1 if dp_attention else tp
 
 
+def attention_ranks(tp: int, dp_attention: bool) -> int:
+    """Attention ranks of a replica of tp GPUs, each with its own sequences, max batch and token
+    budget: tp under DP attention, else one."""
+    return tp // attention_tp(tp, dp_attention)
+
+
 def busiest_rank_z(ep: int) -> float:
     """Expected maximum of ep standard normal draws (Blom): how far the busiest rank sits above the mean."""
     if ep <= 1:

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..physics import catalog, costmodel, speculative
+from ..physics import catalog, costmodel, expert, speculative
 from ..physics.memory import MEM_UTIL, plan_memory
 from ..serving.simulate import model_len_for
 from ..serving.workload import generate, load_trace, uncached_prompt_tokens
@@ -83,7 +83,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     gained = spec.tokens_per_step if spec else 1.0
     # expert parallelism (a colocated shape's): its attention ranks each batch max_seqs of their own
     experts = dict(ep=shape.ep, dp_attention=shape.dp_attention)
-    ranks = shape.tp if shape.dp_attention else 1
+    ranks = expert.attention_ranks(shape.tp, shape.dp_attention)
     plans = {}
     for g, tp, name in pools:
         try:

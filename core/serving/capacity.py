@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..physics import catalog, costmodel, pipeline, speculative
+from ..physics import catalog, costmodel, expert, pipeline, speculative
 
 MIXING = ("orca", "vllm", "sarathi")  # policies whose steps carry decodes and prompt tokens together
 
@@ -44,7 +44,7 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     pp = getattr(pool, "pp", 1)
     prompt, output = max(prompt, 1.0), max(output, 1.0)
     ctx = int(min(prompt + output / 2, model.max_context))
-    ranks = cfg.tp if cfg.dp_attention else 1  # data-parallel attention: each rank batches max_seqs of its own
+    ranks = expert.attention_ranks(cfg.tp, cfg.dp_attention)  # each batches max_seqs of its own
     slots = 1 if cfg.policy == "serial" else cfg.max_seqs * ranks
     budget = budget * ranks
     batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))

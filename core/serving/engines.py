@@ -10,8 +10,7 @@ from functools import lru_cache
 
 from .. import DATA
 from ..physics import catalog
-
-ENGINES = ("bare", "vllm", "sglang")  # engine_overhead: a bare forward pass, vLLM V1, SGLang
+from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang)
 
 
 @lru_cache(maxsize=1)
@@ -25,16 +24,21 @@ def _by_memory(table: list, gpu: catalog.GPU) -> list:
 
 
 def sglang_defaults(gpu: catalog.GPU, tp: int, dp_attention: bool = False) -> dict:
-    """SimConfig fields SGLang's own defaults set on `gpu` at `tp`: its rule, its chunk (the prefill
-    step's budget; data-parallel attention divides it by the ranks), its decode batches' CUDA-graph
-    limit and its running-request limit."""
+    """SimConfig fields SGLang's own defaults set on `gpu` at `tp`: its engine and rule, its chunk
+    (the prefill step's budget; data-parallel attention divides it by the ranks) and its
+    running-request limit."""
     s = profiles()["sglang"]
     chunk = _by_memory(s["chunked_prefill_size"]["by_memory_gib"], gpu)[0]
     if dp_attention:
         chunk = max(1, chunk // tp)
-    small, large = _by_memory(s["cuda_graph_max_bs"]["by_memory_gib"], gpu)
-    return dict(policy=s["policy"]["value"], max_batched_tokens=chunk, chunk=chunk,
-                max_seqs=s["max_running_requests"]["value"], capture=large if tp >= 4 else small)
+    return dict(engine_overhead="sglang", policy=s["policy"]["value"], max_batched_tokens=chunk, chunk=chunk,
+                max_seqs=s["max_running_requests"]["value"])
+
+
+def sglang_capture(gpu: catalog.GPU, tp: int) -> int:
+    """The largest decode batch SGLang replays through a CUDA graph on `gpu` at `tp`."""
+    small, large = _by_memory(profiles()["sglang"]["cuda_graph_max_bs"]["by_memory_gib"], gpu)
+    return large if tp >= 4 else small
 
 
 def server_ttft_ms(engine: str, fitted_api_ms: float) -> float:

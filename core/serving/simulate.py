@@ -200,7 +200,7 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     # a sequence's KV lives on one attention rank
-    room = int(plan.kv_blocks // (tp if dp_attention else 1) * 0.98) * block_size
+    room = int(plan.kv_blocks // expert.attention_ranks(tp, dp_attention) * 0.98) * block_size
     return max(min(n, room), need if fixed else min(n, need))
 
 
@@ -239,20 +239,20 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
-        ep = cfg.ep  # validate() keeps a split's pools at the same tp under expert parallelism
+        # validate() keeps a split's pools at the same tp under expert parallelism
         plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=cfg.dp_attention)
+                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=cfg.ep, dp_attention=cfg.dp_attention)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
-        if plan.kv_blocks // attention_ranks(cfg) < need:  # a sequence's KV lives on one attention rank
-            raise ValueError(f"the KV cache of one {name} {'attention rank' if cfg.dp_attention else 'replica'} holds "
-                             f"{plan.kv_tokens // attention_ranks(cfg)} tokens, fewer than one request of the maximum "
-                             f"model length ({max_len} tokens): lower the max model length or raise tp")
         ranks = attention_ranks(cfg)
-        capture = (engines.sglang_defaults(g, tp, cfg.dp_attention)["capture"] if cfg.engine_overhead == "sglang"
+        if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
+            raise ValueError(f"the KV cache of one {name} {'attention rank' if cfg.dp_attention else 'replica'} holds "
+                             f"{plan.kv_tokens // ranks} tokens, fewer than one request of the maximum "
+                             f"model length ({max_len} tokens): lower the max model length or raise tp")
+        capture = (engines.sglang_capture(g, tp) if cfg.engine_overhead == "sglang"
                    else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
                             pool_efficiency(cfg, g, eff), capture * ranks,
-                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, cfg.dp_attention, cfg.ep_load_cv)
+                            cfg.async_scheduling, cfg.kv_dtype, spec, cfg.ep, cfg.dp_attention, cfg.ep_load_cv)
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g)
 
     if not cfg.disagg:
@@ -270,7 +270,7 @@ def attention_ranks(cfg: SimConfig) -> int:
     """Attention ranks of a replica: its tp GPUs under data-parallel attention, else one. The engine
     runs a replica's ranks as one batch of all their sequences (an MoE layer joins them every step),
     with their max batches and token budgets together."""
-    return cfg.tp if cfg.dp_attention else 1
+    return expert.attention_ranks(cfg.tp, cfg.dp_attention)
 
 
 def _budget(cfg: SimConfig, max_len: int) -> int:
