@@ -15,8 +15,9 @@ from ui import cache, charts, compare, export, state, widgets, yourgpu
 st.title("Planner")
 st.markdown("What is the cheapest deployment that meets your latency targets at your traffic? The planner takes "
             "the sidebar's workload and targets, lists every deployment within the budget below (GPU type and "
-            "count, tensor parallelism, replicas, weight dtype, scheduling, prefill/decode split), rules out what "
-            "the memory planner and the roofline forbid, and simulates the rest.")
+            "count, tensor parallelism, a mixture of experts' expert parallelism, replicas, weight dtype, "
+            "scheduling, prefill/decode split), rules out what the memory planner and the roofline forbid, and "
+            "simulates the rest.")
 
 inputs = state.valid_inputs()
 gpu_ids = yourgpu.options()  # the catalog's and this session's own GPUs
