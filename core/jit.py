@@ -1,5 +1,9 @@
-"""Compilation settings of the engine's jitted functions."""
-from numba import njit
+"""Compilation settings of the engine's jitted functions, and the one machine instruction numba
+does not give them (a prefetch)."""
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .jitcache import caching_on
 
@@ -13,3 +17,21 @@ engine_jit = njit(cache=caching_on(), nogil=True, _nrt=False)
 # Functions that run once or more per engine step: inlined into the loop, because each call passes
 # a dozen array descriptors and the calls, not the work, would dominate a cheap step.
 step_jit = njit(cache=caching_on(), nogil=True, _nrt=False, inline="always")
+
+
+@intrinsic
+def prefetch(typingctx, array, r, row, i):
+    """Ask the processor to bring array[r, row, i] into its cache and go on (llvm.prefetch: a read,
+    kept in every level): for a line the engine will read a step or more later, whose miss would
+    otherwise stall it then."""
+    def codegen(context, builder, signature, args):
+        kind = signature.args[0]
+        ary = context.make_array(kind)(context, builder, args[0])
+        at = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], signature.args[1:])]
+        ptr = cgutils.get_item_pointer(context, builder, kind, ary, at, wraparound=False)
+        byte_ptr, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(array, r, row, i), codegen

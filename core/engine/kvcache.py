@@ -10,12 +10,12 @@ with prefix caching, keeps the cached blocks and the free queue (below).
 """
 import numpy as np
 
-from ..jit import engine_jit
-from .layout import (C_BLOCK, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_HASH, N_HKEY, N_KEY, N_NEXT, N_PREV,
-                     N_REF, N_RING, N_SLOT, P_OFF_CAP, P_OFF_DROPPED, P_OFF_SWEEP, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED,
-                     P_OFF_TAIL,
-                     P_BLOCKS, P_PC_EVICTED, P_PC_SHARED, P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_QHEAD, P_PC_QTAIL, P_PC_SPARE, P_USED,
-                     R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
+from ..jit import engine_jit, prefetch
+from .layout import (C_BLOCK, C_OFF_BITS, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_GMEMO, N_HASH, N_HKEY, N_KEY, N_NEXT,
+                     N_OHASH, N_OKEY, N_PREV, N_REF, N_RING, N_SLOT, P_BLOCKS, P_OFF_CAP, P_OFF_DROPPED, P_OFF_GHOSTS,
+                     P_OFF_GROUPS, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED, P_OFF_TAIL, P_OFF_TBITS,
+                     P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_EVICTED, P_PC_GEPOCH, P_PC_QHEAD, P_PC_QTAIL, P_PC_SHARED,
+                     P_PC_SPARE, P_USED, R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
 
 
 @engine_jit
@@ -65,7 +65,7 @@ def watermark_blocks(total_blocks, fraction):
 # popped from the queue's head (`sync`). Nothing is added to the queue in between, so the blocks
 # popped are the ones vLLM would have handed out.
 
-HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 (Fibonacci hashing), as a signed 64-bit integer
+HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / the golden ratio (Fibonacci hashing)
 KEY_BLOCK_BITS = 24  # a key is (stream << 24) | block index: up to 16M blocks of one stream
 BUCKET_BITS = 3  # 8 slots of the table (one 64-byte cache line of each of its rows) hold 8 blocks of a stream
 BUCKET = 1 << BUCKET_BITS
@@ -93,51 +93,57 @@ def reused_blocks(RI, q, bs):
 
 
 @engine_jit
+def _fib_hash(x, bits):
+    """The top `bits` bits of x * HASH_MUL, wrapping. Unsigned: a signed product that overflows is
+    undefined to the compiler, which may then fold away a probe whose key it knows is not negative."""
+    return np.int64((np.uint64(x) * HASH_MUL) >> np.uint64(64 - bits))
+
+
+@engine_jit
 def _slot(key, bits):
     """A key's home slot: its group of BUCKET consecutive blocks of one stream hashed to a bucket of
     BUCKET slots, the block's place in the group its slot there, so that a prompt's look-up walks
     one cache line of the table's rows for every BUCKET blocks instead of missing on every block."""
-    group = ((key >> BUCKET_BITS) * HASH_MUL) >> (64 - bits + BUCKET_BITS)
-    return ((group << BUCKET_BITS) | (key & (BUCKET - 1))) & ((1 << bits) - 1)
+    return (_fib_hash(key >> BUCKET_BITS, bits - BUCKET_BITS) << BUCKET_BITS) | (key & (BUCKET - 1))
 
 
-# A slot's value (row N_HASH) is node + 1 for a block on the GPU, minus one minus its place in the
-# host tier's order for a block there (below), 0 for an empty slot; its key is in row N_HKEY.
+# The GPU table (rows N_HASH, N_HKEY; 2 ** C_PC_BITS slots, sized for the replica's GPU blocks): a
+# slot's value is node + 1 (0: empty), its key the block's. The host tier keeps a table of its own
+# (below), so that the GPU's, which every look-up, registration and release walks, stays as small as
+# the GPU's blocks make it and in the processor's cache however large the tier.
 
 
 @engine_jit
-def probe(KC, PI, r, key, bits):
-    """The slot holding `key`, or minus one minus the slot where it would go: an empty one, or its
-    own left behind when the host tier dropped it (open addressing, linear probing)."""
-    mask, head = (1 << bits) - 1, PI[r, P_OFF_HEAD]
+def probe(KC, r, key, bits):
+    """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go (open
+    addressing, linear probing)."""
+    mask = (1 << bits) - 1
     i = _slot(key, bits)
     while True:
-        v = KC[r, N_HASH, i]
-        if v == 0:
+        if KC[r, N_HASH, i] == 0:
             return -1 - i
         if KC[r, N_HKEY, i] == key:
-            return i if v > 0 or -1 - v >= head else -1 - i
+            return i
         i = (i + 1) & mask
 
 
 @engine_jit
-def find(KC, PI, r, key, bits):
-    """The GPU node holding `key`, or -1 (also when the block is only in the host tier)."""
-    i = probe(KC, PI, r, key, bits)
-    return max(-1, KC[r, N_HASH, i] - 1) if i >= 0 else -1
+def find(KC, r, key, bits):
+    """The GPU node holding `key`, or -1."""
+    i = probe(KC, r, key, bits)
+    return KC[r, N_HASH, i] - 1 if i >= 0 else -1
 
 
 @engine_jit
-def _put(KC, r, i, key, value):
+def _put(KC, r, i, key, node):
     KC[r, N_HKEY, i] = key
-    KC[r, N_HASH, i] = value
-    if value > 0:
-        KC[r, N_SLOT, value - 1] = i
+    KC[r, N_HASH, i] = node + 1
+    KC[r, N_SLOT, node] = i
 
 
 @engine_jit
 def _delete(KC, r, i, bits):
-    """Empty slot i, shifting later entries of its probe run back (no tombstones)."""
+    """Empty GPU slot i, shifting later entries of its probe run back (no tombstones)."""
     mask = (1 << bits) - 1
     j = i
     while True:
@@ -149,9 +155,19 @@ def _delete(KC, r, i, bits):
         k = _slot(key, bits)
         # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
         if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            _put(KC, r, i, key, v)
+            _put(KC, r, i, key, v - 1)
             i = j
     KC[r, N_HASH, i] = 0
+
+
+@engine_jit
+def absent(KC, PI, r, key, cfg):
+    """The GPU slot where `key` goes when neither tier holds it, else -1 (a block another request
+    registered first, on the GPU or in the host tier, stays this request's own)."""
+    slot = probe(KC, r, key, cfg[C_PC_BITS])
+    if slot >= 0 or (PI[r, P_OFF_CAP] > 0 and in_host(KC, PI, r, key)):
+        return -1
+    return -1 - slot
 
 
 @engine_jit
@@ -169,8 +185,7 @@ def _unspare(KC, PI, r, node):
 
 @engine_jit
 def _push(KC, PI, r, node, head, tail):
-    """Node to the tail of the list whose ends are PI columns head and tail (the free queue, the
-    host tier), through N_PREV/N_NEXT."""
+    """Node to the tail of the list whose ends are PI columns head and tail, through N_PREV/N_NEXT."""
     t = PI[r, tail]
     KC[r, N_PREV, node] = t
     KC[r, N_NEXT, node] = -1
@@ -234,9 +249,10 @@ def _unlink(KC, PI, r, node):
 
 
 @engine_jit
-def sync(KC, PI, r, bits):
+def sync(KC, PI, r, cfg):
     """Pop the blocks taken since the last look from the queue's head; a cached block popped is
-    evicted. Afterwards the queue holds exactly the pool's free blocks."""
+    evicted (to the host tier, if there is one). Afterwards the queue holds exactly the pool's free
+    blocks."""
     over = PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] - (PI[r, P_BLOCKS] - PI[r, P_USED])
     while over > 0:
         h = PI[r, P_PC_QHEAD]
@@ -251,11 +267,12 @@ def sync(KC, PI, r, bits):
             PI[r, P_PC_CACHED] -= 1
             PI[r, P_PC_EVICTED] += 1
             over -= 1
+            _moved(PI, r, KC[r, N_KEY, h])
             if PI[r, P_OFF_CAP] > 0:  # evicted to the host tier, not forgotten
-                offload(KC, PI, r, h, bits)
+                offload(KC, PI, r, KC[r, N_KEY, h], cfg[C_OFF_BITS])
             else:
-                _delete(KC, r, KC[r, N_SLOT, h], bits)
                 PI[r, P_PC_ENTRIES] -= 1
+            _delete(KC, r, KC[r, N_SLOT, h], cfg[C_PC_BITS])
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
 
@@ -263,83 +280,190 @@ def sync(KC, PI, r, bits):
 # ---------------------------------------------------------------- the host tier (KV offload)
 #
 # A victim tier: the cached blocks the GPU evicts, kept in host memory, least recently stored
-# dropped first. They stay entries of the same hash table, so one lookup walks both tiers, but
-# hold no node: the slot's value is minus one minus the block's place in the order stored (P_OFF_TAIL
-# places so far), its key kept at that place in a ring (row N_RING), where a block loaded back
-# leaves a hole (-1). Dropping the oldest moves the ring's head (P_OFF_HEAD) past it and leaves
-# its slot alone: a slot whose place lies behind the head is empty to a probe, taken again by the
-# same key, and cleared in one pass over the table once drops since the last (P_OFF_SWEEP) reach a
-# quarter of its slots. So storing a block and later dropping it touch one slot, once, and the ring
-# in order: a tier holds several times the GPU's blocks, and a node or a probe per block dropped
-# would not stay in the processor's cache. A hit there takes a free GPU block and a node again
-# (loop.py loads it over the host link).
+# dropped first; a block is in one tier or the other, never both. The ring (row N_RING, 2 **
+# C_OFF_BITS places) holds the keys in the order stored, from P_OFF_HEAD (the oldest) to P_OFF_TAIL.
+# The tier's table (rows N_OKEY, N_OHASH) has a slot a group of BUCKET consecutive blocks of a
+# stream, not a slot a block: the group's key and a state word whose low BUCKET bits say which of
+# its blocks are in the tier. It grows (P_OFF_TBITS) to stay at most half full of the groups it
+# holds (P_OFF_GROUPS), no larger: a stream is stored and dropped in runs of consecutive blocks, so
+# the groups are about an eighth of the blocks, and a table that small stays in the processor's
+# cache where a slot a block, or a table sized for the worst case, would miss on every block
+# evicted and dropped, which would double the engine's time.
+#
+# A block loaded back leaves its ring entry behind, a ghost, counted in its group's state word (a
+# nibble a block above the low bits; P_OFF_GHOSTS in all): a key's ghosts are always older than its
+# copy in the tier, if any, so the head meeting a key whose ghost count is not zero drops a ghost,
+# not the block. Ghosts leave the ring in one pass once they reach a quarter of it (_compact).
+
+GHOST_BITS = 4  # a block's ghost count in its group's state word
+GHOST_MAX = (1 << GHOST_BITS) - 1
+HOST_TABLE_BITS = 10  # the tier table's first size
 
 
 @engine_jit
-def offload(KC, PI, r, node, bits):
-    """A cached block the GPU evicts (its node, freed by the caller) moves to the host tier's tail; a
-    full tier drops the least recently stored block for good."""
+def _group_home(group, bits):
+    return _fib_hash(group, bits)
+
+
+@engine_jit
+def host_slot(KC, PI, r, group):
+    """The tier table's slot of a group of blocks, or minus one minus the empty slot where it would go."""
+    bits = PI[r, P_OFF_TBITS]
+    mask = (1 << bits) - 1
+    i = _group_home(group, bits)
+    while True:
+        if KC[r, N_OHASH, i] == 0:
+            return -1 - i
+        if KC[r, N_OKEY, i] == group:
+            return i
+        i = (i + 1) & mask
+
+
+@engine_jit
+def in_host(KC, PI, r, key):
+    """Whether the block is in the host tier."""
+    i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+    return i >= 0 and (KC[r, N_OHASH, i] >> (key & (BUCKET - 1))) & 1 == 1
+
+
+@engine_jit
+def _set_state(KC, PI, r, i, state):
+    """A group's new state; a group with no block in the tier and no ghost leaves the table, later
+    entries of its probe run shifting back (no tombstones)."""
+    if state != 0:
+        KC[r, N_OHASH, i] = state
+        return
+    PI[r, P_OFF_GROUPS] -= 1
+    bits = PI[r, P_OFF_TBITS]
+    mask = (1 << bits) - 1
+    j = i
+    while True:
+        j = (j + 1) & mask
+        v = KC[r, N_OHASH, j]
+        if v == 0:
+            break
+        group = KC[r, N_OKEY, j]
+        k = _group_home(group, bits)
+        # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
+        if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
+            KC[r, N_OKEY, i] = group
+            KC[r, N_OHASH, i] = v
+            i = j
+    KC[r, N_OHASH, i] = 0
+
+
+@engine_jit
+def _grow(KC, PI, r):
+    """Double the tier table, its groups placed again (staged in row N_FOUND, free while the cache
+    is synced: only a look-up and the take_hits right after it use it)."""
+    size = 1 << PI[r, P_OFF_TBITS]
+    n = 0
+    for i in range(size):
+        if KC[r, N_OHASH, i] != 0:
+            KC[r, N_FOUND, 2 * n] = KC[r, N_OKEY, i]
+            KC[r, N_FOUND, 2 * n + 1] = KC[r, N_OHASH, i]
+            KC[r, N_OHASH, i] = 0
+            n += 1
+    PI[r, P_OFF_TBITS] += 1
+    for k in range(n):
+        i = -1 - host_slot(KC, PI, r, KC[r, N_FOUND, 2 * k])
+        KC[r, N_OKEY, i] = KC[r, N_FOUND, 2 * k]
+        KC[r, N_OHASH, i] = KC[r, N_FOUND, 2 * k + 1]
+
+
+@engine_jit
+def _ghost_shift(key):
+    return BUCKET + GHOST_BITS * (key & (BUCKET - 1))
+
+
+@engine_jit
+def offload(KC, PI, r, key, bits):
+    """A cached block the GPU evicts moves to the host tier's tail; a full tier drops the least
+    recently stored block for good."""
     mask = (1 << bits) - 1
     if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] > mask:
         _compact(KC, PI, r, bits)
-    KC[r, N_RING, PI[r, P_OFF_TAIL] & mask] = KC[r, N_KEY, node]
-    KC[r, N_HASH, KC[r, N_SLOT, node]] = -1 - PI[r, P_OFF_TAIL]
+    KC[r, N_RING, PI[r, P_OFF_TAIL] & mask] = key
     PI[r, P_OFF_TAIL] += 1
+    i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+    if i < 0:
+        if 2 * (PI[r, P_OFF_GROUPS] + 1) > 1 << PI[r, P_OFF_TBITS] and PI[r, P_OFF_TBITS] < bits:
+            _grow(KC, PI, r)
+            i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+        i = -1 - i
+        KC[r, N_OKEY, i] = key >> BUCKET_BITS
+        PI[r, P_OFF_GROUPS] += 1
+    KC[r, N_OHASH, i] |= 1 << (key & (BUCKET - 1))
     PI[r, P_OFF_N] += 1
     PI[r, P_OFF_STORED] += 1
     if PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
-        while KC[r, N_RING, PI[r, P_OFF_HEAD] & mask] < 0:
-            PI[r, P_OFF_HEAD] += 1
-        PI[r, P_OFF_HEAD] += 1
-        PI[r, P_OFF_N] -= 1
-        PI[r, P_PC_ENTRIES] -= 1
-        PI[r, P_OFF_DROPPED] += 1
-        PI[r, P_OFF_SWEEP] += 1
-        if PI[r, P_OFF_SWEEP] > mask >> 2:
-            _sweep(KC, PI, r, bits)
+        _drop_oldest(KC, PI, r, bits)
 
 
 @engine_jit
-def _sweep(KC, PI, r, bits):
-    """Clear the slots of the blocks the tier dropped, in one pass round the table from an empty
-    slot: each entry kept moves to the first empty slot from its home on (its run's entries met in
-    order, as if the run were filled again), so probes stay valid without a shift per slot cleared."""
-    mask, head = (1 << bits) - 1, PI[r, P_OFF_HEAD]
-    start = 0
-    while KC[r, N_HASH, start] != 0:
-        start += 1
-    for k in range(1, mask + 1):
-        j = (start + k) & mask
-        v = KC[r, N_HASH, j]
-        if v == 0:
+def _drop_oldest(KC, PI, r, bits):
+    """The head of the ring leaves the tier (the ghosts it meets first just leave the ring)."""
+    mask = (1 << bits) - 1
+    while True:
+        key = KC[r, N_RING, PI[r, P_OFF_HEAD] & mask]
+        PI[r, P_OFF_HEAD] += 1
+        i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+        state, shift = KC[r, N_OHASH, i], _ghost_shift(key)
+        if (state >> shift) & GHOST_MAX > 0:
+            _set_state(KC, PI, r, i, state - (1 << shift))
+            PI[r, P_OFF_GHOSTS] -= 1
             continue
-        if v < 0 and -1 - v < head:  # dropped
-            KC[r, N_HASH, j] = 0
-            continue
-        key = KC[r, N_HKEY, j]
-        i = _slot(key, bits)  # its home: in its run, so between the pass's start and j
-        while i != j and KC[r, N_HASH, i] != 0:
-            i = (i + 1) & mask
-        if i != j:
-            _put(KC, r, i, key, v)
-            KC[r, N_HASH, j] = 0
-    PI[r, P_OFF_SWEEP] = 0
+        _set_state(KC, PI, r, i, state & ~(1 << (key & (BUCKET - 1))))
+        PI[r, P_OFF_N] -= 1
+        PI[r, P_PC_ENTRIES] -= 1
+        PI[r, P_OFF_DROPPED] += 1
+        _moved(PI, r, key)
+        # the next drop's slot and the ring ahead, cold since stored: in cache by the next eviction
+        _prefetch_group(KC, PI, r, KC[r, N_RING, PI[r, P_OFF_HEAD] & mask])
+        prefetch(KC, r, N_RING, (PI[r, P_OFF_HEAD] + 2 * BUCKET) & mask)
+        return
+
+
+@engine_jit
+def _prefetch_group(KC, PI, r, key):
+    home = _group_home(key >> BUCKET_BITS, PI[r, P_OFF_TBITS])
+    prefetch(KC, r, N_OKEY, home)
+    prefetch(KC, r, N_OHASH, home)
+
+
+@engine_jit
+def unload(KC, PI, r, key, bits):
+    """A block in the tier loads back to the GPU: it leaves the tier, its ring entry a ghost."""
+    if PI[r, P_OFF_GHOSTS] > ((1 << bits) - 1) >> 2:
+        _compact(KC, PI, r, bits)
+    i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+    shift = _ghost_shift(key)
+    if (KC[r, N_OHASH, i] >> shift) & GHOST_MAX == GHOST_MAX:
+        _compact(KC, PI, r, bits)
+        i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+    KC[r, N_OHASH, i] = (KC[r, N_OHASH, i] & ~(1 << (key & (BUCKET - 1)))) + (1 << shift)
+    PI[r, P_OFF_GHOSTS] += 1
+    PI[r, P_OFF_N] -= 1
+    PI[r, P_OFF_LOADED] += 1
 
 
 @engine_jit
 def _compact(KC, PI, r, bits):
-    """The ring is full of blocks and holes: move its blocks up against its head, in order. (The
-    blocks never exceed half the ring, the most entries the table holds, so this runs at most once
-    every half ring of loads.)"""
+    """The ring without its ghosts, its blocks moved up against its head in order: walked from the
+    head, a key whose ghost count is not zero is a ghost (older than its block in the tier)."""
     mask = (1 << bits) - 1
     to = PI[r, P_OFF_HEAD]
     for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
         key = KC[r, N_RING, at & mask]
-        if key >= 0:
+        i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+        state, shift = KC[r, N_OHASH, i], _ghost_shift(key)
+        if (state >> shift) & GHOST_MAX > 0:
+            _set_state(KC, PI, r, i, state - (1 << shift))
+        else:
             KC[r, N_RING, to & mask] = key
-            KC[r, N_HASH, probe(KC, PI, r, key, bits)] = -1 - to
             to += 1
     PI[r, P_OFF_TAIL] = to
+    PI[r, P_OFF_GHOSTS] = 0
 
 
 @engine_jit
@@ -349,23 +473,29 @@ def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
     those uses free blocks), and how many of those are in the host tier. Call after `sync`.
     nodes: also count the blocks no request holds and keep what was found for take_hits (a router
     weighing replicas needs neither, and reading each block's node costs a cache miss)."""
-    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
-    limit = (tokens - 1) // bs
-    hits, idle, host = 0, 0, 0
+    return _walk(RI, KC, PI, r, q, 0, (tokens - 1) // cfg[C_BLOCK], cfg, nodes)
+
+
+@engine_jit
+def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
+    """lookup from block `start` (those before it found) up to block `limit`."""
+    bs, bits, tier = cfg[C_BLOCK], cfg[C_PC_BITS], PI[r, P_OFF_CAP] > 0
+    hits, idle, host = start, 0, 0
     while hits < limit:
         key = block_key(RI, q, hits, bs)
         if key < 0:
             break
-        slot = probe(KC, PI, r, key, bits)
-        if slot < 0:
-            break
-        node = KC[r, N_HASH, slot] - 1
-        if node < 0:  # in the host tier: it needs a free GPU block to load into
-            host += 1
+        slot = probe(KC, r, key, bits)
+        if slot >= 0:
+            node = KC[r, N_HASH, slot] - 1
+            if nodes and KC[r, N_REF, node] == 0:
+                idle += 1
+        else:
+            if not (tier and in_host(KC, PI, r, key)):
+                break
+            host += 1  # in the host tier: it needs a free GPU block to load into
             idle += 1
-            node = -1 - slot
-        elif nodes and KC[r, N_REF, node] == 0:
-            idle += 1
+            node = -1
         if nodes:
             KC[r, N_FOUND, hits] = node  # for take_hits (hits never exceed the entries, nor the row)
         hits += 1
@@ -373,23 +503,54 @@ def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
 
 
 @engine_jit
+def cached_blocks(RI, KC, PI, r, q, tokens, cfg):
+    """lookup's blocks found and those of them in the host tier, for a router weighing replicas:
+    the system prompt's share read from what the last request of its group found on this replica
+    while none of the group's blocks has entered or left a tier since (P_PC_GEPOCH), so that a
+    request is weighed by walking its own conversation's blocks only."""
+    bs = cfg[C_BLOCK]
+    limit, g, shared = (tokens - 1) // bs, RI[q, R_GROUP], RI[q, R_SHARED] // bs
+    if g < 0 or shared == 0 or limit < shared:
+        hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg, False)
+        return hits, host
+    at = 4 * g
+    if KC[r, N_GMEMO, at] != PI[r, P_PC_GEPOCH] + 1 or KC[r, N_GMEMO, at + 1] != shared:
+        hits, _, host = _walk(RI, KC, PI, r, q, 0, shared, cfg, False)
+        KC[r, N_GMEMO, at] = PI[r, P_PC_GEPOCH] + 1
+        KC[r, N_GMEMO, at + 1] = shared
+        KC[r, N_GMEMO, at + 2] = hits
+        KC[r, N_GMEMO, at + 3] = host
+    hits, host = KC[r, N_GMEMO, at + 2], KC[r, N_GMEMO, at + 3]
+    if hits < shared:
+        return hits, host
+    hits, _, more = _walk(RI, KC, PI, r, q, shared, limit, cfg, False)
+    return hits, host + more
+
+
+@engine_jit
+def _moved(PI, r, key):
+    """A block entered or left one of replica r's tiers: a system prompt's ends the router's memo."""
+    if (key >> KEY_BLOCK_BITS) & 1 == 0:
+        PI[r, P_PC_GEPOCH] += 1
+
+
+@engine_jit
 def take_hits(RI, KC, PI, r, q, hits, cfg):
     """q holds its first `hits` blocks from the cache (what `lookup` found just before: a node, or
-    minus one minus the slot of a block in the host tier): they leave the free queue if no one held
-    them, or the tier into a node of their own."""
-    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    -1 for a block in the host tier): they leave the free queue if no one held them, or the tier
+    into a node and a GPU slot of their own."""
+    bs, bits, obits = cfg[C_BLOCK], cfg[C_PC_BITS], cfg[C_OFF_BITS]
     for i in range(hits):
         node = KC[r, N_FOUND, i]
         if node < 0:  # back from the host tier into a free GPU block
-            slot = -1 - node
-            KC[r, N_RING, (-1 - KC[r, N_HASH, slot]) & ((1 << bits) - 1)] = -1
+            key = block_key(RI, q, i, bs)
+            unload(KC, PI, r, key, obits)
             node = _spare(KC, PI, r)
-            KC[r, N_KEY, node] = KC[r, N_HKEY, slot]
+            KC[r, N_KEY, node] = key
             KC[r, N_REF, node] = 0
             KC[r, N_COUNT, node] = 0
-            _put(KC, r, slot, KC[r, N_KEY, node], node + 1)
-            PI[r, P_OFF_N] -= 1
-            PI[r, P_OFF_LOADED] += 1
+            _put(KC, r, -1 - probe(KC, r, key, bits), key, node)
+            _moved(PI, r, key)
             PI[r, P_USED] += 1
         elif KC[r, N_REF, node] == 0:
             _unlink(KC, PI, r, node)
@@ -408,23 +569,24 @@ def register(RI, KC, PI, r, q, upto, cfg):
     """q's blocks are allocated up to token `upto`: its full blocks that others may reuse become
     cache entries at once (vLLM caches blocks when it allocates them, so a request scheduled in
     the same step can hit them). A block some other request registered first stays q's own."""
-    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    bs = cfg[C_BLOCK]
     i, end = RI[q, R_REF], min(upto // bs, reused_blocks(RI, q, bs))
     if i >= end:
         return
-    sync(KC, PI, r, bits)
+    sync(KC, PI, r, cfg)
     while i < end and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES]:
         key = block_key(RI, q, i, bs)
         if key < 0:
             break
-        slot = probe(KC, PI, r, key, bits)
-        if slot >= 0:
+        slot = absent(KC, PI, r, key, cfg)
+        if slot < 0:
             break
         node = _spare(KC, PI, r)
         KC[r, N_KEY, node] = key
         KC[r, N_REF, node] = 1
         KC[r, N_COUNT, node] = 0
-        _put(KC, r, -1 - slot, key, node + 1)
+        _put(KC, r, slot, key, node)
+        _moved(PI, r, key)
         PI[r, P_PC_ENTRIES] += 1
         i += 1
     RI[q, R_REF] = i
@@ -436,7 +598,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
     others may reuse stay cached at the queue's tail; the rest join it as plain free blocks; the
     blocks it shared with other requests stay with them. Returns the blocks freed."""
     bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
-    sync(KC, PI, r, bits)
+    sync(KC, PI, r, cfg)
     nb, nref = RI[q, R_BLOCKS], RI[q, R_REF]
     own_end = min(RI[q, R_COMPUTED] // bs, nb, reused_blocks(RI, q, bs))  # full blocks another may reuse
     if own_end < nref:
@@ -445,13 +607,14 @@ def release_cached(RI, KC, PI, r, q, cfg):
     freed = nb - own_end
     for i in range(own_end - 1, nref - 1, -1):
         key = block_key(RI, q, i, bs)
-        slot = probe(KC, PI, r, key, bits) if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] else 0
-        if slot < 0:
+        slot = absent(KC, PI, r, key, cfg) if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] else -1
+        if slot >= 0:
             node = _spare(KC, PI, r)
             KC[r, N_KEY, node] = key
             KC[r, N_REF, node] = 0
             KC[r, N_COUNT, node] = 0
-            _put(KC, r, -1 - slot, key, node + 1)
+            _put(KC, r, slot, key, node)
+            _moved(PI, r, key)
             PI[r, P_PC_ENTRIES] += 1
             PI[r, P_PC_CACHED] += 1
             _append(KC, PI, r, node)
@@ -459,7 +622,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
             _append_plain(KC, PI, r, 1)
         freed += 1
     for i in range(nref - 1, -1, -1):
-        node = find(KC, PI, r, block_key(RI, q, i, bs), bits)
+        node = find(KC, r, block_key(RI, q, i, bs), bits)
         KC[r, N_REF, node] -= 1
         if KC[r, N_REF, node] == 0:
             PI[r, P_PC_CACHED] += 1
@@ -471,14 +634,14 @@ def release_cached(RI, KC, PI, r, q, cfg):
     return freed
 
 
-def books(PI, KC, r: int) -> dict:
+def books(PI, KC, cfg, r: int) -> dict:
     """The block pool of replica r, counted from its tables (plain Python, for tests and reports):
     blocks held by requests, plain free blocks and cached blocks no request holds, and the blocks
-    in its host tier, with the queue and the tier walked node by node and the hash table read slot
+    in its host tier, with the queue and the tier walked node by node and the hash tables read slot
     by slot, not taken from the counters."""
     if KC.shape[2] == 1:
         raise ValueError("prefix caching was off in this run (or nothing in its workload could be reused)")
-    sync(KC, PI, r, int(KC.shape[2]).bit_length() - 1)
+    sync(KC, PI, r, cfg)
     plain = cached = nodes = 0
     node = PI[r, P_PC_QHEAD]
     while node >= 0:
@@ -489,20 +652,30 @@ def books(PI, KC, r: int) -> dict:
             assert KC[r, N_REF, node] == 0, "a block in the free queue is held by a request"
         nodes += 1
         node = KC[r, N_NEXT, node]
-    keys, values = KC[r, N_HKEY], KC[r, N_HASH]
+    keys, values = KC[r, N_HKEY, :1 << cfg[C_PC_BITS]], KC[r, N_HASH, :1 << cfg[C_PC_BITS]]
     gpu = (values > 0).nonzero()[0]
-    tier = ((values < 0) & (-1 - values >= PI[r, P_OFF_HEAD])).nonzero()[0]  # the rest were dropped
-    slots = np.concatenate([gpu, tier])
     held = values[gpu] - 1
     assert (KC[r, N_SLOT, held] == gpu).all() and (KC[r, N_KEY, held] == keys[gpu]).all(), \
         "the hash table and its nodes disagree"
-    mask = KC.shape[2] - 1
-    ring = [int(KC[r, N_RING, at & mask]) for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL])]
-    host = [key for key in ring if key >= 0]
-    assert sorted(host) == sorted(int(k) for k in keys[tier]) and \
-        (KC[r, N_RING, (-1 - values[tier]) & mask] == keys[tier]).all(), \
-        "a block in the host tier is not in its ring, or twice"
-    entries = len(slots)
+    width = 1 << cfg[C_OFF_BITS] if PI[r, P_OFF_CAP] > 0 else 0
+    size = 1 << PI[r, P_OFF_TBITS] if width else 0
+    groups, states = KC[r, N_OKEY, :size], KC[r, N_OHASH, :size]
+    used = (states != 0).nonzero()[0]
+    assert len(used) == PI[r, P_OFF_GROUPS] and not KC[r, N_OHASH, size:width].any(), "the tier's groups miscounted"
+    host = sorted(int(groups[i]) << BUCKET_BITS | j for i in used for j in range(BUCKET) if states[i] >> j & 1)
+    ghosts = {int(groups[i]) << BUCKET_BITS | j: int(states[i]) >> int(_ghost_shift(j)) & GHOST_MAX
+              for i in used for j in range(BUCKET)}
+    assert sum(ghosts.values()) == PI[r, P_OFF_GHOSTS], "the ghosts counted and those in the table disagree"
+    ring = []  # the ring's blocks: walked from the head, a key's ghosts come first
+    for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
+        key = int(KC[r, N_RING, at & (width - 1)])
+        if ghosts.get(key, 0) > 0:
+            ghosts[key] -= 1
+        else:
+            ring.append(key)
+    assert sorted(ring) == host and not any(ghosts.values()), "a block in the host tier is not in its ring, or twice"
+    assert not set(host) & set(int(k) for k in keys[gpu]), "a block is in both tiers"
+    entries = len(gpu) + len(host)
     return dict(pool=int(PI[r, P_BLOCKS]), used=int(PI[r, P_USED]), free=plain, cached=cached, entries=entries,
                 host=len(host), host_capacity=int(PI[r, P_OFF_CAP]),
                 counted=dict(free=int(PI[r, P_PC_ANON]), cached=int(PI[r, P_PC_CACHED]),

@@ -76,8 +76,8 @@ B_BLOCK, B_SPLIT, NB = range(3)
 (C_POLICY, C_BLOCK, C_MAX_SEQS, C_BUDGET, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL,
  C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, C_MAX_STEPS, C_FAST_FORWARD, C_PREFIX, C_PC_BITS,
  C_PC_ENTRIES, NCI) = range(19)
-# C_PREFIX: prefix caching on (and some prefix reused); C_PC_BITS: log2 of the hash table's size;
-# C_PC_ENTRIES: the most hashed blocks a replica keeps
+# C_PREFIX: prefix caching on (and some prefix reused); C_PC_BITS: log2 of the GPU hash table's size;
+# C_PC_ENTRIES: the most hashed blocks a replica keeps (on its GPUs and in its host tier)
 # ---- float configuration
 (G_XFER_BW, G_XFER_LAT, G_KV_BYTES_TOKEN, G_SCALE_INTERVAL, G_SCALE_TARGET, G_SCALE_DOWN_FRAC, G_STARTUP_S,
  NCF) = range(8)
@@ -149,19 +149,24 @@ O_SPEC_SEQ_STEPS, O_SPEC_ACCEPTED = NOI, NOI + 1
 NOI = NOI + 2
 # ---- KV offload (kvcache.py): a host-memory tier under each replica's prefix cache, as vLLM's
 # OffloadingConnector (CPU backend) and LMCache's local CPU store keep one. Cached blocks the GPU
-# evicts move there, up to P_OFF_CAP blocks, dropping the least recently stored: they keep their
-# hash table entry and give up their node (row N_RING, the ring of their keys in the order
-# stored, and P_OFF_HEAD / P_OFF_TAIL / P_OFF_SWEEP: kvcache.py). A lookup that meets them loads
+# evicts move there, up to P_OFF_CAP blocks, dropping the least recently stored: they give up their
+# node and their GPU table entry for a bit in the tier's own table (rows N_OKEY and N_OHASH, a slot
+# a group of blocks) and a place in the ring of keys in the order stored
+# (row N_RING of 2 ** C_OFF_BITS; P_OFF_HEAD / P_OFF_TAIL, P_OFF_GHOSTS, the table's P_OFF_GROUPS
+# in 2 ** P_OFF_TBITS slots: kvcache.py). A lookup that meets them loads
 # them back over the host link (G_OFF_S_BYTE seconds a byte, all the replica's GPUs together), one
 # load after another (PF Q_INGRESS, the link into a replica that never receives a prefill's KV: a
 # caching replica), while the request waits with its blocks taken (S_XFER, in the F list, R_HOME
 # -1) and then joins the landed queue (P_LHEAD) to compute the rest of its prompt.
 # P_OFF_N: blocks in the tier; P_OFF_STORED / P_OFF_LOADED / P_OFF_DROPPED: blocks stored to it,
 # loaded back from it, and dropped from it to make room
-N_RING = NKC
-NKC = NKC + 1
-P_OFF_CAP, P_OFF_N, P_OFF_HEAD, P_OFF_TAIL, P_OFF_STORED, P_OFF_LOADED, P_OFF_DROPPED, P_OFF_SWEEP = range(NPI, NPI + 8)
-NPI = NPI + 8
+N_RING, N_OHASH, N_OKEY = NKC, NKC + 1, NKC + 2
+NKC = NKC + 3
+C_OFF_BITS = NCI
+NCI = NCI + 1
+(P_OFF_CAP, P_OFF_N, P_OFF_HEAD, P_OFF_TAIL, P_OFF_STORED, P_OFF_LOADED, P_OFF_DROPPED, P_OFF_GHOSTS, P_OFF_TBITS,
+ P_OFF_GROUPS) = range(NPI, NPI + 10)
+NPI = NPI + 10
 G_OFF_S_BYTE = NCF
 NCF = NCF + 1
 # ---- prefix-aware routing (loop.py route_prefix; router 3, "prefix"): each replica's score is
@@ -170,3 +175,10 @@ NCF = NCF + 1
 # (G_ROUTE_HOST: what a block in the host tier counts for, against one on the GPU)
 G_ROUTE_W_PREFIX, G_ROUTE_W_QUEUE, G_ROUTE_W_KV, G_ROUTE_HOST = range(NCF, NCF + 4)
 NCF = NCF + 4
+# what the router found of each system prompt's blocks on a replica (row N_GMEMO, four words a
+# group: kvcache.cached_blocks), good while P_PC_GEPOCH, bumped whenever a system prompt's block
+# enters or leaves one of the replica's tiers, has not moved
+N_GMEMO = NKC
+NKC = NKC + 1
+P_PC_GEPOCH = NPI
+NPI = NPI + 1

@@ -37,7 +37,8 @@ from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
 from . import clients, cohort
 from .fastforward import decode_run, quiet
-from .kvcache import blocks_for, can_admit, lookup, paged_growth, register, release_cached, sync, take_hits
+from .kvcache import (blocks_for, cached_blocks, can_admit, lookup, paged_growth, register, release_cached, sync,
+                      take_hits)
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -110,8 +111,8 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
             continue
         prefix = 0.0
         if cfg[C_PREFIX] == 1 and caching(PI, r, cfg):
-            sync(KC, PI, r, cfg[C_PC_BITS])
-            hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg, False)
+            sync(KC, PI, r, cfg)
+            hits, host = cached_blocks(RI, KC, PI, r, q, tokens, cfg)
             prefix = (hits - host + cf[G_ROUTE_HOST] * host) / blocks
         load = outstanding(PI, r, cfg)
         queue = 1.0 if most == least else (most - load) / (most - least)
@@ -301,7 +302,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         q = PI[g, P_HEAD]
         hits, idle, host = 0, 0, 0  # leading blocks found cached, those no request holds, those in the host tier
         if cache and RI[q, R_BLOCKS] == 0:
-            sync(KC, PI, g, cfg[C_PC_BITS])
+            sync(KC, PI, g, cfg)
             hits, idle, host = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg, True)
         c0 = RI[q, R_COMPUTED] + hits * bs
         n = known_tokens(RI, q) - c0

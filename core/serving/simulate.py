@@ -16,7 +16,7 @@ from .. import bounds, progress
 from ..engine import layout as L
 from ..engine import cohort
 from ..engine import loop as engine
-from ..engine.kvcache import blocks_for, watermark_blocks
+from ..engine.kvcache import HOST_TABLE_BITS, blocks_for, watermark_blocks
 from ..physics import catalog, costmodel, expert, pipeline, speculative, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from . import engines, offload
@@ -156,12 +156,12 @@ class SimResult:
     itl_hist: np.ndarray
     pools: list
     wall_s: float
-    kv_tables: dict | None = None  # the engine's replica table and prefix-cache tables (PI, KC) at the end
+    kv_tables: dict | None = None  # the engine's replica table, prefix-cache tables and int config (PI, KC, cfg) at the end
 
     def kv_books(self, replica: int = 0) -> dict:
         """Replica's KV block pool at the end of the run, counted from the tables (kvcache.books)."""
         from ..engine.kvcache import books
-        return books(self.kv_tables["PI"], self.kv_tables["KC"], replica)
+        return books(self.kv_tables["PI"], self.kv_tables["KC"], self.kv_tables["cfg"], replica)
 
     def to_json(self) -> dict:
         return self.summary
@@ -602,8 +602,14 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
             np.maximum.at(longest, conv[some], (wl.prompt_tokens + wl.output_tokens)[some] // bs)
             distinct += int(longest.sum())
     entries = max(1, min(distinct, int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
-    bits = max(4, int(math.ceil(math.log2(2 * entries + 4))))  # kvcache._slot: a bucket of 8 and more
-    width = 1 << bits  # nodes: the entries and the runs of plain blocks between them (<= 2 entries + 1)
+    # a table at most half full (kvcache._slot: a bucket of 8 and more) for the entries the GPU's
+    # blocks can hold, and one for the host tier's; nodes are the GPU's entries and the runs of plain
+    # blocks between them (<= 2 entries + 1)
+    bits = max(4, int(math.ceil(math.log2(2 * min(entries, int(PI[:, L.P_BLOCKS].max())) + 4))))
+    host = int(PI[:, L.P_OFF_CAP].max())
+    off_bits = max(4, int(math.ceil(math.log2(2 * host + 4)))) if host else 0
+    groups = int(group.max()) + 1 if group is not None else 0
+    width = max(1 << max(bits, off_bits), 1 << int(4 * groups).bit_length())  # the router's memo: 4 words a group
     KC = np.zeros((R, L.NKC, width), np.int64)
     KC[:, L.N_KEY, 0] = -1  # node 0: one run of every block, never used
     KC[:, L.N_COUNT, 0] = PI[:, L.P_BLOCKS]
@@ -615,6 +621,8 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     PI[:, L.P_PC_SPARE] = 1
     cfg_i[L.C_PREFIX] = 1
     cfg_i[L.C_PC_BITS] = bits
+    cfg_i[L.C_OFF_BITS] = off_bits
+    PI[:, L.P_OFF_TBITS] = min(HOST_TABLE_BITS, off_bits)  # the tier's table grows from there
     cfg_i[L.C_PC_ENTRIES] = entries
     return KC
 
@@ -720,4 +728,4 @@ def _result(cfg, wl, pools, a, wall, gpu, max_len, eff=None) -> SimResult:
     kv_token = catalog.get_model(cfg.model).kv_bytes_per_token(catalog.kv_format(cfg.kv_dtype).bytes_per_value)
     summary["kv_offload"] = offload.summary(cfg, PI, kv_token)
     return SimResult(cfg, summary, wl, requests, trace, stream, a["itl_hist"], pools, wall,
-                     dict(PI=PI, KC=a["args"][6]))
+                     dict(PI=PI, KC=a["args"][6], cfg=a["cfg_i"]))
