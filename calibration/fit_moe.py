@@ -38,6 +38,7 @@ RUNS = ROOT / "calibration" / "moe_runs.json"
 REPORT = ROOT / "calibration" / "MOE_FIT.md"
 FIT = ROOT / "core" / "data" / "costmodel_fit.json"
 GEMM_EFF = (0.12, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+MLA_LAYER_US = tuple(float(t) for t in range(0, 201, 10))
 METRICS = ("total_tok_s", "mean_tpot_ms", "mean_ttft_ms")
 
 
@@ -61,7 +62,9 @@ def config(run: dict) -> SimConfig:
 
 
 def errors(run: dict, eff: costmodel.Efficiency) -> dict:
-    s = simulate(config(run), eff=eff).summary
+    """The run's errors with `eff` (constants as fitted) taken to the run's GPU family."""
+    cfg = config(run)
+    s = simulate(cfg, eff=costmodel.family_scaled(eff, catalog.get_gpu(cfg.gpu))).summary
     # the benchmark's figure: every token of every request over the run's duration
     total = run["requests"] * (run["prompt_mean"] + run["output_mean"]) / s["makespan_s"]
     p = dict(total_tok_s=total, mean_tpot_ms=s["tpot_ms"]["mean"], mean_ttft_ms=s["ttft_ms"]["mean"])
@@ -85,6 +88,14 @@ def main() -> None:
     fitted = [r for r in runs if r["fit"]]
     families = sorted({r["model_name"].split("-")[0] for r in fitted})
     base = costmodel.fitted()
+    mla = [r for r in fitted if r["concurrency"] is not None and catalog.get_model(model_id(r)).is_mla]
+    mla_scores = {}
+    if mla:  # a latent-attention layer's small kernels: the decode pace at a fixed concurrency
+        for t in MLA_LAYER_US:
+            eff = replace(base, t_mla_layer_us=t)
+            mla_scores[t] = sum(math.log1p(errors(r, eff)["mean_tpot_ms"]) ** 2 for r in mla) / len(mla)
+            print(f"t_mla_layer_us {t:5.0f}  loss {mla_scores[t]:.4f}", flush=True)
+        base = replace(base, t_mla_layer_us=min(MLA_LAYER_US, key=mla_scores.get))
     scores = {}  # rate -> {family or 'pooled': loss}
     per_rate = {}
     for g in GEMM_EFF:
@@ -102,21 +113,38 @@ def main() -> None:
     if args.write:
         fit = json.loads(FIT.read_text())
         fit["constants"]["moe_gemm_eff"] = chosen
+        if mla_scores:
+            fit["constants"]["t_mla_layer_us"] = base.t_mla_layer_us
+            fit["sources"]["t_mla_layer_us"] = (
+                "fitted by calibration/fit_moe.py to the mean TPOT of the public vLLM 0.11 DeepSeek-R1 runs at a fixed "
+                "concurrency (calibration/moe_runs.json): a served latent-attention layer's small kernels beyond the "
+                "11 of a grouped-query layer (calibration/MOE_FIT.md)")
         fit["sources"]["moe_gemm_eff"] = ("fitted by calibration/fit_moe.py to the public vLLM 0.11 MoE runs of "
                                           "calibration/moe_runs.json: the highest of the model families' best rates "
                                           "(calibration/MOE_FIT.md)")
         fit["moe_fit"] = dict(script="calibration/fit_moe.py", runs="calibration/moe_runs.json",
                               best_by_family={f: best[f] for f in families}, best_pooled=best["pooled"])
         FIT.write_text(json.dumps(fit, indent=1) + "\n")
-        write_report(scores, best, families, chosen, per_rate)
+        write_report(scores, best, families, chosen, per_rate, mla_scores, base.t_mla_layer_us)
 
 
-def write_report(scores, best, families, chosen, per_rate) -> None:
+def write_report(scores, best, families, chosen, per_rate, mla_scores, mla_us) -> None:
     out = ["# The fused-MoE kernel against public MoE runs", "",
            "Written by `python calibration/fit_moe.py --write` from `calibration/moe_runs.json` (public vLLM 0.11 "
            "runs of DeepSeek-R1 on 8x H200 and Qwen3-235B-A22B on 8x and 4x H100, each with its source and quote; "
-           "SGLang v0.5 runs and A100 runs beside them as checks, not fitted).",
-           "", "Loss (mean squared log error of total token throughput, and of mean TPOT at a fixed concurrency, over "
+           "SGLang v0.5 runs and A100 runs beside them as checks, not fitted).", ""]
+    if mla_scores:
+        out += ["First, a served latent-attention layer's small kernels beyond a grouped-query layer's "
+                "(`t_mla_layer_us`), fitted to the mean TPOT of the DeepSeek-R1 runs at a fixed concurrency, where a "
+                "decode step is mostly small kernels (at 4 concurrent requests a step reads about a tenth of the "
+                "experts): the cost model's 11 kernels of a Llama layer at 4.6 µs each left the step 35% short. "
+                "DeepSeek's layer runs more: norms of its compressed query and latent KV, the absorbed per-head "
+                "products, and a quantisation kernel before each block-fp8 GEMM. Loss (mean squared log error of "
+                "mean TPOT) by the time:", "", "| t_mla_layer_us | loss |", "|---|---|"]
+        out += [f"| {t:g} | {v:.4f} |" for t, v in mla_scores.items()]
+        out += ["", f"The cost model takes {mla_us:g} µs a layer (about {mla_us / 4.6:.0f} more kernels at the "
+                "measured 4.6 µs each), then fits the grouped GEMMs' rate with it:", ""]
+    out += ["Loss (mean squared log error of total token throughput, and of mean TPOT at a fixed concurrency, over "
            "the fitted runs) by the "
            "grouped GEMMs' rate on full tiles as a share of the dense GEMMs' (`moe_gemm_eff`):", "",
            "| moe_gemm_eff | " + " | ".join([*families, "pooled"]) + " |", "|---|" + "---|" * (len(families) + 1)]
@@ -131,8 +159,9 @@ def write_report(scores, best, families, chosen, per_rate) -> None:
             e = [x["total_tok_s"] for r, x in per_rate[chosen] if r["fit"] and r["model_name"].startswith(f)]
             out.append(f"- {f}: its fitted runs' throughput is {min(e):+.0%} to {max(e):+.0%} in the simulator at "
                        f"{chosen:g} (best {best[f]:g}); DeepSeek's multi-head latent attention runs many more small "
-                       "kernels a layer than grouped-query attention, and its prefill attends with 192-wide heads: "
-                       "costs of the model, not of the fused-MoE kernel, and not yet in the cost model.")
+                       "kernels a layer than grouped-query attention (t_mla_layer_us, above, prices them at decode), "
+                       "and its prefill attends with 192-wide heads and up-projects the cached latent KV: costs of "
+                       "the model, not of the fused-MoE kernel, and not yet in the cost model.")
     out.append("- The Qwen3 runs are on H100, which carries the H200-fitted constants at tp 4-8; calibration/CAUSES.md "
                "finds that carry 7-18% slow on dense models, so the kernel's share on H200 may be lower still.")
     out += ["", f"Errors at moe_gemm_eff {chosen:g} (simulated / measured - 1):", "",

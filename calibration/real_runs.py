@@ -1,6 +1,6 @@
 """End-to-end check and fit: replay the workloads of real serving runs and compare.
 
-usage: python calibration/real_runs.py [REAL_RUNS.json] [--fit] [--write]
+usage: python calibration/real_runs.py [REAL_RUNS.json] [--fit] [--fit-family ARCH] [--write] [--logo]
 
 Each point of calibration/real_runs_public.json (vLLM on H100/A100/H200; its conventions are in
 calibration/real_runs_README.md) is replayed with the engine settings it records: the BLIS runs
@@ -13,6 +13,9 @@ catalogs hold are replayed.
         step and per scheduled sequence, the MoE routing kernels' time per layer, the API
         server's share of TTFT) to the HELD-IN runs only, and stores them in
         core/data/costmodel_fit.json
+--fit-family ARCH  fits a GPU family's factor on the weight-stream fraction (eta_bw) to its dense
+        runs' decode (an Ampere A100's: the vLLM CI batch-of-8 runs and the vLLM 0.6 TPOT) and stores
+        it in core/data/gpu_families.json (CAUSES.md section 7)
 --write writes the comparison to calibration/VALIDATION.md: held-in and held-out errors, a
         leave-one-group-out score (each model class, GPU and workload left out of the fit in
         turn, with --logo), and every run predicted to overload where the real server was
@@ -154,16 +157,21 @@ def compare(p: dict, kind: str, s: dict, out_len: float) -> list[tuple[str, floa
     return rows
 
 
-def replay(points, eff=None, quiet=False, scale=1.0, loads=None):
+def replay(points, eff=None, quiet=False, scale=1.0, loads=None, family=True):
     """(run id, metric, measured, simulated, error, stable) rows; `loads` (a dict) gets each run's
-    simulated utilisation (throughput against the roofline capacity: the Lab's load level)."""
+    simulated utilisation (throughput against the roofline capacity: the Lab's load level). `eff`:
+    constants as fitted (None: the fitted file's), taken to each run's GPU family unless `family`
+    is False (data/gpu_families.json)."""
     rows = []
     for p in points:
         made = config_for(p, scale)
         if made is None:
             continue
         cfg, kind, wl = made
-        s = simulate(cfg, eff, wl).summary
+        e = eff or costmodel.fitted()
+        if family:
+            e = costmodel.family_scaled(e, catalog.get_gpu(cfg.gpu))
+        s = simulate(cfg, e, wl).summary
         if loads is not None:
             loads[p["id"]] = float(s["utilisation"])
         for metric, real, pred in compare(p, kind, s, cfg.workload.output_mean):
@@ -214,6 +222,44 @@ def fit(points, base=None, seq=True, quiet=False):
     return eff
 
 
+def family_runs(points, arch):
+    """The runs on a GPU family whose decode time the family's weight stream decides: dense models'
+    E2E of a batch of 8 (vLLM CI) and TPOT of the vLLM 0.6 ShareGPT runs (its TTFT is the V0
+    engine's multi-step scheduling, not the GPU)."""
+    out = []
+    for p in points:
+        made = config_for(p)
+        if made is None or catalog.get_gpu(made[0].gpu).arch != arch:
+            continue
+        if made[1] in ("latency", "sharegpt") and not catalog.get_model(made[0].model).is_moe:
+            out.append(p)
+    return out
+
+
+def fit_family(points, arch, quiet=False):
+    """A GPU family's factor on the fitted weight-stream fraction (eta_bw), on a grid against its
+    dense runs' decode metrics (median |log error|); the fused-MoE kernel's expert stream keeps the
+    fitted fraction (moe_bw_eff takes the reciprocal). Returns (factor, errors before, after)."""
+    pts = family_runs(points, arch)
+    if not pts:
+        raise ValueError(f"no public run on a {arch} GPU to fit its family factor to")
+    base = costmodel.fitted()
+    metrics = ("E2E mean ms", "TPOT p50 ms")
+
+    def score(f):
+        eff = dataclasses.replace(base, eta_bw=base.eta_bw * f, moe_bw_eff=base.moe_bw_eff / f)
+        rows = [r for r in replay(pts, eff, quiet=True, family=False) if r[1] in metrics]
+        return float(np.median([abs(np.log1p(r[4])) for r in rows])), rows
+
+    grid = [round(0.70 + 0.01 * i, 2) for i in range(31)]
+    scored = {f: score(f) for f in grid}
+    best = min(grid, key=lambda f: scored[f][0])
+    if not quiet:
+        for f in grid:
+            print(f"  {arch} eta_bw factor {f:.2f}: median |log error| {scored[f][0]:.4f}", flush=True)
+    return best, scored[1.0][1], scored[best][1]
+
+
 FIT_SCALE = 0.2  # fits replay every stage at a fifth of its length (same rates): steady state is reached in seconds
 HEADLINE = ("TTFT mean ms", "E2E mean ms", "decode ms/token")
 
@@ -249,7 +295,17 @@ def leave_one_group_out(points, eff):
     return out
 
 
-def validation_errors(points, table, loads, logo) -> dict:
+def carried_rows(points):
+    """The V1 runs on a GPU family other than the fitted one, replayed with the fitted fractions
+    carried unchanged (no family factor): how wrong the carry is on a family with no measurements,
+    the error the Lab widens its band by on such a family (core/lab/trust.py family_margin)."""
+    fitted = costmodel.families()["fitted_family"]
+    pts = [p for p in points if (config_for(p) or (0, ""))[1] in V1_KINDS
+           and catalog.get_gpu(p["gpu_id_sim"]).arch != fitted]
+    return replay(pts, quiet=True, family=False)
+
+
+def validation_errors(points, table, loads, logo, carried=()) -> dict:
     """What the Lab needs to say how far to trust a figure (core/lab/trust.py): each vLLM V1 run's
     setting and errors (those with its model class left out of the fit too), and the step-time
     errors whose spread scales the Lab's band: the H200 step times each predicted by a fit that did
@@ -261,6 +317,9 @@ def validation_errors(points, table, loads, logo) -> dict:
             for i, m, _, _, e, _ in rows:
                 left_out.setdefault(i, {})[m] = round(float(e), 6)
     arch = {g["id"]: g.get("arch", "") for g in json.loads((ROOT / "core" / "data" / "gpus.json").read_text())["gpus"]}
+    carry = {}
+    for i, m, _, _, e, _ in carried:
+        carry.setdefault(i, {})[m] = round(float(e), 6)
     runs = {}
     for i, m, real, pred, e, stable in table:
         p = by_id[i]
@@ -273,6 +332,8 @@ def validation_errors(points, table, loads, logo) -> dict:
             params_b=round(model.params() / 1e9, 1), moe=bool(model.is_moe), tp=int(p["tp"]),
             workload=group_keys(p)["workload"], load=round(loads[i], 3), stable=bool(stable),
             set="held out" if held_out(p) else "held in", errors={}, errors_model_left_out=left_out.get(i, {})))
+        if i in carry:
+            r["errors_family_carried"] = carry[i]
         r["errors"][m] = round(float(e), 6)
     fit = json.loads(costmodel.FIT_FILE.read_text())["fit"]
     step = list(fit.get("leave_one_out_errors", {}).values())
@@ -283,7 +344,9 @@ def validation_errors(points, table, loads, logo) -> dict:
         "about": "Errors of the simulator against real vLLM V1 runs (simulated / measured - 1), with each "
                  "run's setting: GPU family (arch), model size (params_b, moe), load (the simulated "
                  "utilisation: throughput against the roofline capacity). errors_model_left_out: the same "
-                 "run predicted by host constants fitted without its model class. step_time_errors: "
+                 "run predicted by host constants fitted without its model class. errors_family_carried: a run on a "
+                 "GPU family other than the fitted one predicted with the fitted fractions carried unchanged "
+                 "(data/gpu_families.json's factor left out). step_time_errors: "
                  "predicted / measured - 1 of step times a fit did not see (H200 leave-one-out) and of the "
                  "real runs' decode time per token (model class left out where known).",
         "script": "calibration/real_runs.py --write --logo",
@@ -294,7 +357,9 @@ def validation_errors(points, table, loads, logo) -> dict:
 
 
 def main(argv):
-    path = next((Path(a) for a in argv if not a.startswith("--")), ROOT / "calibration" / "real_runs_public.json")
+    family = argv[argv.index("--fit-family") + 1] if "--fit-family" in argv else None
+    path = next((Path(a) for a in argv if not a.startswith("--") and a != family),
+                ROOT / "calibration" / "real_runs_public.json")
     points = json.loads(path.read_text())["points"]
     if "--fit" in argv:
         eff = fit([p for p in points if not held_out(p)])
@@ -307,6 +372,19 @@ def main(argv):
                              "script": "calibration/real_runs.py --fit"}
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
+    if family:
+        arch = family
+        f, before, after = fit_family(points, arch)
+        path_f = ROOT / "core" / "data" / "gpu_families.json"
+        raw = json.loads(path_f.read_text())
+        fam = raw["families"].setdefault(arch, {})
+        fam.setdefault("eta_bw", {})["value"] = f
+        fam.setdefault("moe_bw_eff", {})["value"] = round(1.0 / f, 3)
+        path_f.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+        costmodel.families.cache_clear()
+        for (i, m, real, _, e0, _), (_, _, _, pred, e1, _) in zip(before, after):
+            print(f"  {i[:50]:<50} {m:<12} real {real:8.2f}  {e0:+6.1%} -> {e1:+6.1%}")
+        print(f"{arch}: eta_bw x {f:.2f} (moe_bw_eff x {1 / f:.3f}) written to {path_f.relative_to(ROOT)}")
     t0 = time.perf_counter()
     loads = {}
     table = replay(points, loads=loads)
@@ -328,13 +406,14 @@ def main(argv):
              "Host constants are fitted (`--fit`) to the held-in runs only: the vLLM 0.15 BLIS runs of 7B "
              "models and the vLLM CI latency runs of Llama-3.1-8B and Mixtral-8x7B on H100 and H200. Held out of "
              "every fit: all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs) and all A100 runs (a GPU "
-             "family the fit never saw). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
+             "family the host constants never saw; the Ampere weight-stream factor of core/data/gpu_families.json is "
+             "fitted to their decode, `--fit-family Ampere`). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
              "never fitted.", "",
              f"**Runs predicted to overload where the real server was stable: {len(bad)}**"
              + (f" ({', '.join(bad)})" if bad else ""), ""]
     lines += summary_lines(v1, "All vLLM V1 runs (0.15 BLIS serving runs and CI latency runs)")
     lines += summary_lines(inn, "Held in (fitted)")
-    lines += summary_lines(out, "Held out (70B class and A100, never fitted)")
+    lines += summary_lines(out, "Held out of the host constants' fit (70B class and A100)")
     logo = leave_one_group_out(points, costmodel.fitted()) if "--logo" in argv else []
     if logo:
         lines += ["**Leave one group out** (the per-step host time and the API share refitted without the "
@@ -344,8 +423,16 @@ def main(argv):
         for key, value, n, rows in logo:
             e2e, ttft = np.abs(errors(rows, "E2E mean ms")), np.abs(errors(rows, "TTFT mean ms"))
             cell = lambda e: f"{np.median(e):.1%}" if len(e) else "-"  # noqa: E731
-            lines.append(f"| {key} = {value} | {n} | {cell(e2e)} | {cell(ttft)} | {len(false_overloads(rows))} |")
+            note = " (the Ampere factor is fitted to these runs: the carried error is below)" \
+                if key == "GPU" and value.startswith("a100") else ""
+            lines.append(f"| {key} = {value}{note} | {n} | {cell(e2e)} | {cell(ttft)} | {len(false_overloads(rows))} |")
         lines.append("")
+    carried = carried_rows(points)
+    if carried:
+        lines += summary_lines(carried, "GPU families the step times were not fitted on, with the fitted fractions "
+                                        "carried unchanged (before the family's own factor, core/data/gpu_families"
+                                        ".json, which the A100 runs above were fitted with: this is the error a "
+                                        "family with no run of its own carries, by which the Lab widens its band)")
     lines += summary_lines(v0, "vLLM 0.6 ShareGPT runs (V0 engine, multi-step scheduling; not fitted)")
     lines += ["| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
     lines += [f"| {i} | {m} | {r:.2f} | {p:.2f} | {e:+.1%} | {'held out' if held_out(by_id[i]) else 'held in'}"
@@ -353,7 +440,7 @@ def main(argv):
     if "--write" in argv:
         (ROOT / "calibration" / "VALIDATION.md").write_text("\n".join(lines) + "\n")
         (ROOT / "core" / "data" / "validation_errors.json").write_text(
-            json.dumps(validation_errors(points, table, loads, logo), indent=1) + "\n")
+            json.dumps(validation_errors(points, table, loads, logo, carried), indent=1) + "\n")
 
 
 if __name__ == "__main__":

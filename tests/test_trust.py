@@ -121,7 +121,9 @@ def test_the_band_widens_on_a_gpu_family_no_validated_run_covers_and_says_why(gp
     assert trust.family_margin(catalog.get_gpu("a100-80gb"), runs)[0] == 0  # so are Ampere ones
     margin, seen = trust.family_margin(catalog.get_gpu(gpu), runs)
     # the widening is an error measured on a family the step times were not fitted on, not a guess
-    carried = [abs(r["errors"]["E2E mean ms"]) for r in runs if r["arch"] == seen and "E2E mean ms" in r["errors"]]
+    # ... predicted with the fitted fractions carried unchanged, before that family's own factor
+    carried = [abs(r["errors_family_carried"]["E2E mean ms"]) for r in runs
+               if r["arch"] == seen and "E2E mean ms" in r.get("errors_family_carried", {})]
     assert seen != catalog.get_gpu("h200").arch and margin == max(carried) > 0
 
     def relative_width(g):

@@ -69,17 +69,21 @@ def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict
 def family_margin(gpu: catalog.GPU, runs: list[dict]) -> tuple[float, str]:
     """(how much further out both edges of the band go, the family that error was measured on): 0
     for a GPU family some validated run covers; else the largest end-to-end error of the runs on a
-    family the cost model was not fitted on (its constants come from H200 step times and carry to
-    another family as fractions of its datasheet: how wrong that carry was, where it was measured)."""
+    family the cost model was not fitted on, predicted with the fitted fractions carried unchanged
+    (its constants come from H200 step times and carry to another family as fractions of its
+    datasheet: how wrong that carry was, where it was measured, before that family's own factor)."""
     if gpu.arch and any(r["arch"] == gpu.arch for r in runs):
         return 0.0, ""
     fitted = catalog.get_gpu("h200").arch
-    carried = [r for r in runs if r["arch"] != fitted and "E2E mean ms" in r["errors"]] or \
-        [r for r in runs if "E2E mean ms" in r["errors"]]
+
+    def e2e(r):
+        return r.get("errors_family_carried", r["errors"]).get("E2E mean ms")
+    carried = [r for r in runs if r["arch"] != fitted and e2e(r) is not None] or \
+        [r for r in runs if e2e(r) is not None]
     if not carried:
         return 0.0, ""
-    worst = max(carried, key=lambda r: abs(r["errors"]["E2E mean ms"]))
-    return abs(worst["errors"]["E2E mean ms"]), worst["arch"]
+    worst = max(carried, key=lambda r: abs(e2e(r)))
+    return abs(e2e(worst)), worst["arch"]
 
 
 def _off(e: float) -> str:

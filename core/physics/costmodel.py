@@ -151,6 +151,7 @@ class Efficiency:
     t_piecewise_us: float = 0.0  # vLLM: host time per layer of a piecewise-graph step
     t_issue_engine_us: float = 0.0  # vLLM: host time per layer of a step run without graphs
     t_moe_layer_us: float = 0.0  # MoE routing kernels per MoE layer
+    t_mla_layer_us: float = 0.0  # a served MLA layer's small kernels beyond a grouped-query layer's (DeepSeek)
     moe_gemm_eff: float = 1.0  # the grouped GEMMs' FLOP rate on full tiles as a share of the dense GEMMs'
     api_ms: float = 0.0  # client TTFT beyond the engine: API server, tokenisation, first-token streaming
     async_overlap: float = 1.0  # vLLM async scheduling: share of a step's GPU time its host work can hide behind
@@ -162,9 +163,32 @@ def fitted() -> Efficiency:
     return Efficiency(**raw["constants"])
 
 
+@lru_cache(maxsize=1)
+def families() -> dict:
+    """data/gpu_families.json: each GPU family's factors on the fitted family's efficiencies."""
+    return json.loads((DATA / "gpu_families.json").read_text())
+
+
+def family_scaled(eff: Efficiency, gpu: GPU) -> Efficiency:
+    """`eff`, fitted on the fitted family's GPUs, as this GPU's family reaches it: each constant the
+    family was measured at times its factor (1 for a family or constant with no measurement)."""
+    factors = families()["families"].get(gpu.arch, {})
+    return replace(eff, **{k: getattr(eff, k) * f["value"] for k, f in factors.items()}) if factors else eff
+
+
 def efficiency_for(gpu: GPU) -> Efficiency:
-    """The fitted constants, with those a calibrated hardware profile of this GPU replaces."""
-    return replace(fitted(), **dict(gpu.efficiency)) if gpu.efficiency else fitted()
+    """The constants of this GPU: a calibrated hardware profile's own, else the fitted ones as the
+    GPU's family reaches them."""
+    return replace(fitted(), **dict(gpu.efficiency)) if gpu.efficiency else family_scaled(fitted(), gpu)
+
+
+def allreduce_latency_us(gpu: GPU, tp: int, eff: Efficiency) -> float:
+    """The fixed time of one all-reduce among tp GPUs of a node. The fitted time is vLLM's own
+    all-reduce (custom_all_reduce.py, which SGLang copies), which turns itself off on more than two
+    GPUs without NVLink; NCCL's floor over PCIe is then the least an all-reduce takes."""
+    if gpu.link_topology == "pcie" and 2 < tp <= gpu.gpus_per_node:
+        return max(eff.link_latency_us, families()["collectives"]["nccl_pcie_latency_us"]["value"])
+    return eff.link_latency_us
 
 
 def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str = "auto",
@@ -268,14 +292,17 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[HEAD_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
-    p[T_LAYER] = (eff.t_layer_engine_us if served else eff.t_layer_us) * 1e-6
+    # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms, the
+    # absorbed per-head products, and a quantisation kernel before each block-fp8 GEMM (fit_moe.py)
+    mla = eff.t_mla_layer_us if model.is_mla else 0.0
+    p[T_LAYER] = (eff.t_layer_engine_us + mla if served else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
     p[ISSUE_SHARED] = eff.issue_shared
     p[LAUNCH] = LAUNCH_MODES[launch]
     p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
     p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
-    p[LINK_LAT] = eff.link_latency_us * 1e-6
+    p[LINK_LAT] = allreduce_latency_us(gpu, atp, eff) * 1e-6
     p[T_STEP] = eff.engine_step_us * 1e-6 if served else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
     p[ENGINE] = 1.0 if served else 0.0
