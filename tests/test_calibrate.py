@@ -78,7 +78,10 @@ def test_profile_round_trip_and_command_line(real, tmp_path):
                                                        "--decode-batch", "16", "--context", "1000", "--json", *a],
                                                 cwd=ROOT, capture_output=True, text=True, check=True).stdout)
     slow, fitted = step("--profile", str(out))["step_ms"], step("--gpu", "a100-40gb")["step_ms"]
-    assert slow > fitted * 1.2  # the profile's lower bandwidth efficiency reaches the cost model
+    # the profile's bandwidth efficiency, lower still than the Ampere family's (data/gpu_families.json),
+    # reaches the cost model: a decode step streams the weights that much slower
+    assert cal.after["eta_bw"] < costmodel.efficiency_for(catalog.get_gpu("a100-40gb")).eta_bw
+    assert slow > fitted * 1.05
 
 
 def test_a_gpu_from_its_datasheet_and_its_errors():

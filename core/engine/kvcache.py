@@ -114,17 +114,52 @@ def _slot(key, bits):
 
 
 @engine_jit
-def probe(KC, r, key, bits):
-    """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go (open
-    addressing, linear probing)."""
+def _home(key, bits, host):
+    """A key's home slot: in the GPU table a block's (_slot), in the tier's a group of blocks'."""
+    return _fib_hash(key, bits) if host else _slot(key, bits)
+
+
+@engine_jit
+def _probe(KC, r, values, keys, key, bits, host):
+    """The slot of a table (rows `values`, `keys`; a value of 0 is an empty slot) holding `key`, or
+    minus one minus the empty slot where it would go (open addressing, linear probing)."""
     mask = (1 << bits) - 1
-    i = _slot(key, bits)
+    i = _home(key, bits, host)
     while True:
-        if KC[r, N_HASH, i] == 0:
+        if KC[r, values, i] == 0:
             return -1 - i
-        if KC[r, N_HKEY, i] == key:
+        if KC[r, keys, i] == key:
             return i
         i = (i + 1) & mask
+
+
+@engine_jit
+def _shift_back(KC, r, values, keys, i, bits, host):
+    """Empty slot i of a table, shifting later entries of its probe run back (no tombstones); a GPU
+    block moved keeps its node's back-pointer (row N_SLOT)."""
+    mask = (1 << bits) - 1
+    j = i
+    while True:
+        j = (j + 1) & mask
+        v = KC[r, values, j]
+        if v == 0:
+            break
+        key = KC[r, keys, j]
+        k = _home(key, bits, host)
+        # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
+        if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
+            KC[r, keys, i] = key
+            KC[r, values, i] = v
+            if not host:
+                KC[r, N_SLOT, v - 1] = i
+            i = j
+    KC[r, values, i] = 0
+
+
+@engine_jit
+def probe(KC, r, key, bits):
+    """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go."""
+    return _probe(KC, r, N_HASH, N_HKEY, key, bits, False)
 
 
 @engine_jit
@@ -143,21 +178,8 @@ def _put(KC, r, i, key, node):
 
 @engine_jit
 def _delete(KC, r, i, bits):
-    """Empty GPU slot i, shifting later entries of its probe run back (no tombstones)."""
-    mask = (1 << bits) - 1
-    j = i
-    while True:
-        j = (j + 1) & mask
-        v = KC[r, N_HASH, j]
-        if v == 0:
-            break
-        key = KC[r, N_HKEY, j]
-        k = _slot(key, bits)
-        # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
-        if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            _put(KC, r, i, key, v - 1)
-            i = j
-    KC[r, N_HASH, i] = 0
+    """Empty GPU slot i."""
+    _shift_back(KC, r, N_HASH, N_HKEY, i, bits, False)
 
 
 @engine_jit
@@ -301,22 +323,9 @@ HOST_TABLE_BITS = 10  # the tier table's first size
 
 
 @engine_jit
-def _group_home(group, bits):
-    return _fib_hash(group, bits)
-
-
-@engine_jit
 def host_slot(KC, PI, r, group):
     """The tier table's slot of a group of blocks, or minus one minus the empty slot where it would go."""
-    bits = PI[r, P_OFF_TBITS]
-    mask = (1 << bits) - 1
-    i = _group_home(group, bits)
-    while True:
-        if KC[r, N_OHASH, i] == 0:
-            return -1 - i
-        if KC[r, N_OKEY, i] == group:
-            return i
-        i = (i + 1) & mask
+    return _probe(KC, r, N_OHASH, N_OKEY, group, PI[r, P_OFF_TBITS], True)
 
 
 @engine_jit
@@ -334,22 +343,7 @@ def _set_state(KC, PI, r, i, state):
         KC[r, N_OHASH, i] = state
         return
     PI[r, P_OFF_GROUPS] -= 1
-    bits = PI[r, P_OFF_TBITS]
-    mask = (1 << bits) - 1
-    j = i
-    while True:
-        j = (j + 1) & mask
-        v = KC[r, N_OHASH, j]
-        if v == 0:
-            break
-        group = KC[r, N_OKEY, j]
-        k = _group_home(group, bits)
-        # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
-        if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            KC[r, N_OKEY, i] = group
-            KC[r, N_OHASH, i] = v
-            i = j
-    KC[r, N_OHASH, i] = 0
+    _shift_back(KC, r, N_OHASH, N_OKEY, i, PI[r, P_OFF_TBITS], True)
 
 
 @engine_jit
@@ -426,7 +420,7 @@ def _drop_oldest(KC, PI, r, bits):
 
 @engine_jit
 def _prefetch_group(KC, PI, r, key):
-    home = _group_home(key >> BUCKET_BITS, PI[r, P_OFF_TBITS])
+    home = _home(key >> BUCKET_BITS, PI[r, P_OFF_TBITS], True)
     prefetch(KC, r, N_OKEY, home)
     prefetch(KC, r, N_OHASH, home)
 
