@@ -153,3 +153,15 @@ def test_rules_and_sources_list_what_a_config_can_name_but_the_simulator_leaves_
     # a config's multi-token-prediction module is what speculative decoding's MTP proposer runs
     spec = next(a["text"] for a in assumptions() if a["id"] == "speculative")
     assert "MTP" in spec and "multi-token-prediction" not in left_out
+
+
+def test_gpt_oss_reads_as_a_mixture_served_in_mxfp4():
+    # gpt-oss-120b: 128 experts of 2,880, top-4, 64-wide heads (not hidden / heads), biased attention;
+    # its experts ship in MXFP4, which the Lab suggests, and its sliding windows are said to be left out
+    p = parsed("gpt-oss-120b.json")
+    m = p.model
+    assert (m.experts, m.experts_per_token, m.moe_ffn, m.head_dim, m.qkv_bias) == (128, 4, 2880, 64, True)
+    # the card's '5.1B active parameters' leave out the input embedding, which no token computes through
+    assert m.params(active=True) - m.vocab * m.hidden == pytest.approx(5.1e9, rel=0.03)
+    assert p.suggested_dtype == "mxfp4"
+    assert any("sliding-window" in n for n in p.notes)

@@ -32,6 +32,12 @@ class WeightFormat:
     needs_fp8: bool
     source: str = field(default="", compare=False, hash=False)
     needs_fp4: bool = False  # FP4 tensor cores (Blackwell)
+    # how a GPU without FP4 tensor cores runs these weights (None: it cannot): weight-only, dequantised
+    without_fp4: "WeightFormat | None" = field(default=None, compare=False, hash=False)
+
+    def on(self, gpu: "GPU") -> "WeightFormat":
+        """The format as this GPU runs it: natively, or weight-only where it lacks FP4 tensor cores."""
+        return self.without_fp4 if self.without_fp4 and self.needs_fp4 and not gpu.supports_fp4 else self
 
 
 @dataclass(frozen=True)
@@ -47,9 +53,14 @@ class KVFormat:
 @lru_cache(maxsize=1)
 def _formats() -> tuple[dict[str, WeightFormat], dict[str, KVFormat]]:
     raw = json.loads((DATA / "quantisation.json").read_text())
-    weights = {w["id"]: WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"],
-                                     float(w["gemm_rate"]), bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]))
-               for w in raw["weights"]}
+    def weight(w, alt=None):
+        return WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"], float(w["gemm_rate"]),
+                            bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]), alt)
+    weights = {}
+    for w in raw["weights"]:
+        alt = w.get("without_fp4")
+        alt = weight({**w, **alt, "needs_fp8": False, "needs_fp4": False}) if alt else None
+        weights[w["id"]] = weight(w, alt)
     kv = {k["id"]: KVFormat(k["id"], k["label"], int(k["bytes_per_value"]), bool(k["needs_fp8"]), k["source"],
                             bool(k["needs_fp4"])) for k in raw["kv"]}
     return weights, kv
@@ -78,7 +89,7 @@ def kv_format(kv_dtype: str) -> KVFormat:
 
 def check_formats(gpu: "GPU", dtype: str = "bf16", kv_dtype: str = "bf16") -> None:
     """Refuse a weight or KV cache format the GPU has no tensor cores for (data/gpus.json says which)."""
-    w, kv = weight_format(dtype), kv_format(kv_dtype)
+    w, kv = weight_format(dtype).on(gpu), kv_format(kv_dtype)
     if w.needs_fp4 and not gpu.supports_fp4:
         fp8 = "fp8, " if gpu.supports_fp8 else ""
         raise ValueError(f"{gpu.name} has no FP4 tensor cores (FP4 needs Blackwell: B200), so it cannot run {w.id} "
@@ -127,13 +138,15 @@ class GPU:
 
     def runs(self, fmt: "WeightFormat | KVFormat") -> bool:
         """Whether this GPU has the tensor cores a weight or KV cache format needs."""
+        if isinstance(fmt, WeightFormat):
+            fmt = fmt.on(self)
         return (self.supports_fp8 or not fmt.needs_fp8) and (self.supports_fp4 or not fmt.needs_fp4)
 
     def peak_flops(self, dtype: str) -> float:
         """Dense tensor-core FLOP/s of the GEMMs of weights in `dtype`: fp8 (and mxfp4, against 8-bit
-        activations) on FP8 tensor cores, fp4 on FP4 ones, every other format (int4 is dequantised to
-        16-bit) at the bf16 rate."""
-        gemm = weight_format(dtype).gemm
+        activations) on FP8 tensor cores, fp4 on FP4 ones, every other format (int4, and mxfp4 on a GPU
+        without FP4 tensor cores, are dequantised to 16-bit) at the bf16 rate."""
+        gemm = weight_format(dtype).on(self).gemm
         if gemm == "fp4" and self.fp4_tflops:
             return self.fp4_tflops * 1e12
         if gemm == "fp8" and self.fp8_tflops:

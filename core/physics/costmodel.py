@@ -207,7 +207,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     GEMMs run at the rate of the format's tensor cores (fp8 at the FP8 rate; int4 is dequantised
     to 16-bit in the kernel, at the bf16 rate times the kernel's measured share of it). The LM head
     stays 16-bit. An fp8 KV cache halves the bytes decode attention reads."""
-    fmt = weight_format(dtype)
+    fmt = weight_format(dtype).on(gpu)
     check_formats(gpu, dtype, kv_dtype)
     if launch not in LAUNCH_MODES:
         raise ValueError(f"unknown launch mode '{launch}': choose graph, eager or auto")

@@ -6,7 +6,7 @@ attention heads and KV heads, FFN widths, experts, multi-head latent attention),
 
 The file is parsed with json only, never executed (no trust_remote_code), and refused above
 MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
-DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), Gemma 1/2/3 and Phi-3
+DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), gpt-oss, Gemma 1/2/3 and Phi-3
 (and Phi-3.5-MoE). Field names and defaults are those of each family's configuration class in
 transformers (configuration_<family>.py); where a class has a default the file may leave a field
 out, otherwise its absence is an error that names it.
@@ -28,7 +28,7 @@ MAX_BYTES = 256 * 1024  # real config.json files are 0.5-5 KB; anything this lar
 FAMILIES = {
     "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "gemma": "dense", "gemma2": "dense",
     "gemma3_text": "dense", "phi3": "dense",
-    "mixtral": "mixtral", "phimoe": "mixtral",
+    "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
 }
@@ -154,6 +154,8 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     if isinstance(window, int) and not isinstance(window, bool) and 0 < window < context and \
             cfg.get("use_sliding_window", True) is not False:
         notes.append(f"sliding-window attention ({window} tokens) is not modelled: every layer caches every token")
+    if model_type == "gpt_oss":
+        notes.append("the attention sinks (one weight a head) are left out, and the router's bias")
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
         notes.append("the per-head query and key norms (2 x head_dim weights a layer) are left out of the count")
     if model_type in ("gemma2", "gemma3_text"):
@@ -235,6 +237,8 @@ def _suggested_dtype(q) -> str | None:
         return "fp8"
     if method in ("awq", "gptq") and q.get("bits") == 4:
         return "int4"
+    if method == "mxfp4":  # gpt-oss: its experts (attention stays 16-bit, a small share of its weights)
+        return "mxfp4"
     return None
 
 
