@@ -357,8 +357,8 @@ def validation_errors(points, table, loads, logo, carried=()) -> dict:
 
 
 def main(argv):
-    family = argv[argv.index("--fit-family") + 1] if "--fit-family" in argv else None
-    path = next((Path(a) for a in argv if not a.startswith("--") and a != family),
+    arch = argv[argv.index("--fit-family") + 1] if "--fit-family" in argv else None
+    path = next((Path(a) for a in argv if not a.startswith("--") and a != arch),
                 ROOT / "calibration" / "real_runs_public.json")
     points = json.loads(path.read_text())["points"]
     if "--fit" in argv:
@@ -372,8 +372,7 @@ def main(argv):
                              "script": "calibration/real_runs.py --fit"}
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
-    if family:
-        arch = family
+    if arch:
         f, before, after = fit_family(points, arch)
         path_f = ROOT / "core" / "data" / "gpu_families.json"
         raw = json.loads(path_f.read_text())

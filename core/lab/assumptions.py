@@ -86,7 +86,8 @@ def _validation_values() -> dict[str, str]:
 def values() -> dict[str, str]:
     """Every placeholder of data/assumptions.json, as text with its unit."""
     eff = costmodel.fitted()
-    family = costmodel.families()["families"]
+    families = costmodel.families()
+    family = families["families"]
     fit = json.loads(costmodel.FIT_FILE.read_text())["fit"]
     h200 = catalog.get_gpu("h200")
     sim = SimConfig()
@@ -109,7 +110,7 @@ def values() -> dict[str, str]:
         # GPU families measured apart from the fitted one (data/gpu_families.json)
         ampere_bw=_pct(family["Ampere"]["eta_bw"]["value"]), cdna_bw=_pct(family["CDNA 3"]["eta_bw"]["value"]),
         cdna_gemm=_pct(family["CDNA 3"]["eta_gemm"]["value"]),
-        nccl_pcie=f"{costmodel.families()['collectives']['nccl_pcie_latency_us']['value']:.0f} µs",
+        nccl_pcie=f"{families['collectives']['nccl_pcie_latency_us']['value']:.0f} µs",
         # memory (core/memory.py, the engine's defaults)
         mem_util=_pct(sim.mem_util), driver_reserved=f"{memory.DRIVER_RESERVED_GIB:g} GiB",
         non_torch=f"{memory.NON_TORCH_GIB:g} GiB", non_torch_tp=f"{memory.NON_TORCH_TP_GIB:g} GiB",

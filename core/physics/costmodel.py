@@ -169,11 +169,19 @@ def families() -> dict:
     return json.loads((DATA / "gpu_families.json").read_text())
 
 
+def family_factors(arch: str) -> dict[str, float]:
+    """A GPU family's factor on each fitted constant it was measured at (none: it carries the fitted
+    ones), its own or, where it runs another family's kernels, that family's (same_as)."""
+    entry = families()["families"].get(arch, {})
+    if "same_as" in entry:
+        return family_factors(entry["same_as"])
+    return {k: f["value"] for k, f in entry.items()}
+
+
 def family_scaled(eff: Efficiency, gpu: GPU) -> Efficiency:
-    """`eff`, fitted on the fitted family's GPUs, as this GPU's family reaches it: each constant the
-    family was measured at times its factor (1 for a family or constant with no measurement)."""
-    factors = families()["families"].get(gpu.arch, {})
-    return replace(eff, **{k: getattr(eff, k) * f["value"] for k, f in factors.items()}) if factors else eff
+    """`eff`, fitted on the fitted family's GPUs, as this GPU's family reaches it."""
+    factors = family_factors(gpu.arch)
+    return replace(eff, **{k: getattr(eff, k) * f for k, f in factors.items()}) if factors else eff
 
 
 def efficiency_for(gpu: GPU) -> Efficiency:

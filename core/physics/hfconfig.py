@@ -155,7 +155,7 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
             cfg.get("use_sliding_window", True) is not False:
         notes.append(f"sliding-window attention ({window} tokens) is not modelled: every layer caches every token")
     if model_type == "gpt_oss":
-        notes.append("the attention sinks (one weight a head) are left out, and the router's bias")
+        notes.append("the attention sinks (one weight a head) and the router's bias are left out of the count")
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
         notes.append("the per-head query and key norms (2 x head_dim weights a layer) are left out of the count")
     if model_type in ("gemma2", "gemma3_text"):
