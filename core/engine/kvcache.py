@@ -10,9 +10,9 @@ with prefix caching, keeps the cached blocks and the free queue (below).
 """
 import numpy as np
 
-from ..jit import engine_jit, prefetch
-from .layout import (C_BLOCK, C_OFF_BITS, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_GMEMO, N_HASH, N_HKEY, N_KEY, N_NEXT,
-                     N_OHASH, N_OKEY, N_PREV, N_REF, N_RING, N_SLOT, P_BLOCKS, P_OFF_CAP, P_OFF_DROPPED, P_OFF_GHOSTS,
+from ..jit import engine_jit, prefetch, rows_from, step_jit
+from .layout import (C_BLOCK, C_OFF_BITS, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_GMEMO, N_HASH, N_HKEY,
+                     N_KEY, N_NEXT, N_PREV, N_REF, N_SLOT, N_TIER, P_BLOCKS, P_OFF_CAP, P_OFF_DROPPED, P_OFF_GHOSTS,
                      P_OFF_GROUPS, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED, P_OFF_TAIL, P_OFF_TBITS,
                      P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_EVICTED, P_PC_GEPOCH, P_PC_QHEAD, P_PC_QTAIL, P_PC_SHARED,
                      P_PC_SPARE, P_USED, R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
@@ -110,7 +110,9 @@ def _slot(key, bits):
 # The GPU table (rows N_HASH, N_HKEY; 2 ** C_PC_BITS slots, sized for the replica's GPU blocks): a
 # slot's value is node + 1 (0: empty), its key the block's. The host tier keeps a table of its own
 # (below), so that the GPU's, which every look-up, registration and release walks, stays as small as
-# the GPU's blocks make it and in the processor's cache however large the tier.
+# the GPU's blocks make it and in the processor's cache however large the tier. Both tables are
+# probed by the same code, on 1-d arrays: the GPU's rows, or the tier's words (a slot's key and
+# value side by side, so every other word).
 
 
 @engine_jit
@@ -120,52 +122,55 @@ def _home(key, bits, host):
 
 
 @engine_jit
-def _probe(KC, r, values, keys, key, bits, host):
-    """The slot of a table (rows `values`, `keys`; a value of 0 is an empty slot) holding `key`, or
-    minus one minus the empty slot where it would go (open addressing, linear probing)."""
+def _probe(values, vat, keys, kat, key, bits, host):
+    """The slot of a table (slot i: values[vat + s i], keys[kat + s i], s 2 in the tier's words, else
+    1; a value of 0 is an empty slot) holding `key`, or minus one minus the empty slot where it would
+    go (open addressing, linear probing)."""
+    step = 2 if host else 1
     mask = (1 << bits) - 1
     i = _home(key, bits, host)
     while True:
-        if KC[r, values, i] == 0:
+        if values[vat + step * i] == 0:
             return -1 - i
-        if KC[r, keys, i] == key:
+        if keys[kat + step * i] == key:
             return i
         i = (i + 1) & mask
 
 
 @engine_jit
-def _shift_back(KC, r, values, keys, i, bits, host):
-    """Empty slot i of a table, shifting later entries of its probe run back (no tombstones); a GPU
-    block moved keeps its node's back-pointer (row N_SLOT)."""
+def _shift_back(values, vat, keys, kat, nodes, i, bits, host):
+    """Empty slot i of a table (as _probe's), shifting later entries of its probe run back (no
+    tombstones); a GPU block moved keeps its node's back-pointer (nodes: row N_SLOT)."""
+    step = 2 if host else 1
     mask = (1 << bits) - 1
     j = i
     while True:
         j = (j + 1) & mask
-        v = KC[r, values, j]
+        v = values[vat + step * j]
         if v == 0:
             break
-        key = KC[r, keys, j]
+        key = keys[kat + step * j]
         k = _home(key, bits, host)
         # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
         if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            KC[r, keys, i] = key
-            KC[r, values, i] = v
+            keys[kat + step * i] = key
+            values[vat + step * i] = v
             if not host:
-                KC[r, N_SLOT, v - 1] = i
+                nodes[v - 1] = i
             i = j
-    KC[r, values, i] = 0
+    values[vat + step * i] = 0
 
 
 @engine_jit
-def probe(KC, r, key, bits):
+def probe(KC, r, key, cfg):
     """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go."""
-    return _probe(KC, r, N_HASH, N_HKEY, key, bits, False)
+    return _probe(KC[r, N_HASH], 0, KC[r, N_HKEY], 0, key, cfg[C_PC_BITS], False)
 
 
 @engine_jit
-def find(KC, r, key, bits):
+def find(KC, r, key, cfg):
     """The GPU node holding `key`, or -1."""
-    i = probe(KC, r, key, bits)
+    i = probe(KC, r, key, cfg)
     return KC[r, N_HASH, i] - 1 if i >= 0 else -1
 
 
@@ -177,17 +182,17 @@ def _put(KC, r, i, key, node):
 
 
 @engine_jit
-def _delete(KC, r, i, bits):
+def _delete(KC, r, i, cfg):
     """Empty GPU slot i."""
-    _shift_back(KC, r, N_HASH, N_HKEY, i, bits, False)
+    _shift_back(KC[r, N_HASH], 0, KC[r, N_HKEY], 0, KC[r, N_SLOT], i, cfg[C_PC_BITS], False)
 
 
 @engine_jit
 def absent(KC, PI, r, key, cfg):
     """The GPU slot where `key` goes when neither tier holds it, else -1 (a block another request
     registered first, on the GPU or in the host tier, stays this request's own)."""
-    slot = probe(KC, r, key, cfg[C_PC_BITS])
-    if slot >= 0 or (PI[r, P_OFF_CAP] > 0 and in_host(KC, PI, r, key)):
+    slot = probe(KC, r, key, cfg)
+    if slot >= 0 or (PI[r, P_OFF_CAP] > 0 and in_host(KC, PI, r, key, cfg)):
         return -1
     return -1 - slot
 
@@ -291,10 +296,10 @@ def sync(KC, PI, r, cfg):
             over -= 1
             _moved(PI, r, KC[r, N_KEY, h])
             if PI[r, P_OFF_CAP] > 0:  # evicted to the host tier, not forgotten
-                offload(KC, PI, r, KC[r, N_KEY, h], cfg[C_OFF_BITS])
+                offload(KC, PI, r, KC[r, N_KEY, h], cfg)
             else:
                 PI[r, P_PC_ENTRIES] -= 1
-            _delete(KC, r, KC[r, N_SLOT, h], cfg[C_PC_BITS])
+            _delete(KC, r, KC[r, N_SLOT, h], cfg)
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
 
@@ -302,15 +307,16 @@ def sync(KC, PI, r, cfg):
 # ---------------------------------------------------------------- the host tier (KV offload)
 #
 # A victim tier: the cached blocks the GPU evicts, kept in host memory, least recently stored
-# dropped first; a block is in one tier or the other, never both. The ring (row N_RING, 2 **
-# C_OFF_BITS places) holds the keys in the order stored, from P_OFF_HEAD (the oldest) to P_OFF_TAIL.
-# The tier's table (rows N_OKEY, N_OHASH) has a slot a group of BUCKET consecutive blocks of a
-# stream, not a slot a block: the group's key and a state word whose low BUCKET bits say which of
-# its blocks are in the tier. It grows (P_OFF_TBITS) to stay at most half full of the groups it
+# dropped first; a block is in one tier or the other, never both. Its words (_tier) hold a ring of
+# 2 ** C_OFF_BITS keys in the order stored, from P_OFF_HEAD (the oldest) to P_OFF_TAIL; after it
+# the tier's table, a slot a group of BUCKET consecutive blocks of a stream, not a slot a block:
+# the group's key and a state word side by side (four slots a cache line), the state's low BUCKET
+# bits saying which of the group's blocks are in the tier; after that, room to stage the table's
+# groups when it grows. The table grows (P_OFF_TBITS) to stay at most half full of the groups it
 # holds (P_OFF_GROUPS), no larger: a stream is stored and dropped in runs of consecutive blocks, so
 # the groups are about an eighth of the blocks, and a table that small stays in the processor's
 # cache where a slot a block, or a table sized for the worst case, would miss on every block
-# evicted and dropped, which would double the engine's time.
+# evicted and dropped.
 #
 # A block loaded back leaves its ring entry behind, a ghost, counted in its group's state word (a
 # nibble a block above the low bits; P_OFF_GHOSTS in all): a key's ghosts are always older than its
@@ -322,47 +328,64 @@ GHOST_MAX = (1 << GHOST_BITS) - 1
 HOST_TABLE_BITS = 10  # the tier table's first size
 
 
+def tier_words(off_bits: int) -> int:
+    """The words a tier of 2 ** off_bits ring places takes: the ring, the table at its largest
+    (2 ** off_bits slots of two words) and the staging of a growth (at most half of the slots
+    before it, of two words)."""
+    return (1 << off_bits) + (2 << off_bits) + (1 << max(off_bits - 1, 0))
+
+
 @engine_jit
-def host_slot(KC, PI, r, group):
+def _tier(KC, r, cfg):
+    """Replica r's host tier: its words (layout.N_TIER) and n, its ring's size. Word `at & (n - 1)`
+    is a place in the ring; the table's slot i is a group's key at word n + 2 i and its state at
+    n + 2 i + 1; a growth is staged from word 3 n on. (Offsets, not slices: a slice costs a dozen
+    instructions, and the tier is read on every block evicted.)"""
+    return rows_from(KC, r, N_TIER, (KC.shape[1] - N_TIER) * KC.shape[2]), 1 << cfg[C_OFF_BITS]
+
+
+@engine_jit
+def host_slot(words, n, PI, r, group):
     """The tier table's slot of a group of blocks, or minus one minus the empty slot where it would go."""
-    return _probe(KC, r, N_OHASH, N_OKEY, group, PI[r, P_OFF_TBITS], True)
+    return _probe(words, n + 1, words, n, group, PI[r, P_OFF_TBITS], True)
 
 
 @engine_jit
-def in_host(KC, PI, r, key):
+def in_host(KC, PI, r, key, cfg):
     """Whether the block is in the host tier."""
-    i = host_slot(KC, PI, r, key >> BUCKET_BITS)
-    return i >= 0 and (KC[r, N_OHASH, i] >> (key & (BUCKET - 1))) & 1 == 1
+    words, n = _tier(KC, r, cfg)
+    i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+    return i >= 0 and (words[n + 2 * i + 1] >> (key & (BUCKET - 1))) & 1 == 1
 
 
 @engine_jit
-def _set_state(KC, PI, r, i, state):
+def _set_state(words, n, PI, r, i, state):
     """A group's new state; a group with no block in the tier and no ghost leaves the table, later
     entries of its probe run shifting back (no tombstones)."""
     if state != 0:
-        KC[r, N_OHASH, i] = state
+        words[n + 2 * i + 1] = state
         return
     PI[r, P_OFF_GROUPS] -= 1
-    _shift_back(KC, r, N_OHASH, N_OKEY, i, PI[r, P_OFF_TBITS], True)
+    _shift_back(words, n + 1, words, n, words, i, PI[r, P_OFF_TBITS], True)
 
 
 @engine_jit
-def _grow(KC, PI, r):
-    """Double the tier table, its groups placed again (staged in row N_FOUND, free while the cache
-    is synced: only a look-up and the take_hits right after it use it)."""
-    size = 1 << PI[r, P_OFF_TBITS]
-    n = 0
-    for i in range(size):
-        if KC[r, N_OHASH, i] != 0:
-            KC[r, N_FOUND, 2 * n] = KC[r, N_OKEY, i]
-            KC[r, N_FOUND, 2 * n + 1] = KC[r, N_OHASH, i]
-            KC[r, N_OHASH, i] = 0
-            n += 1
+def _grow(words, n, PI, r):
+    """Double the tier table, its groups staged past its largest size and placed again."""
+    stage = 3 * n
+    count = 0
+    for i in range(1 << PI[r, P_OFF_TBITS]):
+        if words[n + 2 * i + 1] != 0:
+            words[stage + 2 * count] = words[n + 2 * i]
+            words[stage + 2 * count + 1] = words[n + 2 * i + 1]
+            words[n + 2 * i + 1] = 0
+            count += 1
     PI[r, P_OFF_TBITS] += 1
-    for k in range(n):
-        i = -1 - host_slot(KC, PI, r, KC[r, N_FOUND, 2 * k])
-        KC[r, N_OKEY, i] = KC[r, N_FOUND, 2 * k]
-        KC[r, N_OHASH, i] = KC[r, N_FOUND, 2 * k + 1]
+    for k in range(count):
+        group = words[stage + 2 * k]
+        i = -1 - host_slot(words, n, PI, r, group)
+        words[n + 2 * i] = group
+        words[n + 2 * i + 1] = words[stage + 2 * k + 1]
 
 
 @engine_jit
@@ -370,91 +393,84 @@ def _ghost_shift(key):
     return BUCKET + GHOST_BITS * (key & (BUCKET - 1))
 
 
-@engine_jit
-def offload(KC, PI, r, key, bits):
+@step_jit
+def offload(KC, PI, r, key, cfg):
     """A cached block the GPU evicts moves to the host tier's tail; a full tier drops the least
     recently stored block for good."""
-    mask = (1 << bits) - 1
-    if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] > mask:
-        _compact(KC, PI, r, bits)
-    KC[r, N_RING, PI[r, P_OFF_TAIL] & mask] = key
+    words, n = _tier(KC, r, cfg)
+    if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] >= n:
+        _compact(words, n, PI, r)
+    words[PI[r, P_OFF_TAIL] & (n - 1)] = key
     PI[r, P_OFF_TAIL] += 1
-    i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+    i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
     if i < 0:
-        if 2 * (PI[r, P_OFF_GROUPS] + 1) > 1 << PI[r, P_OFF_TBITS] and PI[r, P_OFF_TBITS] < bits:
-            _grow(KC, PI, r)
-            i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+        if 2 * (PI[r, P_OFF_GROUPS] + 1) > 1 << PI[r, P_OFF_TBITS] and PI[r, P_OFF_TBITS] < cfg[C_OFF_BITS]:
+            _grow(words, n, PI, r)
+            i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
         i = -1 - i
-        KC[r, N_OKEY, i] = key >> BUCKET_BITS
+        words[n + 2 * i] = key >> BUCKET_BITS
         PI[r, P_OFF_GROUPS] += 1
-    KC[r, N_OHASH, i] |= 1 << (key & (BUCKET - 1))
+    words[n + 2 * i + 1] |= 1 << (key & (BUCKET - 1))
     PI[r, P_OFF_N] += 1
     PI[r, P_OFF_STORED] += 1
     if PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
-        _drop_oldest(KC, PI, r, bits)
+        _drop_oldest(words, n, PI, r)
 
 
-@engine_jit
-def _drop_oldest(KC, PI, r, bits):
+@step_jit
+def _drop_oldest(words, n, PI, r):
     """The head of the ring leaves the tier (the ghosts it meets first just leave the ring)."""
-    mask = (1 << bits) - 1
     while True:
-        key = KC[r, N_RING, PI[r, P_OFF_HEAD] & mask]
+        key = words[PI[r, P_OFF_HEAD] & (n - 1)]
         PI[r, P_OFF_HEAD] += 1
-        i = host_slot(KC, PI, r, key >> BUCKET_BITS)
-        state, shift = KC[r, N_OHASH, i], _ghost_shift(key)
+        i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+        state, shift = words[n + 2 * i + 1], _ghost_shift(key)
         if (state >> shift) & GHOST_MAX > 0:
-            _set_state(KC, PI, r, i, state - (1 << shift))
+            _set_state(words, n, PI, r, i, state - (1 << shift))
             PI[r, P_OFF_GHOSTS] -= 1
             continue
-        _set_state(KC, PI, r, i, state & ~(1 << (key & (BUCKET - 1))))
+        _set_state(words, n, PI, r, i, state & ~(1 << (key & (BUCKET - 1))))
         PI[r, P_OFF_N] -= 1
         PI[r, P_PC_ENTRIES] -= 1
         PI[r, P_OFF_DROPPED] += 1
         _moved(PI, r, key)
         # the next drop's slot and the ring ahead, cold since stored: in cache by the next eviction
-        _prefetch_group(KC, PI, r, KC[r, N_RING, PI[r, P_OFF_HEAD] & mask])
-        prefetch(KC, r, N_RING, (PI[r, P_OFF_HEAD] + 2 * BUCKET) & mask)
+        ahead = words[PI[r, P_OFF_HEAD] & (n - 1)]
+        prefetch(words, n + 2 * _home(ahead >> BUCKET_BITS, PI[r, P_OFF_TBITS], True))
+        prefetch(words, (PI[r, P_OFF_HEAD] + 2 * BUCKET) & (n - 1))
         return
 
 
 @engine_jit
-def _prefetch_group(KC, PI, r, key):
-    home = _home(key >> BUCKET_BITS, PI[r, P_OFF_TBITS], True)
-    prefetch(KC, r, N_OKEY, home)
-    prefetch(KC, r, N_OHASH, home)
-
-
-@engine_jit
-def unload(KC, PI, r, key, bits):
+def unload(KC, PI, r, key, cfg):
     """A block in the tier loads back to the GPU: it leaves the tier, its ring entry a ghost."""
-    if PI[r, P_OFF_GHOSTS] > ((1 << bits) - 1) >> 2:
-        _compact(KC, PI, r, bits)
-    i = host_slot(KC, PI, r, key >> BUCKET_BITS)
+    words, n = _tier(KC, r, cfg)
+    if PI[r, P_OFF_GHOSTS] > (n - 1) >> 2:
+        _compact(words, n, PI, r)
+    i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
     shift = _ghost_shift(key)
-    if (KC[r, N_OHASH, i] >> shift) & GHOST_MAX == GHOST_MAX:
-        _compact(KC, PI, r, bits)
-        i = host_slot(KC, PI, r, key >> BUCKET_BITS)
-    KC[r, N_OHASH, i] = (KC[r, N_OHASH, i] & ~(1 << (key & (BUCKET - 1)))) + (1 << shift)
+    if (words[n + 2 * i + 1] >> shift) & GHOST_MAX == GHOST_MAX:
+        _compact(words, n, PI, r)
+        i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+    words[n + 2 * i + 1] = (words[n + 2 * i + 1] & ~(1 << (key & (BUCKET - 1)))) + (1 << shift)
     PI[r, P_OFF_GHOSTS] += 1
     PI[r, P_OFF_N] -= 1
     PI[r, P_OFF_LOADED] += 1
 
 
 @engine_jit
-def _compact(KC, PI, r, bits):
+def _compact(words, n, PI, r):
     """The ring without its ghosts, its blocks moved up against its head in order: walked from the
     head, a key whose ghost count is not zero is a ghost (older than its block in the tier)."""
-    mask = (1 << bits) - 1
     to = PI[r, P_OFF_HEAD]
     for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
-        key = KC[r, N_RING, at & mask]
-        i = host_slot(KC, PI, r, key >> BUCKET_BITS)
-        state, shift = KC[r, N_OHASH, i], _ghost_shift(key)
+        key = words[at & (n - 1)]
+        i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+        state, shift = words[n + 2 * i + 1], _ghost_shift(key)
         if (state >> shift) & GHOST_MAX > 0:
-            _set_state(KC, PI, r, i, state - (1 << shift))
+            _set_state(words, n, PI, r, i, state - (1 << shift))
         else:
-            KC[r, N_RING, to & mask] = key
+            words[to & (n - 1)] = key
             to += 1
     PI[r, P_OFF_TAIL] = to
     PI[r, P_OFF_GHOSTS] = 0
@@ -473,19 +489,19 @@ def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
 @engine_jit
 def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
     """lookup from block `start` (those before it found) up to block `limit`."""
-    bs, bits, tier = cfg[C_BLOCK], cfg[C_PC_BITS], PI[r, P_OFF_CAP] > 0
+    bs, tier = cfg[C_BLOCK], PI[r, P_OFF_CAP] > 0
     hits, idle, host = start, 0, 0
     while hits < limit:
         key = block_key(RI, q, hits, bs)
         if key < 0:
             break
-        slot = probe(KC, r, key, bits)
+        slot = probe(KC, r, key, cfg)
         if slot >= 0:
             node = KC[r, N_HASH, slot] - 1
             if nodes and KC[r, N_REF, node] == 0:
                 idle += 1
         else:
-            if not (tier and in_host(KC, PI, r, key)):
+            if not (tier and in_host(KC, PI, r, key, cfg)):
                 break
             host += 1  # in the host tier: it needs a free GPU block to load into
             idle += 1
@@ -533,17 +549,17 @@ def take_hits(RI, KC, PI, r, q, hits, cfg):
     """q holds its first `hits` blocks from the cache (what `lookup` found just before: a node, or
     -1 for a block in the host tier): they leave the free queue if no one held them, or the tier
     into a node and a GPU slot of their own."""
-    bs, bits, obits = cfg[C_BLOCK], cfg[C_PC_BITS], cfg[C_OFF_BITS]
+    bs = cfg[C_BLOCK]
     for i in range(hits):
         node = KC[r, N_FOUND, i]
         if node < 0:  # back from the host tier into a free GPU block
             key = block_key(RI, q, i, bs)
-            unload(KC, PI, r, key, obits)
+            unload(KC, PI, r, key, cfg)
             node = _spare(KC, PI, r)
             KC[r, N_KEY, node] = key
             KC[r, N_REF, node] = 0
             KC[r, N_COUNT, node] = 0
-            _put(KC, r, -1 - probe(KC, r, key, bits), key, node)
+            _put(KC, r, -1 - probe(KC, r, key, cfg), key, node)
             _moved(PI, r, key)
             PI[r, P_USED] += 1
         elif KC[r, N_REF, node] == 0:
@@ -591,7 +607,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
     """q lets go of its blocks (finished or preempted), last block first. Its full blocks that
     others may reuse stay cached at the queue's tail; the rest join it as plain free blocks; the
     blocks it shared with other requests stay with them. Returns the blocks freed."""
-    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
+    bs = cfg[C_BLOCK]
     sync(KC, PI, r, cfg)
     nb, nref = RI[q, R_BLOCKS], RI[q, R_REF]
     own_end = min(RI[q, R_COMPUTED] // bs, nb, reused_blocks(RI, q, bs))  # full blocks another may reuse
@@ -616,7 +632,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
             _append_plain(KC, PI, r, 1)
         freed += 1
     for i in range(nref - 1, -1, -1):
-        node = find(KC, r, block_key(RI, q, i, bs), bits)
+        node = find(KC, r, block_key(RI, q, i, bs), cfg)
         KC[r, N_REF, node] -= 1
         if KC[r, N_REF, node] == 0:
             PI[r, P_PC_CACHED] += 1
@@ -651,18 +667,21 @@ def books(PI, KC, cfg, r: int) -> dict:
     held = values[gpu] - 1
     assert (KC[r, N_SLOT, held] == gpu).all() and (KC[r, N_KEY, held] == keys[gpu]).all(), \
         "the hash table and its nodes disagree"
-    width = 1 << cfg[C_OFF_BITS] if PI[r, P_OFF_CAP] > 0 else 0
-    size = 1 << PI[r, P_OFF_TBITS] if width else 0
-    groups, states = KC[r, N_OKEY, :size], KC[r, N_OHASH, :size]
+    tier = PI[r, P_OFF_CAP] > 0
+    ring_size = 1 << cfg[C_OFF_BITS] if tier else 0
+    words = KC[r, N_TIER:].ravel()  # the tier's words in order
+    table = words[ring_size:3 * ring_size].reshape(-1, 2)  # the table at its largest: (key, state) a slot
+    size = 1 << PI[r, P_OFF_TBITS] if tier else 0
+    groups, states = table[:size, 0], table[:size, 1]
     used = (states != 0).nonzero()[0]
-    assert len(used) == PI[r, P_OFF_GROUPS] and not KC[r, N_OHASH, size:width].any(), "the tier's groups miscounted"
+    assert len(used) == PI[r, P_OFF_GROUPS] and not table[size:].any(), "the tier's groups miscounted"
     host = sorted(int(groups[i]) << BUCKET_BITS | j for i in used for j in range(BUCKET) if states[i] >> j & 1)
     ghosts = {int(groups[i]) << BUCKET_BITS | j: int(states[i]) >> int(_ghost_shift(j)) & GHOST_MAX
               for i in used for j in range(BUCKET)}
     assert sum(ghosts.values()) == PI[r, P_OFF_GHOSTS], "the ghosts counted and those in the table disagree"
     ring = []  # the ring's blocks: walked from the head, a key's ghosts come first
     for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
-        key = int(KC[r, N_RING, at & (width - 1)])
+        key = int(words[at & (ring_size - 1)])
         if ghosts.get(key, 0) > 0:
             ghosts[key] -= 1
         else:

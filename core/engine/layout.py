@@ -150,18 +150,16 @@ NOI = NOI + 2
 # ---- KV offload (kvcache.py): a host-memory tier under each replica's prefix cache, as vLLM's
 # OffloadingConnector (CPU backend) and LMCache's local CPU store keep one. Cached blocks the GPU
 # evicts move there, up to P_OFF_CAP blocks, dropping the least recently stored: they give up their
-# node and their GPU table entry for a bit in the tier's own table (rows N_OKEY and N_OHASH, a slot
-# a group of blocks) and a place in the ring of keys in the order stored
-# (row N_RING of 2 ** C_OFF_BITS; P_OFF_HEAD / P_OFF_TAIL, P_OFF_GHOSTS, the table's P_OFF_GROUPS
-# in 2 ** P_OFF_TBITS slots: kvcache.py). A lookup that meets them loads
+# node and their GPU table entry for a bit in the tier's own table (a slot a group of blocks) and a
+# place in the ring of keys in the order stored (2 ** C_OFF_BITS places; P_OFF_HEAD / P_OFF_TAIL,
+# P_OFF_GHOSTS, the table's P_OFF_GROUPS in 2 ** P_OFF_TBITS slots: kvcache.py), both in the rows
+# after the fixed ones (N_TIER, below). A lookup that meets them loads
 # them back over the host link (G_OFF_S_BYTE seconds a byte, all the replica's GPUs together), one
 # load after another (PF Q_INGRESS, the link into a replica that never receives a prefill's KV: a
 # caching replica), while the request waits with its blocks taken (S_XFER, in the F list, R_HOME
 # -1) and then joins the landed queue (P_LHEAD) to compute the rest of its prompt.
 # P_OFF_N: blocks in the tier; P_OFF_STORED / P_OFF_LOADED / P_OFF_DROPPED: blocks stored to it,
 # loaded back from it, and dropped from it to make room
-N_RING, N_OHASH, N_OKEY = NKC, NKC + 1, NKC + 2
-NKC = NKC + 3
 C_OFF_BITS = NCI
 NCI = NCI + 1
 (P_OFF_CAP, P_OFF_N, P_OFF_HEAD, P_OFF_TAIL, P_OFF_STORED, P_OFF_LOADED, P_OFF_DROPPED, P_OFF_GHOSTS, P_OFF_TBITS,
@@ -182,3 +180,7 @@ N_GMEMO = NKC
 NKC = NKC + 1
 P_PC_GEPOCH = NPI
 NPI = NPI + 1
+# the host tier's words (kvcache.py: its ring, its table, room to grow the table): the rows from
+# N_TIER on, read as one run of words, so that a large tier adds rows of the GPU tables' width
+# instead of widening every row to its own size
+N_TIER = NKC

@@ -16,7 +16,7 @@ from .. import bounds, progress
 from ..engine import layout as L
 from ..engine import cohort
 from ..engine import loop as engine
-from ..engine.kvcache import HOST_TABLE_BITS, blocks_for, watermark_blocks
+from ..engine.kvcache import HOST_TABLE_BITS, blocks_for, tier_words, watermark_blocks
 from ..physics import catalog, costmodel, expert, pipeline, speculative, vllm_host
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from . import engines, offload
@@ -609,8 +609,11 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     host = int(PI[:, L.P_OFF_CAP].max())
     off_bits = max(4, int(math.ceil(math.log2(2 * host + 4)))) if host else 0
     groups = int(group.max()) + 1 if group is not None else 0
-    width = max(1 << max(bits, off_bits), 1 << int(4 * groups).bit_length())  # the router's memo: 4 words a group
-    KC = np.zeros((R, L.NKC, width), np.int64)
+    # a row holds the GPU table, the router's memo (4 words a group) and what a look-up finds (a
+    # block a word: as many as the longest prompt, which a large host tier may hold whole)
+    width = max(1 << bits, 1 << int(4 * groups).bit_length(), 1 << int(wl.prompt_tokens.max() // bs).bit_length())
+    tier_rows = -(-tier_words(off_bits) // width) if host else 0  # the tier's words, rows of the same width
+    KC = np.zeros((R, L.NKC + tier_rows, width), np.int64)
     KC[:, L.N_KEY, 0] = -1  # node 0: one run of every block, never used
     KC[:, L.N_COUNT, 0] = PI[:, L.P_BLOCKS]
     KC[:, L.N_PREV, 0] = KC[:, L.N_NEXT, 0] = -1
