@@ -9,6 +9,7 @@ Replica columns live in the engine's replica table; this module only does the ar
 with prefix caching, keeps the cached blocks and the free queue (below).
 """
 import numpy as np
+from numba.extending import overload
 
 from ..jit import engine_jit, prefetch, rows_from, step_jit
 from .layout import (C_BLOCK, C_OFF_BITS, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FOUND, N_GMEMO, N_HASH, N_HKEY,
@@ -111,8 +112,8 @@ def _slot(key, bits):
 # slot's value is node + 1 (0: empty), its key the block's. The host tier keeps a table of its own
 # (below), so that the GPU's, which every look-up, registration and release walks, stays as small as
 # the GPU's blocks make it and in the processor's cache however large the tier. Both tables are
-# probed by the same code, on 1-d arrays: the GPU's rows, or the tier's words (a slot's key and
-# value side by side, so every other word).
+# probed by the same code: on the GPU's rows, or on the tier's words (a slot's key and value side
+# by side, so every other word).
 
 
 @engine_jit
@@ -121,56 +122,88 @@ def _home(key, bits, host):
     return _fib_hash(key, bits) if host else _slot(key, bits)
 
 
+def _item(a, r, row, i):
+    """a[r, row, i] of a replica's 3-d tables, or a[row + i] of a run of words (a 1-d array)."""
+    return a[r, row, i] if a.ndim == 3 else a[row + i]
+
+
+def _set_item(a, r, row, i, value):
+    if a.ndim == 3:
+        a[r, row, i] = value
+    else:
+        a[row + i] = value
+
+
+@overload(_item)
+def _item_jit(a, r, row, i):
+    if a.ndim == 3:
+        return lambda a, r, row, i: a[r, row, i]
+    return lambda a, r, row, i: a[row + i]
+
+
+@overload(_set_item)
+def _set_item_jit(a, r, row, i, value):
+    if a.ndim == 3:
+        def set3(a, r, row, i, value):
+            a[r, row, i] = value
+        return set3
+
+    def set1(a, r, row, i, value):
+        a[row + i] = value
+    return set1
+
+
 @engine_jit
-def _probe(values, vat, keys, kat, key, bits, host):
-    """The slot of a table (slot i: values[vat + s i], keys[kat + s i], s 2 in the tier's words, else
-    1; a value of 0 is an empty slot) holding `key`, or minus one minus the empty slot where it would
-    go (open addressing, linear probing)."""
+def _probe(T, r, vrow, krow, key, bits, host):
+    """The slot of a table holding `key`, or minus one minus the empty slot where it would go (open
+    addressing, linear probing). Slot i's value (0: empty) is _item(T, r, vrow, s i), its key
+    _item(T, r, krow, s i): the GPU's rows N_HASH and N_HKEY of the replica's tables (s = 1), or
+    the tier's words from vrow and krow on (s = 2: key and value side by side)."""
     step = 2 if host else 1
     mask = (1 << bits) - 1
     i = _home(key, bits, host)
     while True:
-        if values[vat + step * i] == 0:
+        if _item(T, r, vrow, step * i) == 0:
             return -1 - i
-        if keys[kat + step * i] == key:
+        if _item(T, r, krow, step * i) == key:
             return i
         i = (i + 1) & mask
 
 
 @engine_jit
-def _shift_back(values, vat, keys, kat, nodes, i, bits, host):
+def _shift_back(T, r, vrow, krow, i, bits, host):
     """Empty slot i of a table (as _probe's), shifting later entries of its probe run back (no
-    tombstones); a GPU block moved keeps its node's back-pointer (nodes: row N_SLOT)."""
+    tombstones); a GPU block moved keeps its node's back-pointer (row N_SLOT)."""
     step = 2 if host else 1
     mask = (1 << bits) - 1
     j = i
     while True:
         j = (j + 1) & mask
-        v = values[vat + step * j]
+        v = _item(T, r, vrow, step * j)
         if v == 0:
             break
-        key = keys[kat + step * j]
+        key = _item(T, r, krow, step * j)
         k = _home(key, bits, host)
         # the entry at j may move to i unless its home slot k lies cyclically in (i, j]
         if (i < j and (k <= i or k > j)) or (i > j and k <= i and k > j):
-            keys[kat + step * i] = key
-            values[vat + step * i] = v
+            _set_item(T, r, krow, step * i, key)
+            _set_item(T, r, vrow, step * i, v)
             if not host:
-                nodes[v - 1] = i
+                _set_item(T, r, N_SLOT, v - 1, i)
             i = j
-    values[vat + step * i] = 0
+    _set_item(T, r, vrow, step * i, 0)
 
 
 @engine_jit
-def probe(KC, r, key, cfg):
+def probe(KC, r, key, bits):
     """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go."""
-    return _probe(KC[r, N_HASH], 0, KC[r, N_HKEY], 0, key, cfg[C_PC_BITS], False)
+    return _probe(KC, r, N_HASH, N_HKEY, key, bits, False)
 
 
 @engine_jit
-def find(KC, r, key, cfg):
+def find(KC, r, key, bits):
     """The GPU node holding `key`, or -1."""
-    i = probe(KC, r, key, cfg)
+    i = probe(KC, r, key, bits)
     return KC[r, N_HASH, i] - 1 if i >= 0 else -1
 
 
@@ -182,16 +215,16 @@ def _put(KC, r, i, key, node):
 
 
 @engine_jit
-def _delete(KC, r, i, cfg):
+def _delete(KC, r, i, bits):
     """Empty GPU slot i."""
-    _shift_back(KC[r, N_HASH], 0, KC[r, N_HKEY], 0, KC[r, N_SLOT], i, cfg[C_PC_BITS], False)
+    _shift_back(KC, r, N_HASH, N_HKEY, i, bits, False)
 
 
-@engine_jit
+@step_jit
 def absent(KC, PI, r, key, cfg):
     """The GPU slot where `key` goes when neither tier holds it, else -1 (a block another request
     registered first, on the GPU or in the host tier, stays this request's own)."""
-    slot = probe(KC, r, key, cfg)
+    slot = probe(KC, r, key, cfg[C_PC_BITS])
     if slot >= 0 or (PI[r, P_OFF_CAP] > 0 and in_host(KC, PI, r, key, cfg)):
         return -1
     return -1 - slot
@@ -299,7 +332,7 @@ def sync(KC, PI, r, cfg):
                 offload(KC, PI, r, KC[r, N_KEY, h], cfg)
             else:
                 PI[r, P_PC_ENTRIES] -= 1
-            _delete(KC, r, KC[r, N_SLOT, h], cfg)
+            _delete(KC, r, KC[r, N_SLOT, h], cfg[C_PC_BITS])
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
 
@@ -347,7 +380,7 @@ def _tier(KC, r, cfg):
 @engine_jit
 def host_slot(words, n, PI, r, group):
     """The tier table's slot of a group of blocks, or minus one minus the empty slot where it would go."""
-    return _probe(words, n + 1, words, n, group, PI[r, P_OFF_TBITS], True)
+    return _probe(words, 0, n + 1, n, group, PI[r, P_OFF_TBITS], True)
 
 
 @engine_jit
@@ -366,7 +399,7 @@ def _set_state(words, n, PI, r, i, state):
         words[n + 2 * i + 1] = state
         return
     PI[r, P_OFF_GROUPS] -= 1
-    _shift_back(words, n + 1, words, n, words, i, PI[r, P_OFF_TBITS], True)
+    _shift_back(words, 0, n + 1, n, i, PI[r, P_OFF_TBITS], True)
 
 
 @engine_jit
@@ -393,7 +426,7 @@ def _ghost_shift(key):
     return BUCKET + GHOST_BITS * (key & (BUCKET - 1))
 
 
-@step_jit
+@engine_jit
 def offload(KC, PI, r, key, cfg):
     """A cached block the GPU evicts moves to the host tier's tail; a full tier drops the least
     recently stored block for good."""
@@ -489,13 +522,13 @@ def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
 @engine_jit
 def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
     """lookup from block `start` (those before it found) up to block `limit`."""
-    bs, tier = cfg[C_BLOCK], PI[r, P_OFF_CAP] > 0
+    bs, bits, tier = cfg[C_BLOCK], cfg[C_PC_BITS], PI[r, P_OFF_CAP] > 0
     hits, idle, host = start, 0, 0
     while hits < limit:
         key = block_key(RI, q, hits, bs)
         if key < 0:
             break
-        slot = probe(KC, r, key, cfg)
+        slot = probe(KC, r, key, bits)
         if slot >= 0:
             node = KC[r, N_HASH, slot] - 1
             if nodes and KC[r, N_REF, node] == 0:
@@ -549,7 +582,7 @@ def take_hits(RI, KC, PI, r, q, hits, cfg):
     """q holds its first `hits` blocks from the cache (what `lookup` found just before: a node, or
     -1 for a block in the host tier): they leave the free queue if no one held them, or the tier
     into a node and a GPU slot of their own."""
-    bs = cfg[C_BLOCK]
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
     for i in range(hits):
         node = KC[r, N_FOUND, i]
         if node < 0:  # back from the host tier into a free GPU block
@@ -559,7 +592,7 @@ def take_hits(RI, KC, PI, r, q, hits, cfg):
             KC[r, N_KEY, node] = key
             KC[r, N_REF, node] = 0
             KC[r, N_COUNT, node] = 0
-            _put(KC, r, -1 - probe(KC, r, key, cfg), key, node)
+            _put(KC, r, -1 - probe(KC, r, key, bits), key, node)
             _moved(PI, r, key)
             PI[r, P_USED] += 1
         elif KC[r, N_REF, node] == 0:
@@ -607,7 +640,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
     """q lets go of its blocks (finished or preempted), last block first. Its full blocks that
     others may reuse stay cached at the queue's tail; the rest join it as plain free blocks; the
     blocks it shared with other requests stay with them. Returns the blocks freed."""
-    bs = cfg[C_BLOCK]
+    bs, bits = cfg[C_BLOCK], cfg[C_PC_BITS]
     sync(KC, PI, r, cfg)
     nb, nref = RI[q, R_BLOCKS], RI[q, R_REF]
     own_end = min(RI[q, R_COMPUTED] // bs, nb, reused_blocks(RI, q, bs))  # full blocks another may reuse
@@ -632,7 +665,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
             _append_plain(KC, PI, r, 1)
         freed += 1
     for i in range(nref - 1, -1, -1):
-        node = find(KC, r, block_key(RI, q, i, bs), cfg)
+        node = find(KC, r, block_key(RI, q, i, bs), bits)
         KC[r, N_REF, node] -= 1
         if KC[r, N_REF, node] == 0:
             PI[r, P_PC_CACHED] += 1
