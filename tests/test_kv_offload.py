@@ -37,6 +37,18 @@ def test_a_tier_too_small_for_one_block_is_no_tier():
     assert chat(n=600, kv_offload_gb=1e-9).summary["kv_offload"]["blocks_stored"] == 0
 
 
+def test_a_larger_tier_adds_its_own_memory_not_a_multiple_of_the_gpu_tables():
+    # the tier's ring and table are the simulator's bookkeeping in 8-byte words: growing the tier
+    # from 16 to 256 GiB grows the replica's tables by those words (fewer than 14 a block: a ring of
+    # two to four places a block, room for ghosts, a table of two words a ring place at most, and
+    # room to grow it), not by widening every row of the GPU's tables to the ring's size
+    small = chat(n=300, kv_offload_gb=16).kv_tables["KC"]
+    large = chat(n=300, kv_offload_gb=256).kv_tables["KC"]
+    blocks = [chat(n=50, kv_offload_gb=gb).summary["kv_offload"]["blocks_per_replica"] for gb in (16, 256)]
+    assert large.shape[2] == small.shape[2]  # the GPU tables' rows are as wide as before
+    assert large.nbytes - small.nbytes <= 8 * 14 * (blocks[1] - blocks[0]) * large.shape[0]
+
+
 def expected_cached(res) -> np.ndarray:
     """Prompt tokens a conversation's turn finds cached when nothing it computed was lost: the full
     blocks of the earlier turns (their prompts and answers; an answer's last token is sampled, never
