@@ -57,11 +57,14 @@ def held_out(p: dict) -> bool:
 
 
 def group_keys(p: dict) -> dict:
-    """The groups a run belongs to, for leave-one-group-out: model class, GPU, workload."""
+    """The groups a run belongs to, for leave-one-group-out: model class, GPU, GPU family (its
+    architecture: Hopper's H100 and H200 left out together), workload."""
     mid = p.get("model_id_sim") or ""
     model = "70B class" if "70b" in mid else ("MoE" if "mixtral" in mid else "7-8B class")
     workload = p.get("workload_profile") or ("batch of 8 (latency)" if p["id"].startswith("vllm-ci") else "sharegpt")
-    return {"model": model, "GPU": p.get("gpu_id_sim") or "", "workload": workload.replace("-lite", "")}
+    gpu = p.get("gpu_id_sim") or ""
+    return {"model": model, "GPU": gpu, "GPU family": catalog.get_gpu(gpu).arch if gpu else "",
+            "workload": workload.replace("-lite", "")}
 
 
 # inference-perf's shared_prefix generator cycles through groups x prompts-per-group fixed prompts
@@ -282,7 +285,7 @@ def leave_one_group_out(points, eff):
     """Refit the per-step host time and the API share without each group; predict the group."""
     v1 = [p for p in points if (config_for(p) or (0, ""))[1] in V1_KINDS]
     out = []
-    for key in ("model", "GPU", "workload"):
+    for key in ("model", "GPU", "GPU family", "workload"):
         for value in sorted({group_keys(p)[key] for p in v1}):
             rest = [p for p in v1 if group_keys(p)[key] != value]
             left = [p for p in v1 if group_keys(p)[key] == value]
@@ -423,7 +426,7 @@ def main(argv):
             e2e, ttft = np.abs(errors(rows, "E2E mean ms")), np.abs(errors(rows, "TTFT mean ms"))
             cell = lambda e: f"{np.median(e):.1%}" if len(e) else "-"  # noqa: E731
             note = " (the Ampere factor is fitted to these runs: the carried error is below)" \
-                if key == "GPU" and value.startswith("a100") else ""
+                if (key, value[:4]) in (("GPU", "a100"), ("GPU family", "Ampe")) else ""
             lines.append(f"| {key} = {value}{note} | {n} | {cell(e2e)} | {cell(ttft)} | {len(false_overloads(rows))} |")
         lines.append("")
     carried = carried_rows(points)
