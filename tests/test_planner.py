@@ -12,9 +12,10 @@ from core.physics import catalog
 from core.physics.memory import MEM_UTIL, plan_memory
 from core.planner.bounds import bound, prompt_quantile
 from core.planner.plan import cheapest, plan
-from core.planner.search import highest_rate, outcome
+from core.planner.search import check_config, highest_rate, outcome
 from core.planner.space import Budget, Deployment, Targets, Workload, shapes, to_config
 from core.serving.simulate import simulate
+from core.serving.stepspread import family_margin
 from core.serving.workload import WorkloadSpec
 
 EIGHT_B_44 = LabInputs(rate=44, output_tokens=256)  # Llama-3.1-8B, 512/256 tokens, on H100s
@@ -178,3 +179,21 @@ def test_every_planner_row_can_be_pinned_for_compare():
         d = compare.normalise(row, x)
         assert (d["gpus"], d["tp"], d["prefill_gpus"]) == (row["gpus"], row["tp"],
                                                              row["prefill_tp"] * row["prefill_replicas"])
+
+
+def test_a_gpu_family_with_no_validated_run_is_checked_with_the_labs_wider_band():
+    # the Lab widens its band on a family no validated run covers (trust.family_margin); the planner's
+    # check takes the same slower edge there, so it never plans a B200 with more confidence than
+    # the Lab shows for the same deployment
+    w = Workload("llama-3.1-8b", WorkloadSpec(n_requests=400, rate=8, prompt_mean=512, output_mean=256), Targets(1000, 100))
+    h100 = Deployment("h100")
+    b200, split = replace(h100, gpu="b200"), replace(h100, prefill_gpu="b200", prefill_tp=1, prefill_replicas=1)
+    assert check_config(h100, w).step_scale == w.targets.step_scale  # Hopper has validated runs
+    margin = family_margin(catalog.get_gpu("b200"))[0]
+    assert margin > 0
+    assert check_config(b200, w).step_scale == pytest.approx(w.targets.step_scale * (1 + margin))
+    assert check_config(split, w).step_scale == check_config(b200, w).step_scale  # the wider of its pools
+    assert f"{margin:.1%}" in w.targets.rule()
+    slow = outcome(b200, w)
+    plain = simulate(replace(to_config(b200, w), step_scale=w.targets.step_scale)).summary
+    assert slow.tpot_p99_ms > plain["tpot_ms"]["p99"]

@@ -19,7 +19,8 @@ from functools import lru_cache
 from ..physics import catalog
 from ..serving.simulate import SimConfig, simulate
 # the error spread lives below the planner, which checks its answers at the slower edge
-from ..serving.stepspread import QUANTILES, VALIDATION_FILE, step_errors, step_scales, validation  # noqa: F401
+from ..serving.stepspread import (QUANTILES, VALIDATION_FILE, family_margin, step_errors, step_scales,  # noqa: F401
+                                  validation)
 from ..text import fmt_ms
 
 METRIC_WORDS = {"E2E mean ms": "mean E2E", "TTFT mean ms": "mean TTFT", "decode ms/token": "mean TPOT"}
@@ -64,26 +65,6 @@ def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict
         family = 0.0 if gpu.arch and gpu.arch == r["arch"] else 4.0
         return family + 2.0 * size_distance(model, r["params_b"], r["moe"]) + abs(load - r["load"])
     return min(runs, key=distance)
-
-
-def family_margin(gpu: catalog.GPU, runs: list[dict]) -> tuple[float, str]:
-    """(how much further out both edges of the band go, the family that error was measured on): 0
-    for a GPU family some validated run covers; else the largest end-to-end error of the runs on a
-    family the cost model was not fitted on, predicted with the fitted fractions carried unchanged
-    (its constants come from H200 step times and carry to another family as fractions of its
-    datasheet: how wrong that carry was, where it was measured, before that family's own factor)."""
-    if gpu.arch and any(r["arch"] == gpu.arch for r in runs):
-        return 0.0, ""
-    fitted = catalog.get_gpu("h200").arch
-
-    def e2e(r):
-        return r.get("errors_family_carried", r["errors"]).get("E2E mean ms")
-    carried = [r for r in runs if r["arch"] != fitted and e2e(r) is not None] or \
-        [r for r in runs if e2e(r) is not None]
-    if not carried:
-        return 0.0, ""
-    worst = max(carried, key=lambda r: abs(e2e(r)))
-    return abs(e2e(worst)), worst["arch"]
 
 
 def _off(e: float) -> str:

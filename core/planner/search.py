@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from ..physics import catalog
 from ..serving.metrics import overload
 from ..serving.simulate import simulate
+from ..serving.stepspread import family_margin
 from .bounds import Bound, bound
 from .space import Budget, Deployment, Workload, to_config
 
@@ -40,8 +42,20 @@ class Outcome:
 
 def check_config(d: Deployment, w: Workload):
     """The simulation the targets are checked on: `d` serving `w` with every step at the targets'
-    step scale (the trust band's slower edge)."""
-    return replace(to_config(d, w), step_scale=w.targets.step_scale)
+    step scale (the trust band's slower edge), moved out as the Lab's band is on a GPU family no
+    validated run covers (stepspread.family_margin: B200, MI300X)."""
+    return replace(to_config(d, w), step_scale=w.targets.step_scale * (1 + unvalidated_margin(d)))
+
+
+@lru_cache(maxsize=64)
+def _margin(gpu: str) -> float:
+    return family_margin(catalog.get_gpu(gpu))[0]
+
+
+def unvalidated_margin(d: Deployment) -> float:
+    """How much slower the check takes `d`'s steps beyond the targets' scale: the wider of its pools'
+    GPU families' margins (0 where a validated run covers the family)."""
+    return max(_margin(g) for g in {d.gpu, d.prefill_gpu or d.gpu})
 
 
 @lru_cache(maxsize=4096)

@@ -16,7 +16,7 @@ from .. import bounds
 from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving.simulate import SimConfig, fitted_max_model_len
-from ..serving.stepspread import step_scales
+from ..serving.stepspread import carried_margin, step_scales
 from ..serving.workload import WorkloadSpec, load_trace
 
 # Scheduling choices: (policy, token budget = prefill chunk). vLLM V1 chunks prefills with a
@@ -81,7 +81,7 @@ class Targets:
     def rule(self) -> str:
         """The check in words: 'at 1.2x the offered load with every step 5.5% slower'."""
         slower = (f"every step {(self.step_scale - 1) * 100:.1f}% slower than the cost model (the trust band's edge "
-                  "on a validated GPU family)")
+                  f"on a validated GPU family, a further {carried_margin()[0]:.1%} on a family with no validated run)")
         if self.headroom == 0:
             return f"at the offered load with {slower}"
         return f"at {1 + self.headroom:g}x the offered load ({self.headroom:.0%} headroom) with {slower}"

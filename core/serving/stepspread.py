@@ -1,7 +1,8 @@
 """The step-time model's error spread (core/data/validation_errors.json, written by
 calibration/real_runs.py --write): how much longer or shorter real engine steps may be than the
 cost model says. The Lab's trust band (core/lab/trust.py) re-simulates at its edges; the planner's
-headroom rule checks every answer at its slower edge."""
+headroom rule checks every answer at its slower edge. Both edges move out on a GPU family no
+validated run covers (family_margin)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import DATA
+from ..physics import catalog
 
 VALIDATION_FILE = DATA / "validation_errors.json"
 QUANTILES = (0.1, 0.9)  # the band spans the middle 80% of the step-time errors
@@ -34,3 +36,30 @@ def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float]
         raise ValueError("no step-time errors to take a spread from: run calibration/real_runs.py --write --logo")
     low, high = np.quantile(e, quantiles)
     return 1.0 / (1.0 + high), 1.0 / (1.0 + low)
+
+
+def family_margin(gpu: catalog.GPU, runs: list[dict] | None = None) -> tuple[float, str]:
+    """(how much further out both edges of the band go, the family that error was measured on): 0
+    for a GPU family some validated run covers, else carried_margin."""
+    runs = validation()["runs"] if runs is None else runs
+    if gpu.arch and any(r["arch"] == gpu.arch for r in runs):
+        return 0.0, ""
+    return carried_margin(runs)
+
+
+def carried_margin(runs: list[dict] | None = None) -> tuple[float, str]:
+    """The largest end-to-end error of the runs on a family the cost model was not fitted on,
+    predicted with the fitted fractions carried unchanged (its constants come from H200 step times
+    and carry to another family as fractions of its datasheet: how wrong that carry was, where it
+    was measured, before that family's own factor), and that family."""
+    runs = validation()["runs"] if runs is None else runs
+    fitted = catalog.get_gpu("h200").arch
+
+    def e2e(r):
+        return r.get("errors_family_carried", r["errors"]).get("E2E mean ms")
+    carried = [r for r in runs if r["arch"] != fitted and e2e(r) is not None] or \
+        [r for r in runs if e2e(r) is not None]
+    if not carried:
+        return 0.0, ""
+    worst = max(carried, key=lambda r: abs(e2e(r)))
+    return abs(e2e(worst)), worst["arch"]
