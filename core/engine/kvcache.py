@@ -313,6 +313,18 @@ def sync(KC, PI, r, cfg):
     """Pop the blocks taken since the last look from the queue's head; a cached block popped is
     evicted (to the host tier, if there is one). Afterwards the queue holds exactly the pool's free
     blocks."""
+    if PI[r, P_OFF_CAP] > 0:
+        _evict(KC, PI, r, cfg, True)
+    else:
+        _evict(KC, PI, r, cfg, False)
+
+
+@step_jit
+def _evict(KC, PI, r, cfg, tier):
+    """sync's loop, compiled once with the tier's store inlined and once without it (`tier` is a
+    constant in each), so that a replica without a tier runs no line of it and one with a tier pays
+    no call a block evicted."""
+    bits = cfg[C_PC_BITS]
     over = PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] - (PI[r, P_BLOCKS] - PI[r, P_USED])
     while over > 0:
         h = PI[r, P_PC_QHEAD]
@@ -328,11 +340,11 @@ def sync(KC, PI, r, cfg):
             PI[r, P_PC_EVICTED] += 1
             over -= 1
             _moved(PI, r, KC[r, N_KEY, h])
-            if PI[r, P_OFF_CAP] > 0:  # evicted to the host tier, not forgotten
+            if tier:  # evicted to the host tier, not forgotten
                 offload(KC, PI, r, KC[r, N_KEY, h], cfg)
             else:
                 PI[r, P_PC_ENTRIES] -= 1
-            _delete(KC, r, KC[r, N_SLOT, h], cfg[C_PC_BITS])
+            _delete(KC, r, KC[r, N_SLOT, h], bits)
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
 
@@ -426,7 +438,7 @@ def _ghost_shift(key):
     return BUCKET + GHOST_BITS * (key & (BUCKET - 1))
 
 
-@engine_jit
+@step_jit
 def offload(KC, PI, r, key, cfg):
     """A cached block the GPU evicts moves to the host tier's tail; a full tier drops the least
     recently stored block for good."""
