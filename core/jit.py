@@ -1,5 +1,5 @@
-"""Compilation settings of the engine's jitted functions, and the one machine instruction numba
-does not give them (a prefetch)."""
+"""Compilation settings of the engine's jitted functions, and two things numba does not give them:
+a prefetch instruction, and a 1-d view of consecutive rows without a reshape's call (rows_from)."""
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils

@@ -42,9 +42,9 @@ def test_a_larger_tier_adds_its_own_memory_not_a_multiple_of_the_gpu_tables():
     # from 16 to 256 GiB grows the replica's tables by those words (fewer than 14 a block: a ring of
     # two to four places a block, room for ghosts, a table of two words a ring place at most, and
     # room to grow it), not by widening every row of the GPU's tables to the ring's size
-    small = chat(n=300, kv_offload_gb=16).kv_tables["KC"]
-    large = chat(n=300, kv_offload_gb=256).kv_tables["KC"]
-    blocks = [chat(n=50, kv_offload_gb=gb).summary["kv_offload"]["blocks_per_replica"] for gb in (16, 256)]
+    runs = [chat(n=300, kv_offload_gb=gb) for gb in (16, 256)]
+    small, large = (r.kv_tables["KC"] for r in runs)
+    blocks = [r.summary["kv_offload"]["blocks_per_replica"] for r in runs]
     assert large.shape[2] == small.shape[2]  # the GPU tables' rows are as wide as before
     assert large.nbytes - small.nbytes <= 8 * 14 * (blocks[1] - blocks[0]) * large.shape[0]
 
