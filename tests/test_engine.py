@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.engine.layout import P_USED
 from core.serving.simulate import SimConfig, simulate
 from core.serving.workload import WorkloadSpec
 
@@ -61,6 +62,24 @@ def test_preemption_happens_when_blocks_run_out_and_everything_still_finishes():
     assert r.summary["preemptions"] > 0
     assert (r.requests["generated_tokens"] == 900).all()
     assert r.requests["preemptions"].sum() == r.summary["preemptions"]
+
+
+def test_a_preempted_request_takes_back_its_blocks_still_cached():
+    # vLLM caches every full block it computes, so a recompute after preemption skips the leading
+    # blocks no allocation has reached since: less prefill than recomputing everything, never less
+    # than every prompt once (nothing here is shared), and the same tokens out
+    def prefill_tokens(caching):
+        r = run(gpu="l4", model="llama-3.1-8b", policy="sarathi", mem_util=0.75, max_model_len=4096,
+                prefix_caching=caching, trace_cap=1 << 16,
+                wl=dict(n_requests=60, rate=1000, prompt_mean=2000, output_mean=600, length_dist="fixed"))
+        assert r.summary["preemptions"] > 0 and r.trace["stride"] == 1
+        assert (r.requests["generated_tokens"] == 600).all()
+        assert r.kv_tables["PI"][0, P_USED] == 0  # every block back in the pool
+        return r.trace["prefill_tokens"].sum(), r.summary["makespan_s"]
+    kept, kept_s = prefill_tokens(True)
+    recomputed, recomputed_s = prefill_tokens(False)
+    assert 60 * 2000 <= kept < recomputed
+    assert kept_s < recomputed_s
 
 
 def test_same_seed_same_results_and_another_seed_differs():

@@ -32,7 +32,8 @@ from ..physics.speculative import SPEC_MAX
 from .kvcache import blocks_for
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_SPLIT, F_LAST, L_FRESH, M_CTAS, M_DECODES, M_DRAFTS, M_ROWS,
                      P_LANE, M_SUM_CTX, M_TOKENS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_NFRESH, P_NSAMPLED,
-                     P_S, P_S_BLOCK, P_S_SPLIT, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE, P_STORED, P_USED, Q_LAST_DECODE,
+                     P_FREED, P_S, P_S_BLOCK, P_S_SPLIT, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE, P_STORED, P_USED,
+                     Q_LAST_DECODE,
                      R_BLOCKS, R_COMPUTED, R_FRESH, R_GENERATED, R_OUTPUT, R_STATE, R_STREAM, R_V, R_W, S_DECODE)
 from .queues import heap_push, heap_remove
 
@@ -200,6 +201,7 @@ def advance(PI, BKT, r, cfg):
                                                                     j - 1, cfg[C_SPLIT])
     if PI[r, P_SPEC_FREE] > 0:
         PI[r - PI[r, P_LANE], P_USED] -= PI[r, P_SPEC_FREE]
+        PI[r - PI[r, P_LANE], P_FREED] += PI[r, P_SPEC_FREE]
         PI[r, P_SPEC_FREE] = 0
 
 

@@ -23,7 +23,7 @@ from ..physics import costmodel as cm
 from ..physics.speculative import SPEC_MAX
 from .cohort import next_draw, speculative_step
 from .layout import (B_BLOCK, B_SPLIT, C_BLOCK, C_MAX_STEPS, C_POLICY, C_SPLIT, M_DECODES, M_DRAFTS, M_TOKENS,
-                     O_SPEC_ACCEPTED, O_SPEC_SEQ_STEPS, OF_KV_ALLOC_S, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE,
+                     O_SPEC_ACCEPTED, O_SPEC_SEQ_STEPS, OF_KV_ALLOC_S, P_FREED, P_SPEC_ADV, P_SPEC_DRAWS, P_SPEC_FREE,
                      OF_KV_DATA_S, OF_MAX_ITL, ON, O_MIN_FREE, O_PEAK_USED, O_QUIET_STEPS, O_SEQS_SCHEDULED, O_STEPS,
                      O_DECODE_STEPS, O_SEQS_DECODE_STEPS,
                      O_TRACE_SKIP, P_BLOCKS, P_COH_N, P_COH_PARTS, P_COH_STEPPED, P_COH_V, P_ITL_BIN, P_LHEAD,
@@ -70,7 +70,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
     # the blocks of its rejected drafts when it completes; each next step draws its own j
     k = int(p[cm.SPEC_K])
     j, spec_free, draws = PI[r, P_SPEC_ADV], PI[r, P_SPEC_FREE], PI[r, P_SPEC_DRAWS]
-    accepted = 0
+    accepted, freed = 0, 0
     # the step's operators that the batch alone sets: the same every step of the run
     cm.step_fixed(p, float(m * (k + 1)), float(m), 0.0, float(m * (k + 1)), float(m * k), scratch)
     while busy < t_other and S + j < last and steps < max_steps:
@@ -107,6 +107,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
                 s_split = s_split - split * (s_split >= split) if split > SPEC_MAX else s_split % split
         s_block = nb
         used -= spec_free
+        freed += spec_free
         last_decode = t
         # ---- the next step starts: the cohort takes its blocks and decodes again
         used += need
@@ -142,6 +143,7 @@ def decode_run(RI, PI, PF, SLOTS, BKT, p, r, cfg, t, t_other, others_used, itl_h
             mix[M_DRAFTS] = m * k
             record(trace, oi, t, dt, mix, r, PI, bs)
     PI[r, P_SPEC_ADV], PI[r, P_SPEC_FREE], PI[r, P_SPEC_DRAWS] = j, spec_free, draws
+    PI[r, P_FREED] += freed
     if k > 0:
         oi[O_SPEC_SEQ_STEPS] += steps * m
         oi[O_SPEC_ACCEPTED] += accepted

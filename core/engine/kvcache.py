@@ -16,7 +16,8 @@ from .layout import (C_BLOCK, C_OFF_BITS, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FO
                      N_KEY, N_NEXT, N_PREV, N_REF, N_SLOT, N_TIER, P_BLOCKS, P_OFF_CAP, P_OFF_DROPPED, P_OFF_GHOSTS,
                      P_OFF_GROUPS, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED, P_OFF_TAIL, P_OFF_TBITS,
                      P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_EVICTED, P_PC_GEPOCH, P_PC_QHEAD, P_PC_QTAIL, P_PC_SHARED,
-                     P_PC_SPARE, P_USED, R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_LATER, R_REF, R_SHARED)
+                     P_FREED, P_PC_SPARE, P_USED, R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_KEEP, R_KEEP_AT, R_LATER,
+                     R_REF, R_SHARED)
 
 
 @engine_jit
@@ -41,6 +42,38 @@ def can_admit(free_blocks, need, watermark):
 @engine_jit
 def watermark_blocks(total_blocks, fraction):
     return int(total_blocks * fraction)
+
+
+# ---------------------------------------------------------------- a preempted request's own blocks
+#
+# vLLM caches every full block a request computes (kv_cache_utils.py: request.block_hashes), shared
+# or not, and a preempted request's blocks join the free queue's tail like a finished one's
+# (kv_cache_manager.free, last block first), so its recompute finds the leading blocks no allocation
+# has reached since (scheduler.py: a preempted request is scheduled again with its computed blocks
+# looked up). Where no request shares a block the engine keeps no cache tables; it follows the free
+# queue by counts instead: blocks taken since the preemption leave the queue from its head, and the
+# request's blocks sit behind the blocks that were free before them.
+
+
+@engine_jit
+def keep(RI, PI, g, q, bs):
+    """Before q's blocks go back (recompute preemption): where its full blocks land in the free
+    queue of pool row g, as blocks ever taken when the first of them is handed out."""
+    nb = RI[q, R_BLOCKS]
+    k = min(RI[q, R_COMPUTED] // bs, nb)
+    RI[q, R_KEEP] = k
+    RI[q, R_KEEP_AT] = PI[g, P_USED] + PI[g, P_FREED] + (PI[g, P_BLOCKS] - PI[g, P_USED]) + (nb - k)
+
+
+@engine_jit
+def kept_blocks(RI, PI, g, q):
+    """q's leading blocks still cached since its preemption (keep): the queue's head has handed out
+    its blocks from the last one on, one per block taken past R_KEEP_AT."""
+    k = RI[q, R_KEEP]
+    gone = PI[g, P_USED] + PI[g, P_FREED] - RI[q, R_KEEP_AT]
+    if gone <= 0:
+        return k
+    return k - gone if gone < k else 0
 
 
 # ---------------------------------------------------------------- prefix caching

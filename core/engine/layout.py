@@ -184,3 +184,16 @@ NPI = NPI + 1
 # N_TIER on, read as one run of words, so that a large tier adds rows of the GPU tables' width
 # instead of widening every row to its own size
 N_TIER = NKC
+# ---- recompute preemption with prefix caching on and no cache tables (nothing is shared: kvcache.py
+# keep / kept_blocks). vLLM hashes every full block it computes, so a preempted request's blocks stay
+# cached in the free queue, behind the blocks free before them, last block first, until allocations
+# from the queue's head reach them; its recompute takes back those left. Without tables the engine
+# keeps that order by counts: P_FREED, blocks the pool ever got back (so blocks ever taken are
+# P_USED + P_FREED); R_KEEP, the request's full computed blocks when preempted; R_KEEP_AT, blocks ever
+# taken when the first of them (its last) is handed out; C_RESUME, 1 where this applies
+R_KEEP, R_KEEP_AT = NRI, NRI + 1
+NRI = NRI + 2
+P_FREED = NPI
+NPI = NPI + 1
+C_RESUME = NCI
+NCI = NCI + 1

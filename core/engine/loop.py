@@ -37,8 +37,8 @@ from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
 from . import clients, cohort
 from .fastforward import decode_run, quiet
-from .kvcache import (blocks_for, cached_blocks, can_admit, lookup, paged_growth, register, release_cached, sync,
-                      take_hits)
+from .kvcache import (blocks_for, cached_blocks, can_admit, keep, kept_blocks, lookup, paged_growth, register,
+                      release_cached, sync, take_hits)
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -159,6 +159,7 @@ def release(RI, PI, KC, r, q, cfg):
         PI[g, P_USED] -= release_cached(RI, KC, PI, g, q, cfg)
     else:
         PI[g, P_USED] -= RI[q, R_BLOCKS]
+        PI[g, P_FREED] += RI[q, R_BLOCKS]
     PI[r, P_STORED] -= RI[q, R_COMPUTED]
     RI[q, R_BLOCKS] = 0
 
@@ -175,6 +176,8 @@ def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg):
             if SLOTS[r, L_SCH_REQ, k] == v:
                 SLOTS[r, L_SCH_N, k] = 0
     run_remove(RI, PI, r, v)
+    if cfg[C_RESUME] == 1 and PI[r, P_POOL] != POOL_DECODE:  # its blocks stay cached until handed out
+        keep(RI, PI, shared_row(PI, r), v, cfg[C_BLOCK])
     release(RI, PI, KC, r, v, cfg)
     RI[v, R_COMPUTED] = 0
     RI[v, R_PREEMPTS] += 1
@@ -304,6 +307,8 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         if cache and RI[q, R_BLOCKS] == 0:
             sync(KC, PI, g, cfg)
             hits, idle, host = lookup(RI, KC, PI, g, q, known_tokens(RI, q), cfg, True)
+        elif RI[q, R_KEEP] > 0:  # preempted: its blocks not yet handed out since (kept_blocks)
+            hits = idle = kept_blocks(RI, PI, g, q)
         c0 = RI[q, R_COMPUTED] + hits * bs
         n = known_tokens(RI, q) - c0
         if chunked:
@@ -325,8 +330,13 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         pop_front(RI, PI, g, P_HEAD, P_TAIL)
         PI[g, P_NWAIT] -= 1
         PI[g, P_QTOKENS] -= known_tokens(RI, q) - RI[q, R_COMPUTED]
+        RI[q, R_KEEP] = 0
         if hits > 0:
-            take_hits(RI, KC, PI, g, q, hits, cfg)
+            if cache:
+                take_hits(RI, KC, PI, g, q, hits, cfg)
+            else:  # back out of the free queue
+                RI[q, R_BLOCKS], RI[q, R_COMPUTED] = hits, hits * bs
+                PI[g, P_USED] += hits
             PI[r, P_STORED] += RI[q, R_COMPUTED]
         RI[q, R_BLOCKS] += need
         PI[g, P_USED] += need

@@ -517,6 +517,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     offload.configure(cfg, gpu, pools, cfg_f)
     PI[:, L.P_OFF_CAP] = offload.tier_blocks(cfg, pools[0], cfg_f[L.G_KV_BYTES_TOKEN])
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
+    # nothing shared, no cache tables: a preempted request's own cached blocks are followed by counts
+    cfg_i[L.C_RESUME] = int(cfg.prefix_caching and cfg.policy in L.PAGED_POLICIES and cfg_i[L.C_PREFIX] == 0)
     SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
     # a row repeats its period up to SPEC_MAX phases past its end (cohort.bucket): at most 2 periods + SPEC_MAX
     BKT = np.zeros((R, L.NB, 2 * max(cfg.block_size, split) + speculative.SPEC_MAX), np.int64)
