@@ -1,5 +1,5 @@
 """Check the fused-MoE kernel's grouped-GEMM rate against public MoE serving runs
-(calibration/moe_runs.json), one model family at a time.
+(calibration/moe_runs.json), one weight format at a time.
 
 The dense constants come from H200 step times (fit_costmodel.py) and the host ones, the MoE
 routing kernels' time per layer among them, from real vLLM runs (real_runs.py); what a mixture of
@@ -7,15 +7,15 @@ experts adds is the grouped GEMMs' FLOP rate on full tiles as a share of the den
 (moe_gemm_eff; the padding of each expert's tokens to whole tiles and the kernel's scratch rows
 are physics, not fitted). Each run is replayed as its benchmark ran it (vLLM 0.11's defaults on an
 H100/H200: 1,024 sequences, an 8,192-token budget unless the serve command sets one; every
-request due at once, or a closed loop at its concurrency), and for each model family, and all of
-them pooled, the rate that minimises the mean squared log error of total token throughput (and of
-mean TPOT at a fixed concurrency) is found. The cost model takes the highest of the families' best
-rates: every family's runs say the kernel is at least that much slower than the dense GEMMs, and
-a family that needs more (DeepSeek, whose multi-head latent attention runs many more small
-kernels a layer) has a cost of its own beyond the kernel; the report says where they part.
+request due at once, or a closed loop at its concurrency), and for each weight format the rate
+that minimises the mean squared log error of total token throughput (and of mean TPOT at a fixed
+concurrency) over its runs is found: 16-bit weights (moe_gemm_eff) and fp8 (moe_gemm_eff_fp8),
+whose public MoE checkpoints (DeepSeek-V3/R1, Qwen3's -FP8) scale every 128 x 128 block of
+weights, so that the kernel rescales its partial sums every 128 of K and quantises the activations
+it reads in groups of 128. Each model family's own best rate within a format is reported beside it.
 
-  python calibration/fit_moe.py            # print the errors and each family's best rate
-  python calibration/fit_moe.py --write    # also write calibration/MOE_FIT.md (and the rate, if agreed)
+  python calibration/fit_moe.py            # print the errors and each format's best rate
+  python calibration/fit_moe.py --write    # also write the rates and calibration/MOE_FIT.md
 """
 from __future__ import annotations
 
@@ -37,7 +37,9 @@ from core.serving.workload import WorkloadSpec  # noqa: E402
 RUNS = ROOT / "calibration" / "moe_runs.json"
 REPORT = ROOT / "calibration" / "MOE_FIT.md"
 FIT = ROOT / "core" / "data" / "costmodel_fit.json"
-GEMM_EFF = (0.12, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+GEMM_EFF = (0.12, 0.16, 0.2, 0.225, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+# each weight format's constant and the dtypes of the runs it is fitted to
+FORMATS = {"16-bit": ("moe_gemm_eff", ("bf16", "fp16")), "fp8": ("moe_gemm_eff_fp8", ("fp8",))}
 MLA_LAYER_US = tuple(float(t) for t in range(0, 201, 10))
 METRICS = ("total_tok_s", "mean_tpot_ms", "mean_ttft_ms")
 
@@ -96,43 +98,47 @@ def main() -> None:
             mla_scores[t] = sum(math.log1p(errors(r, eff)["mean_tpot_ms"]) ** 2 for r in mla) / len(mla)
             print(f"t_mla_layer_us {t:5.0f}  loss {mla_scores[t]:.4f}", flush=True)
         base = replace(base, t_mla_layer_us=min(MLA_LAYER_US, key=mla_scores.get))
-    scores = {}  # rate -> {family or 'pooled': loss}
-    per_rate = {}
+    def members(fmt, family=None):
+        return [r for r in fitted if r["dtype"] in FORMATS[fmt][1] and (family is None or r["model_name"].startswith(family))]
+    groups = [(fmt, None) for fmt in FORMATS] + [(fmt, f) for fmt in FORMATS for f in families if members(fmt, f)]
+    scores = {}  # rate -> {(format, family or None): loss}
     for g in GEMM_EFF:
-        eff = replace(base, moe_gemm_eff=g)
-        errs = [(r, errors(r, eff)) for r in runs]
-        per_rate[g] = errs
-        scores[g] = {f: loss([(r, e) for r, e in errs if r["fit"] and r["model_name"].startswith(f)]) for f in families}
-        scores[g]["pooled"] = loss([(r, e) for r, e in errs if r["fit"]])
-        print(f"moe_gemm_eff {g:.2f}  " + "  ".join(f"{k} {v:.4f}" for k, v in scores[g].items()), flush=True)
-    best = {k: min(GEMM_EFF, key=lambda g: scores[g][k]) for k in [*families, "pooled"]}
-    chosen = max(best[f] for f in families)
-    print("best: " + ", ".join(f"{k} {v:g}" for k, v in best.items()) + f"; the cost model's: {chosen:g}")
-    for r, e in per_rate[chosen]:
+        eff = replace(base, **{FORMATS[fmt][0]: g for fmt in FORMATS})
+        errs = {r["id"]: errors(r, eff) for r in fitted}
+        scores[g] = {k: loss([(r, errs[r["id"]]) for r in members(*k)]) for k in groups}
+        print(f"moe_gemm_eff {g:.3f}  " + "  ".join(f"{k[0]}{'/' + k[1] if k[1] else ''} {v:.4f}"
+                                                 for k, v in scores[g].items()), flush=True)
+    best = {k: min(GEMM_EFF, key=lambda g: scores[g][k]) for k in groups}
+    chosen = replace(base, **{FORMATS[fmt][0]: best[(fmt, None)] for fmt in FORMATS})
+    print("best: " + ", ".join(f"{k[0]}{'/' + k[1] if k[1] else ''} {v:g}" for k, v in best.items()))
+    per_run = [(r, errors(r, chosen)) for r in runs]
+    for r, e in per_run:
         print(f"{r['id']:<75} " + "  ".join(f"{m} {e[m]:+.1%}" for m in METRICS))
     if args.write:
         fit = json.loads(FIT.read_text())
-        fit["constants"]["moe_gemm_eff"] = chosen
+        for fmt, (name, dtypes) in FORMATS.items():
+            fit["constants"][name] = getattr(chosen, name)
+            fit["sources"][name] = (f"fitted by calibration/fit_moe.py to the public vLLM 0.11 MoE runs with {fmt} weights "
+                                    "in calibration/moe_runs.json (calibration/MOE_FIT.md)")
         if mla_scores:
             fit["constants"]["t_mla_layer_us"] = base.t_mla_layer_us
             fit["sources"]["t_mla_layer_us"] = (
                 "fitted by calibration/fit_moe.py to the mean TPOT of the public vLLM 0.11 DeepSeek-R1 runs at a fixed "
                 "concurrency (calibration/moe_runs.json): a served latent-attention layer's small kernels beyond the "
                 "11 of a grouped-query layer (calibration/MOE_FIT.md)")
-        fit["sources"]["moe_gemm_eff"] = ("fitted by calibration/fit_moe.py to the public vLLM 0.11 MoE runs of "
-                                          "calibration/moe_runs.json: the highest of the model families' best rates "
-                                          "(calibration/MOE_FIT.md)")
         fit["moe_fit"] = dict(script="calibration/fit_moe.py", runs="calibration/moe_runs.json",
-                              best_by_family={f: best[f] for f in families}, best_pooled=best["pooled"])
+                              best={f"{k[0]}/{k[1]}" if k[1] else k[0]: v for k, v in best.items()})
         FIT.write_text(json.dumps(fit, indent=1) + "\n")
-        write_report(scores, best, families, chosen, per_rate, mla_scores, base.t_mla_layer_us)
+        write_report(scores, best, groups, chosen, per_run, mla_scores, base.t_mla_layer_us)
 
 
-def write_report(scores, best, families, chosen, per_rate, mla_scores, mla_us) -> None:
+def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us) -> None:
+    def name(k):
+        return f"{k[0]}, {k[1]}" if k[1] else f"{k[0]}, all"
     out = ["# The fused-MoE kernel against public MoE runs", "",
            "Written by `python calibration/fit_moe.py --write` from `calibration/moe_runs.json` (public vLLM 0.11 "
            "runs of DeepSeek-R1 on 8x H200 and Qwen3-235B-A22B on 8x and 4x H100, each with its source and quote; "
-           "SGLang v0.5 runs and A100 runs beside them as checks, not fitted).", ""]
+           "SGLang v0.5 runs, A100 runs and runs that fill the KV cache beside them as checks, not fitted).", ""]
     if mla_scores:
         out += ["First, a served latent-attention layer's small kernels beyond a grouped-query layer's "
                 "(`t_mla_layer_us`), fitted to the mean TPOT of the DeepSeek-R1 runs at a fixed concurrency, where a "
@@ -143,33 +149,34 @@ def write_report(scores, best, families, chosen, per_rate, mla_scores, mla_us) -
                 "mean TPOT) by the time:", "", "| t_mla_layer_us | loss |", "|---|---|"]
         out += [f"| {t:g} | {v:.4f} |" for t, v in mla_scores.items()]
         out += ["", f"The cost model takes {mla_us:g} µs a layer (about {mla_us / 4.6:.0f} more kernels at the "
-                "measured 4.6 µs each), then fits the grouped GEMMs' rate with it:", ""]
-    out += ["Loss (mean squared log error of total token throughput, and of mean TPOT at a fixed concurrency, over "
-           "the fitted runs) by the "
-           "grouped GEMMs' rate on full tiles as a share of the dense GEMMs' (`moe_gemm_eff`):", "",
-           "| moe_gemm_eff | " + " | ".join([*families, "pooled"]) + " |", "|---|" + "---|" * (len(families) + 1)]
+                "measured 4.6 µs each), then fits the grouped GEMMs' rate with it.", ""]
+    out += ["The grouped GEMMs' rate on full tiles as a share of the dense GEMMs' is fitted for each weight format: "
+            "16-bit weights (`moe_gemm_eff`) and fp8 (`moe_gemm_eff_fp8`). The public fp8 MoE checkpoints (DeepSeek-V3/R1, "
+            "Qwen3's -FP8) scale every 128 x 128 block of weights, and vLLM's fused-MoE kernel for them rescales its "
+            "partial sums every 128 of K and quantises the activations it reads in groups of 128, where the dense fp8 "
+            "GEMMs the step-time fit measured carry one scale a tensor or a channel. Loss (mean squared log error of "
+            "total token throughput, and of mean TPOT at a fixed concurrency, over the fitted runs) by the rate, for "
+            "each format and each model family within it:", "",
+            "| rate | " + " | ".join(name(k) for k in groups) + " |", "|---|" + "---|" * len(groups)]
     for g, row in scores.items():
-        out.append(f"| {g:g} | " + " | ".join(f"{row[k]:.3f}" for k in [*families, "pooled"]) + " |")
-    out += ["", "Best: " + ", ".join(f"{k} {v:g}" for k, v in best.items()) + ".", ""]
-    out.append(f"The cost model takes {chosen:g}, the highest of the families' best rates: each family's runs say the "
-               "grouped GEMMs run at most that share of the dense GEMMs' rate. Where a family needs a lower one its gap "
-               "is its own, not the kernel's:")
-    for f in families:
-        if best[f] < chosen:
-            e = [x["total_tok_s"] for r, x in per_rate[chosen] if r["fit"] and r["model_name"].startswith(f)]
-            out.append(f"- {f}: its fitted runs' throughput is {min(e):+.0%} to {max(e):+.0%} in the simulator at "
-                       f"{chosen:g} (best {best[f]:g}); DeepSeek's multi-head latent attention runs many more small "
-                       "kernels a layer than grouped-query attention (t_mla_layer_us, above, prices them at decode), "
-                       "and its prefill attends with 192-wide heads and up-projects the cached latent KV: costs of "
-                       "the model, not of the fused-MoE kernel, and not yet in the cost model.")
+        out.append(f"| {g:g} | " + " | ".join(f"{row[k]:.3f}" for k in groups) + " |")
+    out += ["", "Best: " + "; ".join(f"{name(k)} {v:g}" for k, v in best.items()) + ".", "",
+            f"The cost model takes {chosen.moe_gemm_eff:g} for 16-bit weights and {chosen.moe_gemm_eff_fp8:g} for fp8, "
+            "each format's best over its runs. Where a family's own best differs, the format's rate is a compromise:"]
+    for k, v in best.items():
+        if k[1] and v != best[(k[0], None)]:
+            e = [x["total_tok_s"] for r, x in per_run if r["fit"] and r["dtype"] in FORMATS[k[0]][1]
+                 and r["model_name"].startswith(k[1])]
+            out.append(f"- {k[1]} with {k[0]} weights: best {v:g}; its fitted runs' throughput is {min(e):+.0%} to "
+                       f"{max(e):+.0%} in the simulator at the format's {best[(k[0], None)]:g}.")
     out.append("- The Qwen3 runs are on H100, which carries the H200-fitted constants at tp 4-8; calibration/CAUSES.md "
                "finds that carry 7-18% slow on dense models, so the kernel's share on H200 may be lower still.")
-    out += ["", f"Errors at moe_gemm_eff {chosen:g} (simulated / measured - 1):", "",
-            "| run | fitted | ep | " + " | ".join(METRICS) + " |", "|---|---|---|" + "---|" * len(METRICS)]
-    for r, e in per_rate[chosen]:
-        out.append(f"| {r['id']} | {'yes' if r['fit'] else 'no'} | {r['ep']} | "
+    out += ["", "Errors at these rates (simulated / measured - 1):", "",
+            "| run | fitted | dtype | ep | " + " | ".join(METRICS) + " |", "|---|---|---|---|" + "---|" * len(METRICS)]
+    for r, e in per_run:
+        out.append(f"| {r['id']} | {'yes' if r['fit'] else 'no'} | {r['dtype']} | {r['ep']} | "
                    + " | ".join(f"{e[m]:+.1%}" for m in METRICS) + " |")
-    out += ["", "Not fitted:"] + [f"- {r['id']}: {r['why']}" for r, _ in per_rate[chosen] if not r["fit"]]
+    out += ["", "Not fitted:"] + [f"- {r['id']}: {r['why']}" for r, _ in per_run if not r["fit"]]
     REPORT.write_text("\n".join(out) + "\n")
 
 

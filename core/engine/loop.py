@@ -2,7 +2,8 @@
 
 Each replica runs engine steps in the manner of vLLM's v1 scheduler: a step has a token budget;
 running requests are served first (a decode needs one token and maybe one more KV block; when no
-block is free the newest running request is preempted and recomputed later), then waiting
+block is free the newest running request is preempted and recomputed later, past its leading
+blocks the prefix cache still holds), then waiting
 requests are admitted in arrival order while the budget, the sequence slots and the free blocks
 allow. Prefill and decode are not separate paths: a request is "computed" up to some number of
 its known tokens (prompt + generated so far); a step processes some of the rest, and a request
