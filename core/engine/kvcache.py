@@ -50,9 +50,20 @@ def watermark_blocks(total_blocks, fraction):
 # or not, and a preempted request's blocks join the free queue's tail like a finished one's
 # (kv_cache_manager.free, last block first), so its recompute finds the leading blocks no allocation
 # has reached since (scheduler.py: a preempted request is scheduled again with its computed blocks
-# looked up). Where no request shares a block the engine keeps no cache tables; it follows the free
-# queue by counts instead: blocks taken since the preemption leave the queue from its head, and the
-# request's blocks sit behind the blocks that were free before them.
+# looked up). With cache tables the request's blocks become entries like any reusable block
+# (keep_cached); where no request shares a block the engine keeps no tables, and follows the free
+# queue by counts instead (keep, kept_blocks): blocks taken since the preemption leave the queue
+# from its head, and the request's blocks sit behind the blocks that were free before them.
+
+
+@engine_jit
+def keep_cached(RI, q):
+    """Before q's blocks go back (recompute preemption) on a replica with cache tables: its full
+    blocks stay entries, as a conversation's do while a later turn follows, under a stream of its
+    own where it has none (past every conversation's: a conversation holds at least one request)."""
+    if RI[q, R_CONV] < 0:
+        RI[q, R_CONV] = RI.shape[0] + q
+    RI[q, R_LATER] = 1
 
 
 @engine_jit

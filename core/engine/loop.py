@@ -38,8 +38,8 @@ from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
 from . import clients, cohort
 from .fastforward import decode_run, quiet
-from .kvcache import (blocks_for, cached_blocks, can_admit, keep, kept_blocks, lookup, paged_growth, register,
-                      release_cached, sync, take_hits)
+from .kvcache import (blocks_for, cached_blocks, can_admit, keep, keep_cached, kept_blocks, lookup, paged_growth,
+                      register, release_cached, sync, take_hits)
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -177,7 +177,9 @@ def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg):
             if SLOTS[r, L_SCH_REQ, k] == v:
                 SLOTS[r, L_SCH_N, k] = 0
     run_remove(RI, PI, r, v)
-    if cfg[C_RESUME] == 1 and PI[r, P_POOL] != POOL_DECODE:  # its blocks stay cached until handed out
+    if caching(PI, r, cfg):  # its blocks stay cached until evicted or handed out
+        keep_cached(RI, v)
+    elif cfg[C_RESUME] == 1 and PI[r, P_POOL] != POOL_DECODE:
         keep(RI, PI, shared_row(PI, r), v, cfg[C_BLOCK])
     release(RI, PI, KC, r, v, cfg)
     RI[v, R_COMPUTED] = 0

@@ -576,7 +576,8 @@ def _reused(ids: np.ndarray | None) -> np.ndarray | None:
 
 def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     """Mark what prefix caching can reuse and build each replica's cache tables (kvcache.py): room
-    for every distinct block the workload can reuse, or the pool's blocks if fewer."""
+    for every distinct block the workload can reuse and at least the pool's blocks (a preempted
+    request's own blocks stay entries: kvcache.keep_cached), within both tiers' blocks."""
     R = PI.shape[0]
     group, conv = _reused(wl.prefix_id), _reused(wl.conversation_id)
     paged = cfg.policy in L.PAGED_POLICIES
@@ -603,7 +604,8 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
             some = conv >= 0
             np.maximum.at(longest, conv[some], (wl.prompt_tokens + wl.output_tokens)[some] // bs)
             distinct += int(longest.sum())
-    entries = max(1, min(distinct, int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
+    gpu_blocks = int(PI[:, L.P_BLOCKS].max())
+    entries = max(1, min(max(distinct, gpu_blocks), int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
     # a table at most half full (kvcache._slot: a bucket of 8 and more) for the entries the GPU's
     # blocks can hold, and one for the host tier's; nodes are the GPU's entries and the runs of plain
     # blocks between them (<= 2 entries + 1)
