@@ -3,13 +3,13 @@
 Each replica runs engine steps in the manner of vLLM's v1 scheduler: a step has a token budget;
 running requests are served first (a decode needs one token and maybe one more KV block; when no
 block is free the newest running request is preempted and recomputed later, past its leading
-blocks the prefix cache still holds), then waiting
-requests are admitted in arrival order while the budget, the sequence slots and the free blocks
-allow. Prefill and decode are not separate paths: a request is "computed" up to some number of
-its known tokens (prompt + generated so far); a step processes some of the rest, and a request
-that reaches its known length samples its next token. A decode is a request one token behind;
-a replica keeps all of those as one aggregate, its decode cohort (cohort.py), so that a step
-costs O(1) for them however large the batch.
+blocks the prefix cache still holds), then waiting requests are admitted in arrival order while
+the budget, the sequence slots and the free blocks allow. Prefill and decode are not separate
+paths: a request is "computed" up to some number of its known tokens (prompt + generated so
+far); a step processes some of the rest, and a request that reaches its known length samples its
+next token. A decode is a request one token behind; a replica keeps all of those as one
+aggregate, its decode cohort (cohort.py), so that a step costs O(1) for them however large the
+batch.
 
 The five policies are rules on this loop:
   serial   one request at a time (max_seqs = 1), KV reserved for the maximum length
