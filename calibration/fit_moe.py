@@ -10,9 +10,9 @@ H100/H200: 1,024 sequences, an 8,192-token budget unless the serve command sets 
 request due at once, or a closed loop at its concurrency), and for each weight format the rate
 that minimises the mean squared log error of total token throughput (and of mean TPOT at a fixed
 concurrency) over its runs is found: 16-bit weights (moe_gemm_eff) and fp8 (moe_gemm_eff_fp8),
-whose public MoE checkpoints (DeepSeek-V3/R1, Qwen3's -FP8) scale every 128 x 128 block of
-weights, so that the kernel rescales its partial sums every 128 of K and quantises the activations
-it reads in groups of 128. Each model family's own best rate within a format is reported beside it.
+with block scales (Model.fp8_block_scales: DeepSeek-V3/R1's and Qwen3's -FP8 checkpoints scale every
+128 x 128 block of weights), so that the kernel rescales its partial sums every 128 of K and
+quantises the activations it reads in groups of 128. Each model family's own best rate within a format is reported beside it.
 
   python calibration/fit_moe.py            # print the errors and each format's best rate
   python calibration/fit_moe.py --write    # also write the rates and calibration/MOE_FIT.md
@@ -39,14 +39,16 @@ REPORT = ROOT / "calibration" / "MOE_FIT.md"
 FIT = ROOT / "core" / "data" / "costmodel_fit.json"
 GEMM_EFF = (0.12, 0.16, 0.2, 0.225, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 # each weight format's constant and the dtypes of the runs it is fitted to
-FORMATS = {"16-bit": ("moe_gemm_eff", ("bf16", "fp16")), "fp8": ("moe_gemm_eff_fp8", ("fp8",))}
+FORMATS = {"16-bit": ("moe_gemm_eff", ("bf16", "fp16")), "block fp8": ("moe_gemm_eff_fp8", ("fp8",))}
 MLA_LAYER_US = tuple(float(t) for t in range(0, 201, 10))
 METRICS = ("total_tok_s", "mean_tpot_ms", "mean_ttft_ms")
 
 
 def model_id(run: dict) -> str:
     if run["model"].endswith(".json"):
-        return catalog.register_model(hfconfig.parse((ROOT / run["model"]).read_bytes(), Path(run["model"]).name).model).id
+        model = hfconfig.parse((ROOT / run["model"]).read_bytes(), Path(run["model"]).name).model
+        # the BF16 model's config, served from its fp8 checkpoint: the run says how that scales its weights
+        return catalog.register_model(replace(model, fp8_block_scales=run.get("fp8_block_scales", False))).id
     return run["model"]
 
 
@@ -151,17 +153,18 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us) -> N
         out += ["", f"The cost model takes {mla_us:g} µs a layer (about {mla_us / 4.6:.0f} more kernels at the "
                 "measured 4.6 µs each), then fits the grouped GEMMs' rate with it.", ""]
     out += ["The grouped GEMMs' rate on full tiles as a share of the dense GEMMs' is fitted for each weight format: "
-            "16-bit weights (`moe_gemm_eff`) and fp8 (`moe_gemm_eff_fp8`). The public fp8 MoE checkpoints (DeepSeek-V3/R1, "
-            "Qwen3's -FP8) scale every 128 x 128 block of weights, and vLLM's fused-MoE kernel for them rescales its "
-            "partial sums every 128 of K and quantises the activations it reads in groups of 128, where the dense fp8 "
-            "GEMMs the step-time fit measured carry one scale a tensor or a channel. Loss (mean squared log error of "
+            "16-bit weights (`moe_gemm_eff`, which fp8 scaled a tensor or a channel also takes) and fp8 scaled by "
+            "blocks (`moe_gemm_eff_fp8`). DeepSeek-V3/R1's and Qwen3's -FP8 checkpoints scale every 128 x 128 block of "
+            "weights (`Model.fp8_block_scales`, a config.json's `weight_block_size`), and vLLM's fused-MoE kernel for "
+            "them rescales its partial sums every 128 of K and quantises the activations it reads in groups of 128, "
+            "where the dense fp8 GEMMs the step-time fit measured carry one scale a tensor or a channel. Loss (mean squared log error of "
             "total token throughput, and of mean TPOT at a fixed concurrency, over the fitted runs) by the rate, for "
             "each format and each model family within it:", "",
             "| rate | " + " | ".join(name(k) for k in groups) + " |", "|---|" + "---|" * len(groups)]
     for g, row in scores.items():
         out.append(f"| {g:g} | " + " | ".join(f"{row[k]:.3f}" for k in groups) + " |")
     out += ["", "Best: " + "; ".join(f"{name(k)} {v:g}" for k, v in best.items()) + ".", "",
-            f"The cost model takes {chosen.moe_gemm_eff:g} for 16-bit weights and {chosen.moe_gemm_eff_fp8:g} for fp8, "
+            f"The cost model takes {chosen.moe_gemm_eff:g} for 16-bit weights and {chosen.moe_gemm_eff_fp8:g} for block fp8, "
             "each format's best over its runs. Where a family's own best differs, the format's rate is a compromise:"]
     for k, v in best.items():
         if k[1] and v != best[(k[0], None)]:

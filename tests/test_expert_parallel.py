@@ -1,5 +1,6 @@
 """Expert parallelism and data-parallel attention: what physics demands of a MoE layer split over
 GPUs, and one sentence for every shape no engine runs."""
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,19 @@ def test_a_moe_prefill_computes_every_token_through_its_experts():
     # while a decode step's weight reads stop growing once every expert is touched
     reads = [step(decode_batch=b, context=1000)["weight_bytes_read_per_gpu"] for b in (8, 64, 512, 1024)]
     assert reads[0] < reads[1] < reads[2] and reads[3] == pytest.approx(reads[2], rel=0.01)
+
+
+def test_block_scaled_fp8_experts_compute_slower_but_read_the_same_bytes():
+    # DeepSeek-V3's fp8 checkpoint scales each 128 x 128 block: its fused-MoE kernel rescales partial
+    # sums every 128 of K, so a prefill's experts take longer than the same weights scaled a tensor
+    # or a channel (fp8 quantised at load); a small decode step only reads the experts, alike
+    per_tensor = dataclasses.replace(DSV3, fp8_block_scales=False)
+    assert DSV3.fp8_block_scales
+    block, plain = (step(model=m, prefill_tokens=8192)["breakdown_ms"]["experts"] for m in (DSV3, per_tensor))
+    assert block > 1.5 * plain
+    block, plain = (step(model=m, decode_batch=4, context=1000) for m in (DSV3, per_tensor))
+    assert block["weight_bytes_read_per_gpu"] == plain["weight_bytes_read_per_gpu"]
+    assert block["breakdown_ms"]["experts"] == pytest.approx(plain["breakdown_ms"]["experts"], rel=0.1)
 
 
 def test_dp_attention_trades_all_reduces_for_an_all_to_all_that_costs_more_across_nodes():

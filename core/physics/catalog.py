@@ -192,6 +192,7 @@ class Model:
     mla_v_dim: int = 0
     tied_embeddings: bool = False  # the LM head is the embedding table (tie_word_embeddings)
     mtp_layers: int = 0  # multi-token prediction modules shipped with it (num_nextn_predict_layers)
+    fp8_block_scales: bool = False  # its fp8 checkpoint scales each 128 x 128 block (quantization_config weight_block_size)
     parametric: bool = False  # an interpolated shape, not a released model
     source: str = field(default="", compare=False, hash=False)
 
@@ -310,7 +311,8 @@ def _model_table() -> dict[str, Model]:
                       mla_kv_lora_rank=mla.get("kv_lora_rank", 0), mla_rope_dim=mla.get("qk_rope_head_dim", 0),
                       mla_q_lora_rank=mla.get("q_lora_rank", 0), mla_qk_nope_dim=mla.get("qk_nope_head_dim", 0),
                       mla_v_dim=mla.get("v_head_dim", 0), tied_embeddings=m.get("tied_embeddings", False),
-                      mtp_layers=m.get("mtp_layers", 0), source=m["source"])
+                      mtp_layers=m.get("mtp_layers", 0), fp8_block_scales=m.get("fp8_block_scales", False),
+                      source=m["source"])
         table[m["id"]] = model
         for alias in m.get("aliases", []):
             table[alias] = model

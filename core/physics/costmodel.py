@@ -153,7 +153,7 @@ class Efficiency:
     t_moe_layer_us: float = 0.0  # MoE routing kernels per MoE layer
     t_mla_layer_us: float = 0.0  # a served MLA layer's small kernels beyond a grouped-query layer's (DeepSeek)
     moe_gemm_eff: float = 1.0  # the grouped GEMMs' FLOP rate on full tiles as a share of the dense GEMMs'
-    moe_gemm_eff_fp8: float = 1.0  # the same with fp8 weights (the public fp8 MoE checkpoints' block scales)
+    moe_gemm_eff_fp8: float = 1.0  # the same with block-scaled fp8 weights (Model.fp8_block_scales)
     api_ms: float = 0.0  # client TTFT beyond the engine: API server, tokenisation, first-token streaming
     async_overlap: float = 1.0  # vLLM async scheduling: share of a step's GPU time its host work can hide behind
 
@@ -258,9 +258,11 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[EP_LOAD_VAR] = expert.load_variance(model, ep, ep_load_cv)
         p[EP_SAMPLE] = ep / model.experts_per_token
         ffn_slice = model.moe_ffn / (1 if ep > 1 else tp)  # the expert's width on one GPU
-        # fp8 MoE checkpoints (DeepSeek-V3/R1, Qwen3's -FP8) scale each 128 x 128 block of weights: the
-        # fused-MoE kernel rescales its partial sums every 128 of K, and quantises the activations it reads
-        p[MOE_GEMM_EFF] = eff.moe_gemm_eff_fp8 if fmt.gemm == "fp8" else eff.moe_gemm_eff
+        # block-scaled fp8 checkpoints (DeepSeek-V3/R1, Qwen3's -FP8) scale each 128 x 128 block of weights:
+        # the fused-MoE kernel rescales its partial sums every 128 of K, and quantises the activations it
+        # reads in groups of 128; a tensor's or a channel's scale (fp8 quantised at load) costs nothing of it
+        block = fmt.gemm == "fp8" and model.fp8_block_scales
+        p[MOE_GEMM_EFF] = eff.moe_gemm_eff_fp8 if block else eff.moe_gemm_eff
         tiles = expert.constants()["tile_rows"]
         p[MOE_TILE], p[MOE_TILE_SMALL] = tiles["value"], tiles["small_batch"]
         p[MOE_SCRATCH] = act * (6 * ffn_slice + 2 * h)  # gate/up rows, activation rows, output rows

@@ -161,6 +161,7 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     if model_type in ("gemma2", "gemma3_text"):
         notes.append("the extra norms after attention and MLP (2 x hidden weights a layer) are left out of the count")
     title = _name(raw, name)
+    shape["fp8_block_scales"] = _block_scaled(cfg.get("quantization_config"))
     model = Model(id="cfg", name=title, source=f"config.json ({model_type})", **shape)
     _check(model)
     return Parsed(model, model_type, tuple(notes), _suggested_dtype(cfg.get("quantization_config")), card_for(model))
@@ -240,6 +241,18 @@ def _suggested_dtype(q) -> str | None:
     if method == "mxfp4":  # gpt-oss: its experts (attention stays 16-bit, a small share of its weights)
         return "mxfp4"
     return None
+
+
+def _block_scaled(q) -> bool:
+    """Whether a checkpoint's fp8 weights carry a scale a block (fp8's weight_block_size, as DeepSeek-V3
+    and Qwen3's -FP8 ship; compressed-tensors' 'block' strategy), not a tensor's or a channel's."""
+    if not isinstance(q, dict):
+        return False
+    if isinstance(q.get("weight_block_size"), list):
+        return True
+    groups = q.get("config_groups")
+    return isinstance(groups, dict) and any(isinstance(g, dict) and isinstance(g.get("weights"), dict)
+                                            and g["weights"].get("strategy") == "block" for g in groups.values())
 
 
 @lru_cache(maxsize=1)
