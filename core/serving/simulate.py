@@ -605,11 +605,11 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
             np.maximum.at(longest, conv[some], (wl.prompt_tokens + wl.output_tokens)[some] // bs)
             distinct += int(longest.sum())
     gpu_blocks = int(PI[:, L.P_BLOCKS].max())
-    entries = max(1, min(max(distinct, gpu_blocks), int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
+    entries = max(gpu_blocks, min(distinct, int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
     # a table at most half full (kvcache._slot: a bucket of 8 and more) for the entries the GPU's
     # blocks can hold, and one for the host tier's; nodes are the GPU's entries and the runs of plain
     # blocks between them (<= 2 entries + 1)
-    bits = max(4, int(math.ceil(math.log2(2 * min(entries, int(PI[:, L.P_BLOCKS].max())) + 4))))
+    bits = max(4, int(math.ceil(math.log2(2 * gpu_blocks + 4))))
     host = int(PI[:, L.P_OFF_CAP].max())
     off_bits = max(4, int(math.ceil(math.log2(2 * host + 4)))) if host else 0
     groups = int(group.max()) + 1 if group is not None else 0
