@@ -16,8 +16,8 @@ from .layout import (C_BLOCK, C_OFF_BITS, C_PC_BITS, C_PC_ENTRIES, N_COUNT, N_FO
                      N_KEY, N_NEXT, N_PREV, N_REF, N_SLOT, N_TIER, P_BLOCKS, P_OFF_CAP, P_OFF_DROPPED, P_OFF_GHOSTS,
                      P_OFF_GROUPS, P_OFF_HEAD, P_OFF_LOADED, P_OFF_N, P_OFF_STORED, P_OFF_TAIL, P_OFF_TBITS,
                      P_PC_ANON, P_PC_CACHED, P_PC_ENTRIES, P_PC_EVICTED, P_PC_GEPOCH, P_PC_QHEAD, P_PC_QTAIL, P_PC_SHARED,
-                     P_FREED, P_PC_SPARE, P_USED, R_BLOCKS, R_COMPUTED, R_CONV, R_GROUP, R_KEEP, R_KEEP_AT, R_LATER,
-                     R_REF, R_SHARED)
+                     P_FREED, P_PC_SPARE, P_USED, R_BLOCKS, R_COMPUTED, R_CONV, R_EARLIER, R_GROUP, R_KEEP, R_KEEP_AT,
+                     R_LATER, R_REF, R_SHARED, R_STATE, S_DONE)
 
 
 @engine_jit
@@ -103,7 +103,10 @@ def kept_blocks(RI, PI, g, q):
 # the first R_SHARED tokens of a request are its system prompt's (group R_GROUP), the rest its
 # conversation's (R_CONV): a later turn's prompt holds the earlier turns, so every request of a
 # conversation is a prefix of one token stream. Only blocks some other request can reuse are
-# hashed; the rest are counted, as runs of plain free blocks in the queue (one node each run).
+# hashed; the rest are counted, as runs of plain free blocks in the queue (one node each run). So
+# are a finished conversation's blocks (dead_blocks): cached, but gone from the table, since no
+# request can ask for them again, they wait in the queue as one run of dead blocks, evicted (and
+# stored to the host tier) in bulk: the room they take is vLLM's, the work per block is not.
 #
 # The engine takes blocks by count (the decode cohort takes them in bulk), so evictions are
 # applied lazily: before the cache is read or added to, as many blocks as were taken since are
@@ -114,6 +117,7 @@ HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / the golden ratio (Fibonacci 
 KEY_BLOCK_BITS = 24  # a key is (stream << 24) | block index: up to 16M blocks of one stream
 BUCKET_BITS = 3  # 8 slots of the table (one 64-byte cache line of each of its rows) hold 8 blocks of a stream
 BUCKET = 1 << BUCKET_BITS
+PLAIN_RUN, DEAD_RUN = -1, -2  # a queue node's key for a run of blocks (N_COUNT of them) with no entry
 
 
 @engine_jit
@@ -239,6 +243,18 @@ def _shift_back(T, r, vrow, krow, i, bits, host):
 
 
 @engine_jit
+def _probe_from(KC, r, key, i, bits):
+    """probe with the key's home slot i known."""
+    mask = (1 << bits) - 1
+    while True:
+        if KC[r, N_HASH, i] == 0:
+            return -1 - i
+        if KC[r, N_HKEY, i] == key:
+            return i
+        i = (i + 1) & mask
+
+
+@engine_jit
 def probe(KC, r, key, bits):
     """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go."""
     return _probe(KC, r, N_HASH, N_HKEY, key, bits, False)
@@ -320,17 +336,21 @@ def _append(KC, PI, r, node):
 
 
 @engine_jit
-def _append_plain(KC, PI, r, count):
-    """`count` freed blocks that hold no cached prefix join the queue's tail (one run)."""
+def _append_run(KC, PI, r, count, kind):
+    """`count` freed blocks join the queue's tail as one run: plain (PLAIN_RUN: they hold no cached
+    prefix) or dead (DEAD_RUN: cached, but no request can ask for them again)."""
     if count <= 0:
         return
-    PI[r, P_PC_ANON] += count
+    if kind == PLAIN_RUN:
+        PI[r, P_PC_ANON] += count
+    else:
+        PI[r, P_PC_CACHED] += count
     t = PI[r, P_PC_QTAIL]
-    if t >= 0 and KC[r, N_KEY, t] < 0:
+    if t >= 0 and KC[r, N_KEY, t] == kind:
         KC[r, N_COUNT, t] += count
         return
     node = _spare(KC, PI, r)
-    KC[r, N_KEY, node] = -1
+    KC[r, N_KEY, node] = kind
     KC[r, N_COUNT, node] = count
     _append(KC, PI, r, node)
 
@@ -342,11 +362,11 @@ def _cut(KC, PI, r, node):
 
 @engine_jit
 def _unlink(KC, PI, r, node):
-    """Take a node out of the queue; two runs of plain blocks that meet become one (so plain runs
-    never outnumber the cached blocks between them, and the node table never overflows)."""
+    """Take a node out of the queue; two runs of the same kind that meet become one (every node
+    holds a block at least, so the node table never overflows)."""
     p, n = KC[r, N_PREV, node], KC[r, N_NEXT, node]
     _cut(KC, PI, r, node)
-    if p >= 0 and n >= 0 and KC[r, N_KEY, p] < 0 and KC[r, N_KEY, n] < 0:
+    if p >= 0 and n >= 0 and KC[r, N_KEY, p] < 0 and KC[r, N_KEY, p] == KC[r, N_KEY, n]:
         KC[r, N_COUNT, p] += KC[r, N_COUNT, n]
         _cut(KC, PI, r, n)
         _unspare(KC, PI, r, n)
@@ -372,11 +392,18 @@ def _evict(KC, PI, r, cfg, tier):
     over = PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] - (PI[r, P_BLOCKS] - PI[r, P_USED])
     while over > 0:
         h = PI[r, P_PC_QHEAD]
-        if KC[r, N_KEY, h] < 0:
+        kind = KC[r, N_KEY, h]
+        if kind < 0:
             k = min(KC[r, N_COUNT, h], over)
             KC[r, N_COUNT, h] -= k
-            PI[r, P_PC_ANON] -= k
             over -= k
+            if kind == PLAIN_RUN:
+                PI[r, P_PC_ANON] -= k
+            else:  # dead blocks: evicted as cached ones are, in one go
+                PI[r, P_PC_CACHED] -= k
+                PI[r, P_PC_EVICTED] += k
+                if tier:
+                    offload_dead(KC, PI, r, k, cfg)
             if KC[r, N_COUNT, h] > 0:
                 continue
         else:
@@ -411,6 +438,10 @@ def _evict(KC, PI, r, cfg, tier):
 # nibble a block above the low bits; P_OFF_GHOSTS in all): a key's ghosts are always older than its
 # copy in the tier, if any, so the head meeting a key whose ghost count is not zero drops a ghost,
 # not the block. Ghosts leave the ring in one pass once they reach a quarter of it (_compact).
+#
+# Dead blocks (a finished conversation's: dead_blocks) take room in the tier as in the GPU's queue,
+# and nothing else: a run of them is one word of the ring, minus their count, with no group in the
+# table; stored and dropped by the run.
 
 GHOST_BITS = 4  # a block's ghost count in its group's state word
 GHOST_MAX = (1 << GHOST_BITS) - 1
@@ -507,10 +538,39 @@ def offload(KC, PI, r, key, cfg):
 
 
 @step_jit
+def offload_dead(KC, PI, r, count, cfg):
+    """`count` dead blocks the GPU evicts move to the host tier's tail as one run of the ring; a full
+    tier drops the least recently stored blocks for good."""
+    words, n = _tier(KC, r, cfg)
+    last = (PI[r, P_OFF_TAIL] - 1) & (n - 1)
+    if PI[r, P_OFF_TAIL] > PI[r, P_OFF_HEAD] and words[last] < 0:
+        words[last] -= count
+    else:
+        if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] >= n:
+            _compact(words, n, PI, r)
+        words[PI[r, P_OFF_TAIL] & (n - 1)] = -count
+        PI[r, P_OFF_TAIL] += 1
+    PI[r, P_OFF_N] += count
+    PI[r, P_OFF_STORED] += count
+    while PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
+        _drop_oldest(words, n, PI, r)
+
+
+@step_jit
 def _drop_oldest(words, n, PI, r):
-    """The head of the ring leaves the tier (the ghosts it meets first just leave the ring)."""
+    """The head of the ring leaves the tier (the ghosts it meets first just leave the ring): one
+    block, or of a run of dead blocks as many as the tier holds past its capacity."""
     while True:
-        key = words[PI[r, P_OFF_HEAD] & (n - 1)]
+        at = PI[r, P_OFF_HEAD] & (n - 1)
+        key = words[at]
+        if key < 0:
+            k = min(-key, PI[r, P_OFF_N] - PI[r, P_OFF_CAP])
+            words[at] = key + k
+            if key + k == 0:
+                PI[r, P_OFF_HEAD] += 1
+            PI[r, P_OFF_N] -= k
+            PI[r, P_OFF_DROPPED] += k
+            return
         PI[r, P_OFF_HEAD] += 1
         i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
         state, shift = words[n + 2 * i + 1], _ghost_shift(key)
@@ -554,6 +614,10 @@ def _compact(words, n, PI, r):
     to = PI[r, P_OFF_HEAD]
     for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
         key = words[at & (n - 1)]
+        if key < 0:  # a run of dead blocks
+            words[to & (n - 1)] = key
+            to += 1
+            continue
         i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
         state, shift = words[n + 2 * i + 1], _ghost_shift(key)
         if (state >> shift) & GHOST_MAX > 0:
@@ -577,14 +641,24 @@ def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
 
 @engine_jit
 def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
-    """lookup from block `start` (those before it found) up to block `limit`."""
+    """lookup from block `start` (those before it found) up to block `limit`. A prompt's blocks are
+    consecutive keys of its streams (block_key), so a bucket's home is hashed once for its BUCKET
+    blocks, and the streams are read once."""
     bs, bits, tier = cfg[C_BLOCK], cfg[C_PC_BITS], PI[r, P_OFF_CAP] > 0
-    hits, idle, host = start, 0, 0
+    g, c = RI[q, R_GROUP], RI[q, R_CONV]
+    in_group = RI[q, R_SHARED] // bs if g >= 0 else 0
+    hits, idle, host, bucket, home = start, 0, 0, -1, 0
     while hits < limit:
-        key = block_key(RI, q, hits, bs)
-        if key < 0:
+        if hits < in_group:
+            key = ((g << 1) << KEY_BLOCK_BITS) | hits
+        elif c >= 0:
+            key = (((c << 1) | 1) << KEY_BLOCK_BITS) | hits
+        else:
             break
-        slot = probe(KC, r, key, bits)
+        if key >> BUCKET_BITS != bucket:
+            bucket = key >> BUCKET_BITS
+            home = _fib_hash(bucket, bits - BUCKET_BITS) << BUCKET_BITS
+        slot = _probe_from(KC, r, key, home | (key & (BUCKET - 1)), bits)
         if slot >= 0:
             node = KC[r, N_HASH, slot] - 1
             if nodes and KC[r, N_REF, node] == 0:
@@ -602,15 +676,15 @@ def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
 
 
 @engine_jit
-def cached_blocks(RI, KC, PI, r, q, tokens, cfg):
-    """lookup's blocks found and those of them in the host tier, for a router weighing replicas:
-    the system prompt's share read from what the last request of its group found on this replica
-    while none of the group's blocks has entered or left a tier since (P_PC_GEPOCH), so that a
-    request is weighed by walking its own conversation's blocks only."""
+def cached_blocks(RI, KC, PI, r, q, tokens, upto, cfg):
+    """lookup's blocks found, up to block `upto` at most, and those of them in the host tier, for a
+    router weighing replicas: the system prompt's share read from what the last request of its
+    group found on this replica while none of the group's blocks has entered or left a tier since
+    (P_PC_GEPOCH), so that a request is weighed by walking its own conversation's blocks only."""
     bs = cfg[C_BLOCK]
-    limit, g, shared = (tokens - 1) // bs, RI[q, R_GROUP], RI[q, R_SHARED] // bs
+    limit, g, shared = min((tokens - 1) // bs, upto), RI[q, R_GROUP], RI[q, R_SHARED] // bs
     if g < 0 or shared == 0 or limit < shared:
-        hits, _, host = lookup(RI, KC, PI, r, q, tokens, cfg, False)
+        hits, _, host = _walk(RI, KC, PI, r, q, 0, limit, cfg, False)
         return hits, host
     at = 4 * g
     if KC[r, N_GMEMO, at] != PI[r, P_PC_GEPOCH] + 1 or KC[r, N_GMEMO, at + 1] != shared:
@@ -624,6 +698,14 @@ def cached_blocks(RI, KC, PI, r, q, tokens, cfg):
         return hits, host
     hits, _, more = _walk(RI, KC, PI, r, q, shared, limit, cfg, False)
     return hits, host + more
+
+
+@engine_jit
+def cached_after(RI, KC, PI, r, q, start, upto, cfg):
+    """cached_blocks' walk carried on from block `start` (every block before it found) up to block
+    `upto`: the blocks found in all, and how many more of them are in the host tier."""
+    hits, _, host = _walk(RI, KC, PI, r, q, start, upto, cfg, False)
+    return hits, host
 
 
 @engine_jit
@@ -702,7 +784,7 @@ def release_cached(RI, KC, PI, r, q, cfg):
     own_end = min(RI[q, R_COMPUTED] // bs, nb, reused_blocks(RI, q, bs))  # full blocks another may reuse
     if own_end < nref:
         own_end = nref
-    _append_plain(KC, PI, r, nb - own_end)
+    _append_run(KC, PI, r, nb - own_end, PLAIN_RUN)
     freed = nb - own_end
     for i in range(own_end - 1, nref - 1, -1):
         key = block_key(RI, q, i, bs)
@@ -718,25 +800,52 @@ def release_cached(RI, KC, PI, r, q, cfg):
             PI[r, P_PC_CACHED] += 1
             _append(KC, PI, r, node)
         else:
-            _append_plain(KC, PI, r, 1)
+            _append_run(KC, PI, r, 1, PLAIN_RUN)
         freed += 1
+    dead, run = dead_blocks(RI, q), 0
     for i in range(nref - 1, -1, -1):
-        node = find(KC, r, block_key(RI, q, i, bs), bits)
+        key = block_key(RI, q, i, bs)
+        slot = probe(KC, r, key, bits)
+        node = KC[r, N_HASH, slot] - 1
         KC[r, N_REF, node] -= 1
-        if KC[r, N_REF, node] == 0:
-            PI[r, P_PC_CACHED] += 1
-            _append(KC, PI, r, node)
-            freed += 1
-        else:
+        if KC[r, N_REF, node] > 0:
             PI[r, P_PC_SHARED] -= bs
+            continue
+        freed += 1
+        if dead and (key >> KEY_BLOCK_BITS) & 1 == 1:  # the finished conversation's own block
+            _delete(KC, r, slot, bits)
+            _unspare(KC, PI, r, node)
+            PI[r, P_PC_ENTRIES] -= 1
+            run += 1
+            continue
+        _append_run(KC, PI, r, run, DEAD_RUN)
+        run = 0
+        PI[r, P_PC_CACHED] += 1
+        _append(KC, PI, r, node)
+    _append_run(KC, PI, r, run, DEAD_RUN)
     RI[q, R_REF] = 0
     return freed
 
 
+@engine_jit
+def dead_blocks(RI, q):
+    """Whether no request can ask for q's conversation's blocks once q lets go of them: q is its
+    conversation's last turn, and every turn before it is done (one queued, running or preempted
+    may still look them up)."""
+    if RI[q, R_CONV] < 0 or RI[q, R_LATER] != 0:
+        return False
+    p = RI[q, R_EARLIER]
+    while p >= 0:
+        if RI[p, R_STATE] != S_DONE:
+            return False
+        p = RI[p, R_EARLIER]
+    return True
+
+
 def books(PI, KC, cfg, r: int) -> dict:
     """The block pool of replica r, counted from its tables (plain Python, for tests and reports):
-    blocks held by requests, plain free blocks and cached blocks no request holds, and the blocks
-    in its host tier, with the queue and the tier walked node by node and the hash tables read slot
+    blocks held by requests, plain free blocks and cached blocks no request holds (a finished
+    conversation's dead blocks among them), and the blocks in its host tier, with the queue and the tier walked node by node and the hash tables read slot
     by slot, not taken from the counters."""
     if KC.shape[2] == 1:
         raise ValueError("prefix caching was off in this run (or nothing in its workload could be reused)")
@@ -744,8 +853,10 @@ def books(PI, KC, cfg, r: int) -> dict:
     plain = cached = nodes = 0
     node = PI[r, P_PC_QHEAD]
     while node >= 0:
-        if KC[r, N_KEY, node] < 0:
+        if KC[r, N_KEY, node] == PLAIN_RUN:
             plain += int(KC[r, N_COUNT, node])
+        elif KC[r, N_KEY, node] == DEAD_RUN:
+            cached += int(KC[r, N_COUNT, node])
         else:
             cached += 1
             assert KC[r, N_REF, node] == 0, "a block in the free queue is held by a request"
@@ -768,10 +879,12 @@ def books(PI, KC, cfg, r: int) -> dict:
     ghosts = {int(groups[i]) << BUCKET_BITS | j: int(states[i]) >> int(_ghost_shift(j)) & GHOST_MAX
               for i in used for j in range(BUCKET)}
     assert sum(ghosts.values()) == PI[r, P_OFF_GHOSTS], "the ghosts counted and those in the table disagree"
-    ring = []  # the ring's blocks: walked from the head, a key's ghosts come first
+    ring, dead = [], 0  # the ring's blocks: walked from the head, a key's ghosts come first
     for at in range(PI[r, P_OFF_HEAD], PI[r, P_OFF_TAIL]):
         key = int(words[at & (ring_size - 1)])
-        if ghosts.get(key, 0) > 0:
+        if key < 0:
+            dead -= key
+        elif ghosts.get(key, 0) > 0:
             ghosts[key] -= 1
         else:
             ring.append(key)
@@ -779,6 +892,6 @@ def books(PI, KC, cfg, r: int) -> dict:
     assert not set(host) & set(int(k) for k in keys[gpu]), "a block is in both tiers"
     entries = len(gpu) + len(host)
     return dict(pool=int(PI[r, P_BLOCKS]), used=int(PI[r, P_USED]), free=plain, cached=cached, entries=entries,
-                host=len(host), host_capacity=int(PI[r, P_OFF_CAP]),
+                host=len(host) + dead, host_capacity=int(PI[r, P_OFF_CAP]),
                 counted=dict(free=int(PI[r, P_PC_ANON]), cached=int(PI[r, P_PC_CACHED]),
                              entries=int(PI[r, P_PC_ENTRIES]), host=int(PI[r, P_OFF_N])))

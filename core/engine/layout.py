@@ -197,3 +197,16 @@ P_FREED = NPI
 NPI = NPI + 1
 C_RESUME = NCI
 NCI = NCI + 1
+# ---- a finished conversation's blocks (kvcache.py release_cached): R_EARLIER, the turn before the
+# request in its conversation (-1: none). When the last turn lets go of its conversation's blocks and
+# every turn before it is done, no request can ask for them again: they leave the hash table at once
+# and wait in the free queue as one run of dead blocks (node key DEAD_RUN), evicted in bulk, and
+# enter the host tier as one run too, taking room there as vLLM's blocks do without an entry of
+# their own
+R_EARLIER = NRI
+NRI = NRI + 1
+# ---- prefix-aware routing's scratch (loop.route_prefix): a replica's blocks of the request found
+# so far (on the GPU and in the host tier), and the block its walk was cut at (-1: the walk ended at
+# a miss or the prompt's end, so the count is final)
+P_RT_HITS, P_RT_HOST, P_RT_UPTO = NPI, NPI + 1, NPI + 2
+NPI = NPI + 3

@@ -38,8 +38,8 @@ from ..jit import engine_jit, step_jit
 from ..physics import costmodel as cm
 from . import clients, cohort
 from .fastforward import decode_run, quiet
-from .kvcache import (blocks_for, cached_blocks, can_admit, keep, keep_cached, kept_blocks, lookup, paged_growth,
-                      register, release_cached, sync, take_hits)
+from .kvcache import (BUCKET, blocks_for, cached_after, cached_blocks, can_admit, keep, keep_cached, kept_blocks,
+                      lookup, paged_growth, register, release_cached, sync, take_hits)
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -94,7 +94,10 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
     """The replica in [lo, hi) with the best weighted score for request q (llm-d's scorers): the
     share of q's blocks it holds cached (a host-tier block counting G_ROUTE_HOST of one on the GPU),
     its queue against the others' ((most - its) / (most - least): 1 when all are equal), and its
-    free KV share. Ties go to the first in round-robin order, so that an idle cluster spreads."""
+    free KV share. Ties go to the first in round-robin order, so that an idle cluster spreads.
+    A replica's blocks of q are walked a bucket past its system prompt at first, and further only
+    while that could change the choice: a score only grows with the blocks found, so a replica whose
+    score so far beats what every other could reach takes q, as it would with every walk finished."""
     n = hi - lo
     most, least = -1, 1 << 60
     for r in range(lo, hi):
@@ -104,25 +107,55 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
     if most < 0:
         return route(PI, cfg, lo, hi, rr_state)
     tokens = known_tokens(RI, q)
-    blocks = max(1, (tokens - 1) // cfg[C_BLOCK])
-    best, best_score = -1, -1e300
-    for k in range(n):
-        r = lo + (rr_state[0] + k) % n
-        if PI[r, P_STATE] != ON or PI[r, P_LANE] != 0:
-            continue
-        prefix = 0.0
-        if cfg[C_PREFIX] == 1 and caching(PI, r, cfg):
+    limit = (tokens - 1) // cfg[C_BLOCK]
+    blocks = max(1, limit)
+    first = (RI[q, R_SHARED] // cfg[C_BLOCK] if RI[q, R_GROUP] >= 0 else 0) + BUCKET
+    for r in range(lo, hi):
+        PI[r, P_RT_HITS], PI[r, P_RT_HOST], PI[r, P_RT_UPTO] = 0, 0, -1
+        if PI[r, P_STATE] == ON and PI[r, P_LANE] == 0 and cfg[C_PREFIX] == 1 and caching(PI, r, cfg):
             sync(KC, PI, r, cfg)
-            hits, host = cached_blocks(RI, KC, PI, r, q, tokens, cfg)
-            prefix = (hits - host + cf[G_ROUTE_HOST] * host) / blocks
-        load = outstanding(PI, r, cfg)
-        queue = 1.0 if most == least else (most - load) / (most - least)
-        free_kv = 1.0 - PI[r, P_USED] / max(1, PI[r, P_BLOCKS])
-        score = cf[G_ROUTE_W_PREFIX] * prefix + cf[G_ROUTE_W_QUEUE] * queue + cf[G_ROUTE_W_KV] * free_kv
-        if score > best_score:
-            best, best_score = r, score
+            hits, host = cached_blocks(RI, KC, PI, r, q, tokens, first, cfg)
+            PI[r, P_RT_HITS], PI[r, P_RT_HOST] = hits, host
+            if hits == first and hits < limit:  # cut, not ended: more may follow
+                PI[r, P_RT_UPTO] = first
+    while True:
+        best, best_low = -1, -1e300  # the highest score so far, the first in round-robin order
+        for k in range(n):
+            r = lo + (rr_state[0] + k) % n
+            if PI[r, P_STATE] == ON and PI[r, P_LANE] == 0:
+                low = route_score(PI, cfg, cf, r, PI[r, P_RT_HITS], PI[r, P_RT_HOST], 0, blocks, most, least)
+                if low > best_low:
+                    best, best_low = r, low
+        reach, widest, widest_high = -1e300, -1, -1e300  # the most another could reach; the cut walk that could reach most
+        for k in range(n):
+            r = lo + (rr_state[0] + k) % n
+            if PI[r, P_STATE] != ON or PI[r, P_LANE] != 0:
+                continue
+            rest = limit - PI[r, P_RT_HITS] if PI[r, P_RT_UPTO] >= 0 else 0
+            high = route_score(PI, cfg, cf, r, PI[r, P_RT_HITS], PI[r, P_RT_HOST], rest, blocks, most, least)
+            if r != best:
+                reach = max(reach, high)
+            if rest > 0 and high > widest_high:
+                widest, widest_high = r, high
+        if widest < 0 or best_low > reach + 1e-9:
+            break  # every walk finished, or the best so far beyond what any other could reach
+        r, upto = widest, min(limit, 2 * PI[widest, P_RT_UPTO])
+        hits, more = cached_after(RI, KC, PI, r, q, PI[r, P_RT_HITS], upto, cfg)
+        PI[r, P_RT_HITS], PI[r, P_RT_HOST] = hits, PI[r, P_RT_HOST] + more
+        PI[r, P_RT_UPTO] = upto if hits == upto and hits < limit else -1
     rr_state[0] = (rr_state[0] + 1) % n
     return best
+
+
+@engine_jit
+def route_score(PI, cfg, cf, r, hits, host, rest, blocks, most, least):
+    """llm-d's weighted score of replica r holding `hits` of a request's `blocks` blocks cached,
+    `host` of them in the host tier, and `rest` more wherever they count most."""
+    prefix = (hits - host + cf[G_ROUTE_HOST] * host + max(1.0, cf[G_ROUTE_HOST]) * rest) / blocks
+    load = outstanding(PI, r, cfg)
+    queue = 1.0 if most == least else (most - load) / (most - least)
+    free_kv = 1.0 - PI[r, P_USED] / max(1, PI[r, P_BLOCKS])
+    return cf[G_ROUTE_W_PREFIX] * prefix + cf[G_ROUTE_W_QUEUE] * queue + cf[G_ROUTE_W_KV] * free_kv
 
 
 @engine_jit

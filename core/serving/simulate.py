@@ -599,6 +599,8 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
         order = np.lexsort((wl.arrival_s, conv))
         same = (conv[order][1:] == conv[order][:-1]) & (conv[order][:-1] >= 0)
         RI[order[:-1], L.R_LATER] = same
+        RI[:, L.R_EARLIER] = -1
+        RI[order[1:], L.R_EARLIER] = np.where(same, order[:-1], -1)
         if (conv >= 0).any():
             longest = np.zeros(conv.max() + 1, np.int64)
             some = conv >= 0
