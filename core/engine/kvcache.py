@@ -281,13 +281,20 @@ def _delete(KC, r, i, bits):
 
 
 @step_jit
-def absent(KC, PI, r, key, cfg):
+def absent(KC, PI, r, key, cfg, group, held):
     """The GPU slot where `key` goes when neither tier holds it, else -1 (a block another request
-    registered first, on the GPU or in the host tier, stays this request's own)."""
+    registered first, on the GPU or in the host tier, stays this request's own). A request's keys
+    come a group at a time, so the host tier's blocks of the last group asked for (`group`, `held`:
+    a bit a block) come back with the slot, to be passed to the next call (-1, 0 at first)."""
     slot = probe(KC, r, key, cfg[C_PC_BITS])
-    if slot >= 0 or (PI[r, P_OFF_CAP] > 0 and in_host(KC, PI, r, key, cfg)):
-        return -1
-    return -1 - slot
+    if slot >= 0:
+        return -1, group, held
+    if PI[r, P_OFF_CAP] > 0:
+        if key >> BUCKET_BITS != group:
+            group, held = key >> BUCKET_BITS, host_blocks(KC, PI, r, key >> BUCKET_BITS, cfg)
+        if (held >> (key & (BUCKET - 1))) & 1 == 1:
+            return -1, group, held
+    return -1 - slot, group, held
 
 
 @engine_jit
@@ -386,10 +393,12 @@ def sync(KC, PI, r, cfg):
 @step_jit
 def _evict(KC, PI, r, cfg, tier):
     """sync's loop, compiled once with the tier's store inlined and once without it (`tier` is a
-    constant in each), so that a replica without a tier runs no line of it and one with a tier pays
-    no call a block evicted."""
+    constant in each), so that a replica without a tier runs no line of it. Blocks evicted one after
+    another are mostly one request's, of a few groups (BUCKET consecutive blocks of a stream): the
+    tier stores a group's run at once (store: group, mask and order of the blocks in waiting)."""
     bits = cfg[C_PC_BITS]
     over = PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] - (PI[r, P_BLOCKS] - PI[r, P_USED])
+    group, mask, order, count = -1, 0, 0, 0
     while over > 0:
         h = PI[r, P_PC_QHEAD]
         kind = KC[r, N_KEY, h]
@@ -403,6 +412,9 @@ def _evict(KC, PI, r, cfg, tier):
                 PI[r, P_PC_CACHED] -= k
                 PI[r, P_PC_EVICTED] += k
                 if tier:
+                    if count > 0:
+                        store(KC, PI, r, group, mask, order, count, cfg)
+                        count = 0
                     offload_dead(KC, PI, r, k, cfg)
             if KC[r, N_COUNT, h] > 0:
                 continue
@@ -410,14 +422,24 @@ def _evict(KC, PI, r, cfg, tier):
             PI[r, P_PC_CACHED] -= 1
             PI[r, P_PC_EVICTED] += 1
             over -= 1
-            _moved(PI, r, KC[r, N_KEY, h])
+            key = KC[r, N_KEY, h]
+            _moved(PI, r, key)
             if tier:  # evicted to the host tier, not forgotten
-                offload(KC, PI, r, KC[r, N_KEY, h], cfg)
+                if count > 0 and key >> BUCKET_BITS != group:
+                    store(KC, PI, r, group, mask, order, count, cfg)
+                    count = 0
+                if count == 0:
+                    group, mask, order = key >> BUCKET_BITS, 0, 0
+                mask |= 1 << (key & (BUCKET - 1))
+                order |= (key & (BUCKET - 1)) << (BUCKET_BITS * count)
+                count += 1
             else:
                 PI[r, P_PC_ENTRIES] -= 1
             _delete(KC, r, KC[r, N_SLOT, h], bits)
         _unlink(KC, PI, r, h)
         _unspare(KC, PI, r, h)
+    if tier and count > 0:
+        store(KC, PI, r, group, mask, order, count, cfg)
 
 
 # ---------------------------------------------------------------- the host tier (KV offload)
@@ -473,9 +495,15 @@ def host_slot(words, n, PI, r, group):
 @engine_jit
 def in_host(KC, PI, r, key, cfg):
     """Whether the block is in the host tier."""
+    return (host_blocks(KC, PI, r, key >> BUCKET_BITS, cfg) >> (key & (BUCKET - 1))) & 1 == 1
+
+
+@engine_jit
+def host_blocks(KC, PI, r, group, cfg):
+    """The group's blocks in the host tier, a bit a block (its state word's low BUCKET bits)."""
     words, n = _tier(KC, r, cfg)
-    i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
-    return i >= 0 and (words[n + 2 * i + 1] >> (key & (BUCKET - 1))) & 1 == 1
+    i = host_slot(words, n, PI, r, group)
+    return words[n + 2 * i + 1] & ((1 << BUCKET) - 1) if i >= 0 else 0
 
 
 @engine_jit
@@ -514,27 +542,31 @@ def _ghost_shift(key):
 
 
 @step_jit
-def offload(KC, PI, r, key, cfg):
-    """A cached block the GPU evicts moves to the host tier's tail; a full tier drops the least
-    recently stored block for good."""
+def store(KC, PI, r, group, mask, order, count, cfg):
+    """`count` cached blocks of one group, which the GPU evicted one after another, move to the host
+    tier's tail: block `(order >> 3 j) & 7` of the group j-th (`mask`: all of them), with one look-up
+    of the group's slot for them all; a full tier drops the least recently stored blocks for good.
+    (The drops after the stores, not between them, drop the same blocks: both take from the head.)"""
     words, n = _tier(KC, r, cfg)
-    if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] >= n:
+    if PI[r, P_OFF_TAIL] - PI[r, P_OFF_HEAD] + count > n:
         _compact(words, n, PI, r)
-    words[PI[r, P_OFF_TAIL] & (n - 1)] = key
-    PI[r, P_OFF_TAIL] += 1
-    i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+    tail = PI[r, P_OFF_TAIL]
+    for j in range(count):
+        words[tail & (n - 1)] = (group << BUCKET_BITS) | ((order >> (BUCKET_BITS * j)) & (BUCKET - 1))
+        tail += 1
+    PI[r, P_OFF_TAIL] = tail
+    i = host_slot(words, n, PI, r, group)
     if i < 0:
         if 2 * (PI[r, P_OFF_GROUPS] + 1) > 1 << PI[r, P_OFF_TBITS] and PI[r, P_OFF_TBITS] < cfg[C_OFF_BITS]:
             _grow(words, n, PI, r)
-            i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+            i = host_slot(words, n, PI, r, group)
         i = -1 - i
-        words[n + 2 * i] = key >> BUCKET_BITS
+        words[n + 2 * i] = group
         PI[r, P_OFF_GROUPS] += 1
-    words[n + 2 * i + 1] |= 1 << (key & (BUCKET - 1))
-    PI[r, P_OFF_N] += 1
-    PI[r, P_OFF_STORED] += 1
-    if PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
-        _drop_oldest(words, n, PI, r)
+    words[n + 2 * i + 1] |= mask
+    PI[r, P_OFF_N] += count
+    PI[r, P_OFF_STORED] += count
+    _drop_over(words, n, PI, r)
 
 
 @step_jit
@@ -552,15 +584,16 @@ def offload_dead(KC, PI, r, count, cfg):
         PI[r, P_OFF_TAIL] += 1
     PI[r, P_OFF_N] += count
     PI[r, P_OFF_STORED] += count
-    while PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
-        _drop_oldest(words, n, PI, r)
+    _drop_over(words, n, PI, r)
 
 
 @step_jit
-def _drop_oldest(words, n, PI, r):
-    """The head of the ring leaves the tier (the ghosts it meets first just leave the ring): one
-    block, or of a run of dead blocks as many as the tier holds past its capacity."""
-    while True:
+def _drop_over(words, n, PI, r):
+    """Blocks leave the tier from the ring's head until it holds no more than its capacity (the
+    ghosts met on the way just leave the ring; a run of dead blocks gives up as many as it must).
+    The ring's blocks come in runs of one group, so a group's slot is looked up once for its run."""
+    group, i = -1, 0
+    while PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
         at = PI[r, P_OFF_HEAD] & (n - 1)
         key = words[at]
         if key < 0:
@@ -570,24 +603,28 @@ def _drop_oldest(words, n, PI, r):
                 PI[r, P_OFF_HEAD] += 1
             PI[r, P_OFF_N] -= k
             PI[r, P_OFF_DROPPED] += k
-            return
+            continue
         PI[r, P_OFF_HEAD] += 1
-        i = host_slot(words, n, PI, r, key >> BUCKET_BITS)
+        if key >> BUCKET_BITS != group:
+            group = key >> BUCKET_BITS
+            i = host_slot(words, n, PI, r, group)
         state, shift = words[n + 2 * i + 1], _ghost_shift(key)
         if (state >> shift) & GHOST_MAX > 0:
-            _set_state(words, n, PI, r, i, state - (1 << shift))
+            state -= 1 << shift
             PI[r, P_OFF_GHOSTS] -= 1
-            continue
-        _set_state(words, n, PI, r, i, state & ~(1 << (key & (BUCKET - 1))))
-        PI[r, P_OFF_N] -= 1
-        PI[r, P_PC_ENTRIES] -= 1
-        PI[r, P_OFF_DROPPED] += 1
-        _moved(PI, r, key)
-        # the next drop's slot and the ring ahead, cold since stored: in cache by the next eviction
-        ahead = words[PI[r, P_OFF_HEAD] & (n - 1)]
-        prefetch(words, n + 2 * _home(ahead >> BUCKET_BITS, PI[r, P_OFF_TBITS], True))
-        prefetch(words, (PI[r, P_OFF_HEAD] + 2 * BUCKET) & (n - 1))
-        return
+        else:
+            state &= ~(1 << (key & (BUCKET - 1)))
+            PI[r, P_OFF_N] -= 1
+            PI[r, P_PC_ENTRIES] -= 1
+            PI[r, P_OFF_DROPPED] += 1
+            _moved(PI, r, key)
+        if state == 0:
+            group = -1  # the group leaves the table, and later slots of its probe run may move
+        _set_state(words, n, PI, r, i, state)
+    # the next drop's slot and the ring ahead, cold since stored: in cache by the next eviction
+    ahead = words[PI[r, P_OFF_HEAD] & (n - 1)]
+    prefetch(words, n + 2 * _home(ahead >> BUCKET_BITS, PI[r, P_OFF_TBITS], True))
+    prefetch(words, (PI[r, P_OFF_HEAD] + 2 * BUCKET) & (n - 1))
 
 
 @engine_jit
@@ -755,11 +792,12 @@ def register(RI, KC, PI, r, q, upto, cfg):
     if i >= end:
         return
     sync(KC, PI, r, cfg)
+    group, held = -1, 0
     while i < end and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES]:
         key = block_key(RI, q, i, bs)
         if key < 0:
             break
-        slot = absent(KC, PI, r, key, cfg)
+        slot, group, held = absent(KC, PI, r, key, cfg, group, held)
         if slot < 0:
             break
         node = _spare(KC, PI, r)
@@ -785,10 +823,12 @@ def release_cached(RI, KC, PI, r, q, cfg):
     if own_end < nref:
         own_end = nref
     _append_run(KC, PI, r, nb - own_end, PLAIN_RUN)
-    freed = nb - own_end
+    freed, group, held = nb - own_end, -1, 0
     for i in range(own_end - 1, nref - 1, -1):
         key = block_key(RI, q, i, bs)
-        slot = absent(KC, PI, r, key, cfg) if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES] else -1
+        slot = -1
+        if key >= 0 and PI[r, P_PC_ENTRIES] < cfg[C_PC_ENTRIES]:
+            slot, group, held = absent(KC, PI, r, key, cfg, group, held)
         if slot >= 0:
             node = _spare(KC, PI, r)
             KC[r, N_KEY, node] = key
