@@ -118,25 +118,30 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
             PI[r, P_RT_HITS], PI[r, P_RT_HOST] = hits, host
             if hits == first and hits < limit:  # cut, not ended: more may follow
                 PI[r, P_RT_UPTO] = first
+    h = cf[G_ROUTE_HOST]
     while True:
-        best, best_low = -1, -1e300  # the highest score so far, the first in round-robin order
-        for k in range(n):
-            r = lo + (rr_state[0] + k) % n
-            if PI[r, P_STATE] == ON and PI[r, P_LANE] == 0:
-                low = route_score(PI, cfg, cf, r, PI[r, P_RT_HITS], PI[r, P_RT_HOST], 0, blocks, most, least)
-                if low > best_low:
-                    best, best_low = r, low
+        best, best_low, best_high = -1, -1e300, -1e300  # the highest score so far, the first in round-robin order
         reach, widest, widest_high = -1e300, -1, -1e300  # the most another could reach; the cut walk that could reach most
         for k in range(n):
             r = lo + (rr_state[0] + k) % n
             if PI[r, P_STATE] != ON or PI[r, P_LANE] != 0:
                 continue
-            rest = limit - PI[r, P_RT_HITS] if PI[r, P_RT_UPTO] >= 0 else 0
-            high = route_score(PI, cfg, cf, r, PI[r, P_RT_HITS], PI[r, P_RT_HOST], rest, blocks, most, least)
-            if r != best:
+            load = outstanding(PI, r, cfg)
+            queue = cf[G_ROUTE_W_QUEUE] * (1.0 if most == least else (most - load) / (most - least))
+            free_kv = cf[G_ROUTE_W_KV] * (1.0 - PI[r, P_USED] / max(1, PI[r, P_BLOCKS]))
+            hits, host = PI[r, P_RT_HITS], PI[r, P_RT_HOST]
+            low = cf[G_ROUTE_W_PREFIX] * ((hits - host + h * host) / blocks) + queue + free_kv
+            high = low
+            if PI[r, P_RT_UPTO] >= 0:  # every block past the cut found, in the tier that counts most
+                found = hits - host + h * host + max(1.0, h) * (limit - hits)
+                high = cf[G_ROUTE_W_PREFIX] * (found / blocks) + queue + free_kv
+                if high > widest_high:
+                    widest, widest_high = r, high
+            if low > best_low:
+                reach = max(reach, best_high)
+                best, best_low, best_high = r, low, high
+            else:
                 reach = max(reach, high)
-            if rest > 0 and high > widest_high:
-                widest, widest_high = r, high
         if widest < 0 or best_low > reach + 1e-9:
             break  # every walk finished, or the best so far beyond what any other could reach
         r, upto = widest, min(limit, 2 * PI[widest, P_RT_UPTO])
@@ -145,17 +150,6 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
         PI[r, P_RT_UPTO] = upto if hits == upto and hits < limit else -1
     rr_state[0] = (rr_state[0] + 1) % n
     return best
-
-
-@engine_jit
-def route_score(PI, cfg, cf, r, hits, host, rest, blocks, most, least):
-    """llm-d's weighted score of replica r holding `hits` of a request's `blocks` blocks cached,
-    `host` of them in the host tier, and `rest` more wherever they count most."""
-    prefix = (hits - host + cf[G_ROUTE_HOST] * host + max(1.0, cf[G_ROUTE_HOST]) * rest) / blocks
-    load = outstanding(PI, r, cfg)
-    queue = 1.0 if most == least else (most - load) / (most - least)
-    free_kv = 1.0 - PI[r, P_USED] / max(1, PI[r, P_BLOCKS])
-    return cf[G_ROUTE_W_PREFIX] * prefix + cf[G_ROUTE_W_QUEUE] * queue + cf[G_ROUTE_W_KV] * free_kv
 
 
 @engine_jit
