@@ -122,6 +122,7 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
     while True:
         best, best_low, best_high = -1, -1e300, -1e300  # the highest score so far, the first in round-robin order
         reach, widest, widest_high = -1e300, -1, -1e300  # the most another could reach; the cut walk that could reach most
+        best_base = 0.0
         for k in range(n):
             r = lo + (rr_state[0] + k) % n
             if PI[r, P_STATE] != ON or PI[r, P_LANE] != 0:
@@ -139,12 +140,19 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
                     widest, widest_high = r, high
             if low > best_low:
                 reach = max(reach, best_high)
-                best, best_low, best_high = r, low, high
+                best, best_low, best_high, best_base = r, low, high, queue + free_kv
             else:
                 reach = max(reach, high)
         if widest < 0 or best_low > reach + 1e-9:
             break  # every walk finished, or the best so far beyond what any other could reach
-        r, upto = widest, min(limit, 2 * PI[widest, P_RT_UPTO])
+        # the best so far is cut: walk it as far as its blocks, all found on the GPU, would take it
+        # past every other's reach; another: to its end
+        r, upto = widest, limit
+        if widest == best:
+            hits, host = PI[r, P_RT_HITS], PI[r, P_RT_HOST]
+            need = (reach + 1e-9 - best_base) / cf[G_ROUTE_W_PREFIX] * blocks - (h * host - host)
+            if need < limit:
+                upto = max(hits + 1, int(need) + 1)
         hits, more = cached_after(RI, KC, PI, r, q, PI[r, P_RT_HITS], upto, cfg)
         PI[r, P_RT_HITS], PI[r, P_RT_HOST] = hits, PI[r, P_RT_HOST] + more
         PI[r, P_RT_UPTO] = upto if hits == upto and hits < limit else -1
