@@ -610,7 +610,7 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     entries = max(gpu_blocks, min(distinct, int((PI[:, L.P_BLOCKS] + PI[:, L.P_OFF_CAP]).max())))  # both tiers
     # a table at most half full (kvcache._slot: a bucket of 8 and more) for the entries the GPU's
     # blocks can hold, and one for the host tier's; nodes are the GPU's entries and the runs of plain
-    # blocks between them (<= 2 entries + 1)
+    # or dead blocks between them (a block at least each: no more nodes than the pool's blocks + 1)
     bits = max(4, int(math.ceil(math.log2(2 * gpu_blocks + 4))))
     host = int(PI[:, L.P_OFF_CAP].max())
     off_bits = max(4, int(math.ceil(math.log2(2 * host + 4)))) if host else 0
