@@ -243,18 +243,6 @@ def _shift_back(T, r, vrow, krow, i, bits, host):
 
 
 @engine_jit
-def _probe_from(KC, r, key, i, bits):
-    """probe with the key's home slot i known."""
-    mask = (1 << bits) - 1
-    while True:
-        if KC[r, N_HASH, i] == 0:
-            return -1 - i
-        if KC[r, N_HKEY, i] == key:
-            return i
-        i = (i + 1) & mask
-
-
-@engine_jit
 def probe(KC, r, key, bits):
     """The GPU table's slot holding `key`, or minus one minus the empty slot where it would go."""
     return _probe(KC, r, N_HASH, N_HKEY, key, bits, False)
@@ -678,24 +666,14 @@ def lookup(RI, KC, PI, r, q, tokens, cfg, nodes):
 
 @engine_jit
 def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
-    """lookup from block `start` (those before it found) up to block `limit`. A prompt's blocks are
-    consecutive keys of its streams (block_key), so a bucket's home is hashed once for its BUCKET
-    blocks, and the streams are read once."""
+    """lookup from block `start` (those before it found) up to block `limit`."""
     bs, bits, tier = cfg[C_BLOCK], cfg[C_PC_BITS], PI[r, P_OFF_CAP] > 0
-    g, c = RI[q, R_GROUP], RI[q, R_CONV]
-    in_group = RI[q, R_SHARED] // bs if g >= 0 else 0
-    hits, idle, host, bucket, home = start, 0, 0, -1, 0
+    hits, idle, host = start, 0, 0
     while hits < limit:
-        if hits < in_group:
-            key = ((g << 1) << KEY_BLOCK_BITS) | hits
-        elif c >= 0:
-            key = (((c << 1) | 1) << KEY_BLOCK_BITS) | hits
-        else:
+        key = block_key(RI, q, hits, bs)
+        if key < 0:
             break
-        if key >> BUCKET_BITS != bucket:
-            bucket = key >> BUCKET_BITS
-            home = _fib_hash(bucket, bits - BUCKET_BITS) << BUCKET_BITS
-        slot = _probe_from(KC, r, key, home | (key & (BUCKET - 1)), bits)
+        slot = probe(KC, r, key, bits)
         if slot >= 0:
             node = KC[r, N_HASH, slot] - 1
             if nodes and KC[r, N_REF, node] == 0:
