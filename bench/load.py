@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from core.lab.inputs import LabInputs  # noqa: E402
 from live_app import CHROME_ARGS, IDLE, chromium_executable, streamlit_process  # noqa: E402
 
 THROUGHPUT = "[data-testid='stMetric']:has-text('Throughput') [data-testid='stMetricValue']"
@@ -60,6 +61,25 @@ async def idle(page, timeout_ms: float) -> None:
     await page.wait_for_selector(f"{IDLE}[data-test-connection-state='CONNECTED']", timeout=timeout_ms)
 
 
+# the rate box holds the URL's rate (4 req/s, the default, where the URL has none)
+BOX_HOLDS_URL_RATE = f"""() => {{
+    const box = [...document.querySelectorAll("[data-testid='stNumberInput']")]
+        .find(e => e.innerText.includes('Request rate'))?.querySelector('input') ?? null;
+    const rate = new URLSearchParams(location.search).get('rate') ?? '{LabInputs().rate}';
+    return box !== null && parseFloat(box.value) === parseFloat(rate);
+}}"""
+
+
+async def settled(page, timeout_ms: float) -> None:
+    """The script run is over and the sidebar shows the session's values. Streamlit's frontend mounts a
+    widget at the default it was declared with and puts the session's value in right after: on a
+    loaded machine the declared default shows for a fraction of a second (seen at 0.2 s with five
+    sessions on 2 cores) before the link's value. A session that kept another's rate never settles,
+    and the wait's timeout is reported as its error."""
+    await idle(page, timeout_ms)
+    await page.wait_for_function(BOX_HOLDS_URL_RATE, polling=100, timeout=timeout_ms)  # rAF polling stalls in unpainted pages
+
+
 async def session(browser, url: str, rate: float, changes: int, timeout_ms: float) -> dict:
     """One person: open the Lab at `rate`, then move the rate slider `changes` times."""
     from playwright.async_api import expect
@@ -71,7 +91,7 @@ async def session(browser, url: str, rate: float, changes: int, timeout_ms: floa
         t0 = time.perf_counter()
         await page.goto(f"{url}/?rate={rate}", timeout=timeout_ms)
         await page.wait_for_selector(THROUGHPUT, timeout=timeout_ms)
-        await idle(page, timeout_ms)
+        await settled(page, timeout_ms)
         out["first_s"] = time.perf_counter() - t0
         out["seen"].append(await state(page))
         out["moves_from"] = time.monotonic()  # the system-wide clock the health probes are stamped with
@@ -81,7 +101,7 @@ async def session(browser, url: str, rate: float, changes: int, timeout_ms: floa
             t0 = time.perf_counter()
             await page.keyboard.press("ArrowUp")  # +0.1 req/s, one move of the rate
             await expect(page.locator(CAPTION).first).not_to_have_text(before, timeout=timeout_ms)
-            await idle(page, timeout_ms)
+            await settled(page, timeout_ms)
             out["times"].append(time.perf_counter() - t0)
             out["seen"].append(await state(page))
         out["moves_to"] = time.monotonic()
@@ -104,7 +124,6 @@ async def state(page) -> dict:
 def check(results: list[dict]) -> list[str]:
     """Every state a session showed is its own: URL, slider and Throughput agree with core."""
     from core.lab import report
-    from core.lab.inputs import LabInputs
     problems = []
     for r in results:
         for s in r["seen"]:
