@@ -46,6 +46,19 @@ def toks(n: float, unit: str = "tokens") -> str:
     return f"{n:,.0f} {unit}"
 
 
+def token_count(n: int) -> str:
+    """A count of tokens as a card shows it, in at most 12 characters so that it fits the card's
+    width: exact below ten thousand ('9,999 tokens'), then three figures ('12.3k tokens', '3.69M tokens',
+    '1.20B tokens'; '3,694,592 tokens' was cut to '3,694,592 t...')."""
+    if n < 9_999.5:
+        return f"{n:,.0f} tokens"
+    for scale, unit in ((1e3, "k"), (1e6, "M"), (1e9, "B")):
+        x = n / scale
+        if x < 999.5 or unit == "B":
+            figures = f"{x:.2f}" if x < 9.995 else f"{x:.1f}" if x < 99.95 else f"{x:,.0f}"
+            return f"{figures}{unit} tokens"
+
+
 def tok_s(x: float) -> str:
     return f"{x:,.0f} tokens/s" if x >= 10 else f"{x:.1f} tokens/s"
 

@@ -306,8 +306,8 @@ def test_a_link_with_a_host_kv_tier_and_prefix_routing_shows_what_the_tier_kept(
     assert not at.exception and not at.error
     simulated = next(c.value for c in at.caption if c.value.startswith("Simulated:"))
     assert "128 GiB host KV tier" in simulated and "prefix-aware routing" in simulated
-    found = int(metric(at, "Found in host memory").split()[0].replace(",", ""))
-    assert found > 0 and found % 16 == 0  # whole blocks
+    found = metric(at, "Found in host memory")
+    assert found.endswith(" tokens") and found.split()[0] != "0"
     assert metric(at, "Moved over the host link").endswith(" GB")
     assert at.query_params["offload"] == "128" and at.query_params["router"] == "prefix"
     # prefix caching off: the tier has nothing to keep, said in one sentence instead of figures

@@ -31,6 +31,17 @@ def test_a_change_too_small_for_a_whole_percent_or_from_zero_is_said_in_words():
     assert text.change(0.56, 0.0, lambda x: f"{x:.2f} req/s") == "0.56 req/s, up from 0.00 req/s"
 
 
+@given(st.integers(0, 10**11))  # past any run the Lab admits (100,000 requests of 128K tokens: 1.3e10)
+def test_a_token_count_fits_a_card_and_keeps_three_figures(n):
+    words = text.token_count(n)
+    assert len(words) <= 12 and words.endswith(" tokens")  # a card cuts its value near 12 characters
+    number = words.split()[0]
+    scale = {"k": 1e3, "M": 1e6, "B": 1e9}.get(number[-1], 1)
+    value = float(number.rstrip("kMB").replace(",", "")) * scale
+    assert abs(value - n) <= 0.005 * n + 0.5  # rounded to three figures at most
+    assert text.token_count(3_694_592) == "3.69M tokens" and text.token_count(9_999) == "9,999 tokens"
+
+
 def test_durations_climb_through_units():
     assert [text.fmt_ms(x) for x in (74.4, 1500, 90_000, 7_200_000)] == ["74 ms", "1.50 s", "1.5 min", "2.0 h"]
 

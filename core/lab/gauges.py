@@ -9,7 +9,7 @@ import numpy as np
 from ..physics import catalog
 from ..serving.metrics import GROWING, served_words
 from ..serving.simulate import SimConfig, SimResult, steptime
-from ..text import fmt_ms, sentence, share, usd
+from ..text import fmt_ms, sentence, share, token_count, usd
 from .inputs import LabInputs
 from .readings import DEFINITIONS
 
@@ -213,7 +213,7 @@ def offload_cards(s: dict) -> list[dict]:
         return []
     d = DEFINITIONS
     return [
-        dict(label="Found in host memory", value=f"{off['hit_tokens_host']:,} tokens",
+        dict(label="Found in host memory", value=token_count(off['hit_tokens_host']),
              note=f"of {off['hit_tokens_host'] + off['hit_tokens_gpu']:,} found cached",  # a card's note is cut past ~28 characters
              help=d["offload_hits"] + f" The tier holds {off['blocks_per_replica']:,} blocks a replica "
                                       f"({off['capacity_gib']:g} GiB); {off['blocks_dropped']:,} were dropped for room."),
@@ -233,7 +233,7 @@ def prefix_cards(s: dict, cfg: SimConfig) -> list[dict]:
     return [
         dict(label="Prefix cache hit rate", value=f"{s['prefix_hit_rate']:.1%}", note="of prompt tokens",
              help=d["prefix_hit_rate"] + off + f" Cached blocks evicted to make room: {s['prefix_cache_evictions']:,}."),
-        dict(label="Prefill tokens saved", value=f"{s['prefill_tokens_saved']:,} tokens",
+        dict(label="Prefill tokens saved", value=token_count(s['prefill_tokens_saved']),
              note=f"{s['prefill_tokens_saved'] / max(s['requests'], 1):,.0f} tokens per request",
              help=d["prefill_saved"]),
     ]
