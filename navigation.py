@@ -8,7 +8,7 @@ it without this sidebar.) A link's parameters are checked before any widget read
 """
 import streamlit as st
 
-from ui import cache, guard, jobs, links, state
+from ui import cache, guard, jobs, links, state, widgets
 
 st.set_page_config(page_title="LLM Serving Design Lab", page_icon="ui/favicon.png", layout="wide")
 
@@ -26,6 +26,7 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+widgets.page_style()
 jobs.script_started()
 try:
     links.read()  # before any widget: a bad value in a link is a notice, not a traceback

@@ -88,6 +88,26 @@ def gauges_html(items: list[Gauge], columns: int) -> str:
             + "".join(parts) + "</div>")
 
 
+# A metric card cuts a value or note longer than its width ('2,146 to...' in a quarter of a 1280-pixel
+# laptop's page): the figure shrinks with its card (container query units: 100cqi is the card's
+# width; 36 px where the card is wide enough) and what is still too long wraps at a space
+# ('2,146' over 'tok/s') instead of being cut; so do a long label and a long note, and a note's
+# comparison ('vs stage 2') goes under its chip when the two do not fit side by side.
+METRIC_CSS = """<style>
+[data-testid='stMetric']{container-type:inline-size}
+[data-testid='stMetricValue']{font-size:min(2.25rem,16cqi);line-height:1.2}
+[data-testid='stMetric'] [data-testid='stMetricValue'] *,[data-testid='stMetric'] [data-testid='stMetricDelta'] *,
+[data-testid='stMetric'] [data-testid='stMetricLabel'] *,[data-testid='stMetric'] [data-testid='stMetricDeltaDescription'] *{
+  white-space:normal;overflow:visible;text-overflow:clip;overflow-wrap:normal}
+[data-testid='stMetric'] div:has(> [data-testid='stMetricDelta']){flex-wrap:wrap;row-gap:2px}
+</style>"""
+
+
+def page_style() -> None:
+    """Style shared by every page (a style-only element: Streamlit gives it no room on the page)."""
+    st.html(METRIC_CSS)
+
+
 def in_rows(items: list, columns: int):
     """(column, item) pairs filled a row at a time: a phone stacks columns, so filling them row by
     row keeps the reading order there too."""
