@@ -1,7 +1,8 @@
 """End to end in Chromium: what a new user sees at first sight on the pages issue 26 named, each
 check something a person reads off the page: the rate box takes a fleet's traffic, Your benchmark
 starts at the run's own tp and shows every row and every bar's label, a broken file names its wrong
-fields, Compare shows every row, and the Planner's frontier charts hold every point inside the frame."""
+fields, Compare shows every row, the Planner's frontier charts hold every point inside the frame, and
+every card reads whole on a laptop's screen."""
 import json
 from pathlib import Path
 
@@ -225,4 +226,23 @@ def test_the_recommendation_names_fp8_and_says_when_batching_costs_nothing(brows
     else:
         page = opened_lab(browser, query, 2000)
         assert words in lab_text(page) and "set Weights to fp8" in lab_text(page)
+    page.close()
+
+
+# a card's text cut short: some element in its label, figure or note wider than the box it is shown in
+CUT_CARDS = """() => [...document.querySelectorAll("[data-testid='stMetric']")].filter(card =>
+    [card, ...card.querySelectorAll('*')].some(el => el.scrollWidth > el.clientWidth + 1))
+    .map(card => card.innerText.split('\\n').filter(Boolean).join(' / '))"""
+
+
+def test_every_card_reads_whole_on_a_laptop(browser):
+    # a 1,280-pixel laptop puts four cards in about 190 px each: long figures ('3,694,592 tokens',
+    # 'TTFT 31% under') and notes were cut to '3,694,592 t...'; every one must read whole
+    b, url = browser
+    page = b.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{url}/?turns=4&sys_prompts=10&offload=128&router=prefix&gpus=4&rate=12&gpu=l40s")
+    page.wait_for_selector("[data-testid='stMetric']:has-text('Found in host memory')", timeout=300_000)
+    wait_idle(page)
+    assert page.locator("[data-testid='stMetric']").count() >= 15
+    assert page.evaluate(CUT_CARDS) == []
     page.close()
