@@ -229,13 +229,14 @@ def test_the_recommendation_names_fp8_and_says_when_batching_costs_nothing(brows
     page.close()
 
 
-# a card's text cut short: some element in its label, figure or note wider than the box it is shown in
-CUT_CARDS = """() => [...document.querySelectorAll("[data-testid='stMetric']")].filter(card =>
-    [card, ...card.querySelectorAll('*')].some(el => el.scrollWidth > el.clientWidth + 1))
-    .map(card => card.innerText.split('\\n').filter(Boolean).join(' / '))"""
+# text cut short: some element of a card (its label, figure or note) or of a badge wider than the box
+# it is shown in
+CUT = """selector => [...document.querySelectorAll(selector)].filter(box =>
+    [box, ...box.querySelectorAll('*')].some(el => el.scrollWidth > el.clientWidth + 1))
+    .map(box => box.innerText.split('\\n').filter(Boolean).join(' / '))"""
 
 
-def test_every_card_reads_whole_on_a_laptop(browser):
+def test_every_card_and_badge_reads_whole_on_a_laptop(browser):
     # a 1,280-pixel laptop puts four cards in about 190 px each: long figures ('3,694,592 tokens',
     # 'TTFT 31% under') and notes were cut to '3,694,592 t...'; every one must read whole
     b, url = browser
@@ -244,5 +245,10 @@ def test_every_card_reads_whole_on_a_laptop(browser):
     page.wait_for_selector("[data-testid='stMetric']:has-text('Found in host memory')", timeout=300_000)
     wait_idle(page)
     assert page.locator("[data-testid='stMetric']").count() >= 15
-    assert page.evaluate(CUT_CARDS) == []
+    assert page.evaluate(CUT, "[data-testid='stMetric']") == []
+    page.goto(f"{url}/scenarios")  # each scenario card's stage, a badge
+    page.wait_for_selector(".stMarkdownBadge", timeout=300_000)
+    wait_idle(page)
+    assert page.locator(".stMarkdownBadge").count() >= 6
+    assert page.evaluate(CUT, ".stMarkdownBadge") == []
     page.close()

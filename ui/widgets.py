@@ -92,20 +92,22 @@ def gauges_html(items: list[Gauge], columns: int) -> str:
 # laptop's page): the figure shrinks with its card (container query units: 100cqi is the card's
 # width; 36 px where the card is wide enough) and what is still too long wraps at a space
 # ('2,146' over 'tok/s') instead of being cut; so do a long label and a long note, and a note's
-# comparison ('vs stage 2') goes under its chip when the two do not fit side by side.
-METRIC_CSS = """<style>
+# comparison ('vs stage 2') goes under its chip when the two do not fit side by side. A Markdown
+# badge wraps too ('Stage 1: One GPU, one request at a t...' on a scenario card).
+PAGE_CSS = """<style>
 [data-testid='stMetric']{container-type:inline-size}
 [data-testid='stMetricValue']{font-size:min(2.25rem,16cqi);line-height:1.2}
 [data-testid='stMetric'] [data-testid='stMetricValue'] *,[data-testid='stMetric'] [data-testid='stMetricDelta'] *,
 [data-testid='stMetric'] [data-testid='stMetricLabel'] *,[data-testid='stMetric'] [data-testid='stMetricDeltaDescription'] *{
   white-space:normal;overflow:visible;text-overflow:clip;overflow-wrap:normal}
 [data-testid='stMetric'] div:has(> [data-testid='stMetricDelta']){flex-wrap:wrap;row-gap:2px}
+[data-testid='stMarkdownContainer'] span.stMarkdownBadge{white-space:normal}
 </style>"""
 
 
 def page_style() -> None:
     """Style shared by every page (a style-only element: Streamlit gives it no room on the page)."""
-    st.html(METRIC_CSS)
+    st.html(PAGE_CSS)
 
 
 def in_rows(items: list, columns: int):
