@@ -125,7 +125,7 @@ def headline(items: list[dict], columns: int = 4) -> None:
             value, growing = split_growing(m["value"])
             delta = m.get("target") or m.get("note")
             color = ("normal" if m.get("ok", True) else "inverse") if m.get("target") else "off"
-            if growing:  # under the figure, where it is not cut off: '15.2 s' / 'and growing · target 1.00 s'
+            if growing:  # under the figure, which stays on one line: '15.2 s' / 'and growing · target 1.00 s'
                 delta, color = "and growing" + (f" · {delta}" if delta else ""), "inverse"
             st.metric(m["label"], value, delta=delta, delta_color=color, delta_arrow="off",
                       help=m.get("help"), border=True)
@@ -133,7 +133,7 @@ def headline(items: list[dict], columns: int = 4) -> None:
 
 def split_growing(value: str) -> tuple[str, bool]:
     """A latency that grows with the run ('15.2 s and growing') as the figure and whether it grows: a
-    metric card cuts a long value off ('15.2 s a...'), so the words go under it."""
+    figure reads best on one line ('15.2 s', not '15.2 s' over 'and growing'), so the words go under it."""
     if value.endswith(metrics.GROWING):
         return value[:-len(metrics.GROWING)], True
     return value, False

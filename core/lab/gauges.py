@@ -214,7 +214,7 @@ def offload_cards(s: dict) -> list[dict]:
     d = DEFINITIONS
     return [
         dict(label="Found in host memory", value=token_count(off['hit_tokens_host']),
-             note=f"of {off['hit_tokens_host'] + off['hit_tokens_gpu']:,} found cached",  # a card's note is cut past ~28 characters
+             note=f"of {off['hit_tokens_host'] + off['hit_tokens_gpu']:,} found cached",  # short: a card wraps a longer note onto more lines
              help=d["offload_hits"] + f" The tier holds {off['blocks_per_replica']:,} blocks a replica "
                                       f"({off['capacity_gib']:g} GiB); {off['blocks_dropped']:,} were dropped for room."),
         dict(label="Moved over the host link", value=f"{off['gb_stored'] + off['gb_loaded']:,.1f} GB",

@@ -83,7 +83,7 @@ def _steps(scale: float) -> str:
 
 
 def _range(lo: float, hi: float, fmt) -> str:
-    """'63 – 76 ms', or '950 ms – 1.20 s' across units: a metric card cuts a longer figure off."""
+    """'63 – 76 ms', or '950 ms – 1.20 s' across units: short, as a metric card's figure reads best on one line."""
     a, b = fmt(lo), fmt(hi)
     if a == b:
         return a
@@ -153,7 +153,7 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     r = nearest(gpu, model, load, data["runs"])
     shown = [m for m in METRIC_WORDS if m in r["errors"]]
     # the figure is the largest error, the one to plan with: a card's figure holds about 16 characters
-    # and its note about 40 at 1440 px ('E2E 1.7% under, TTFT ...' was cut off); every error is in the help
+    # on one line and its note about 40 at 1440 px (longer ones wrap); every error is in the help
     worst = max(shown[:2], key=lambda m: abs(r["errors"][m]))
     value = f"{METRIC_WORDS[worst].split()[-1]} {_off_short(r['errors'][worst])}"
     left = r.get("errors_model_left_out") or {}
