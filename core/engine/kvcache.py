@@ -367,11 +367,18 @@ def _unlink(KC, PI, r, node):
         _unspare(KC, PI, r, n)
 
 
-@engine_jit
+@step_jit
 def sync(KC, PI, r, cfg):
     """Pop the blocks taken since the last look from the queue's head; a cached block popped is
     evicted (to the host tier, if there is one). Afterwards the queue holds exactly the pool's free
-    blocks."""
+    blocks. Inlined where it is called: most looks find nothing taken (the prefix router looks at
+    every replica for every arrival), and then cost a comparison, not a call."""
+    if PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] > PI[r, P_BLOCKS] - PI[r, P_USED]:
+        _sync(KC, PI, r, cfg)
+
+
+@engine_jit
+def _sync(KC, PI, r, cfg):
     if PI[r, P_OFF_CAP] > 0:
         _evict(KC, PI, r, cfg, True)
     else:
@@ -690,7 +697,7 @@ def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
     return hits, idle, host
 
 
-@engine_jit
+@step_jit
 def cached_blocks(RI, KC, PI, r, q, tokens, upto, cfg):
     """lookup's blocks found, up to block `upto` at most, and those of them in the host tier, for a
     router weighing replicas: the system prompt's share read from what the last request of its
