@@ -217,6 +217,23 @@ def test_the_planners_two_legends_do_not_share_a_row():
     assert len(legends) == 2 and len(set(legends)) == 2
 
 
+def test_near_knees_of_several_deployments_are_named_in_the_legend_not_overprinted():
+    # three deployments kneeing at 64 users a few pixels apart printed 'knee: 64 users' three times over
+    def levels(name, scale, knee):
+        return [dict(deployment=name, users=u, tok_s_per_user=100.0 / u ** 0.3, output_tok_s_per_gpu=scale * u ** 0.5,
+                     knee=u == knee, ttft_p50_ms=50.0, ttft_p99_ms=90.0, tpot_p99_ms=10.0) for u in (1, 8, 64, 256)]
+    several = spec(charts.interactivity(levels("A", 100, 64) + levels("B", 105, 64) + levels("C", 98, 8), 100))
+    texts = [layer for layer in layers(several) if layer["mark"]["type"] == "text" and "knee" in str(layer)]
+    assert texts == []
+    domain = next(layer["encoding"]["color"]["scale"]["domain"] for layer in layers(several)
+                  if "color" in layer.get("encoding", {}))
+    assert domain == ["A · knee at 64 users", "B · knee at 64 users", "C · knee at 8 users"]
+    one = spec(charts.interactivity(levels("A", 100, 64), 100))
+    named = [r for layer in layers(one) if layer["mark"]["type"] == "text"
+             for r in one["datasets"][layer["data"]["name"]] if "knee" in str(r.get("text", ""))]
+    assert [r["text"] for r in named] == ["knee: 64 users"]
+
+
 def test_compares_distributions_fit_a_phone():
     # two facets of a fixed 330 px ran off a 390-px screen: each metric is its own chart, as wide as its column
     from ui import compare

@@ -375,10 +375,14 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
 def interactivity(rows: list[dict], tpot_target_ms: float, title: str = "Throughput against interactivity") -> alt.Chart:
     """Output tok/s per GPU against tok/s per user, one line per deployment (rows carry a
     'deployment' and each level's 'users'), one point per concurrency level; the knee ringed and
-    named, the TPOT target as the tok/s per user it allows (dashed: right of it meets the target)."""
+    named (beside it, or in the legend where there are several deployments), the TPOT target as the tok/s per user it allows (dashed: right of it meets the target)."""
     df = pd.DataFrame(rows)
     if "deployment" not in df:
         df["deployment"] = "this deployment"
+    several = df["deployment"].nunique() > 1
+    if several:  # each deployment's knee in its legend entry: near knees' labels on the plot overprint
+        at = df[df["knee"].astype(bool)].groupby("deployment")["users"].first()
+        df["deployment"] = df["deployment"].map(lambda d: f"{d} · knee at {at[d]:,} users" if d in at else d)
     xs, xa = log_scale(list(df["tok_s_per_user"]) + [1e3 / tpot_target_ms])
     ys, ya = log_scale(df["output_tok_s_per_gpu"])
     x = alt.X("tok_s_per_user:Q", title="tokens/s per user (1000 / median TPOT ms, log scale)", scale=xs,
@@ -387,7 +391,7 @@ def interactivity(rows: list[dict], tpot_target_ms: float, title: str = "Through
     names = list(dict.fromkeys(df["deployment"]))
     palette = [COLORS["accent"], "#0ea5e9", "#f59e0b", "#16a34a"]
     color = alt.Color("deployment:N", scale=alt.Scale(domain=names, range=palette[:len(names)] or palette),
-                      legend=alt.Legend(orient="top", title=None, columns=1, labelLimit=320) if len(names) > 1 else None)
+                      legend=alt.Legend(orient="top", title=None, columns=1, labelLimit=520) if len(names) > 1 else None)
     tooltip = [alt.Tooltip("deployment:N"), alt.Tooltip("users:Q", title="concurrent users", format=",d"),
                alt.Tooltip("output_tok_s_per_gpu:Q", title="output tok/s per GPU", format=",.0f"),
                alt.Tooltip("tok_s_per_user:Q", title="tok/s per user", format=",.1f"),
@@ -398,14 +402,13 @@ def interactivity(rows: list[dict], tpot_target_ms: float, title: str = "Through
                                                       tooltip=tooltip)
     knees = df[df["knee"].astype(bool)].assign(text=lambda d: "knee: " + d["users"].map("{:,}".format) + " users")
     ring = alt.Chart(knees).mark_point(size=260, strokeWidth=2, color=COLORS["bad"]).encode(x=x, y=y, tooltip=tooltip)
-    label = None
-    for i, name in enumerate(names):  # each deployment's label a line lower, so that near knees do not overprint
-        one = alt.Chart(knees[knees["deployment"] == name]).mark_text(
-            align="left", dx=12, dy=-12 + 13 * i, color=COLORS["bad"]).encode(x=x, y=y, text="text:N")
-        label = one if label is None else label + one
+    layers = curve + ring
+    if not several:  # one deployment: its knee named beside the ring
+        layers += alt.Chart(knees).mark_text(align="left", dx=12, dy=-12, color=COLORS["bad"]).encode(
+            x=x, y=y, text="text:N")
     slo = pd.DataFrame({"v": [1e3 / tpot_target_ms], "text": [f"TPOT target {tpot_target_ms:g} ms"]})
     rule = alt.Chart(slo).mark_rule(color=COLORS["bad"], strokeDash=[6, 4]).encode(
         x=alt.X("v:Q"), tooltip=[alt.Tooltip("text:N", title="target")])
     rule_text = alt.Chart(slo).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-3,
                                          color=COLORS["bad"]).encode(x="v:Q", y=alt.YValue(0), text="text:N")
-    return framed(curve + ring + label + rule + rule_text, 280, title)
+    return framed(layers + rule + rule_text, 280, title)
