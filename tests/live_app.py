@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -47,11 +48,14 @@ def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None
     """The server's URL and its process (for its memory); `cwd`: the project folder to run,
     `prefix`: a command to run it under (as_nobody()), `python`: the environment's interpreter."""
     port = free_port()
+    # the server's output goes to a file: a pipe nobody reads fills at 64 KB and then stops the
+    # server (and its planner workers) at their next line of log
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         (prefix or []) + [python, "-m", "streamlit", "run", "dashboard.py", "--server.headless", "true",
                           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats",
                           "false", "--server.fileWatcherType", "none"],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
@@ -62,7 +66,8 @@ def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start: {proc.stdout.read().decode(errors='replace')[-2000:]}")
+                log.seek(0)
+                raise RuntimeError(f"streamlit did not start: {log.read().decode(errors='replace')[-2000:]}")
             time.sleep(poll_s)  # polling the health endpoint until the server answers
         yield url, proc
     finally:
@@ -71,6 +76,7 @@ def streamlit_process(timeout_s: float = 120, cwd: Path = ROOT, env: dict | None
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def chromium_executable() -> str | None:

@@ -1,6 +1,8 @@
 """The planner: sizing by search. Each test is a case a user brought, or what physics demands of the
 answer (more budget never costs more; another replica never carries less; a refused deployment is
 never recommended)."""
+import sys
+import types
 from dataclasses import replace
 
 import pytest
@@ -10,6 +12,7 @@ from core.lab.inputs import LabInputs
 from core.lab.recommend import lab_budget, planner_workload, recommend
 from core.physics import catalog
 from core.physics.memory import MEM_UTIL, plan_memory
+from core.planner import executors
 from core.planner.bounds import bound, prompt_quantile
 from core.planner.plan import cheapest, plan
 from core.planner.search import check_config, highest_rate, outcome
@@ -197,3 +200,15 @@ def test_a_gpu_family_with_no_validated_run_is_checked_with_the_labs_wider_band(
     slow = outcome(b200, w)
     plain = simulate(replace(to_config(b200, w), step_scale=w.targets.step_scale)).summary
     assert slow.tpot_p99_ms > plain["tpot_ms"]["p99"]
+
+
+def test_the_pools_workers_never_run_the_script_that_started_them(tmp_path, monkeypatch):
+    # under Streamlit, __main__ is the page being run: every spawned worker ran the Planner page again,
+    # in bare mode, writing hundreds of warnings into the server's log
+    marker = tmp_path / "ran"
+    page = types.ModuleType("__main__")
+    page.__file__ = str(tmp_path / "page.py")
+    (tmp_path / "page.py").write_text(f"open({str(marker)!r}, 'a').write('ran')\n")
+    monkeypatch.setitem(sys.modules, "__main__", page)
+    assert executors.run_tasks(abs, [-1, -2, -3], workers=3) == [1, 2, 3]  # three workers, started here
+    assert not marker.exists()

@@ -5,6 +5,9 @@ the same; Ray is imported only when asked for."""
 from __future__ import annotations
 
 import os
+import sys
+import types
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -31,6 +34,21 @@ def local_pool(workers: int) -> ProcessPoolExecutor:
     return _pools[workers]
 
 
+@contextmanager
+def _nothing_to_run_as_main():
+    """While workers start. A spawned worker first runs its parent's __main__ again (multiprocessing's
+    spawn), and in the dashboard that is the page script being run: every planner worker ran the
+    Planner page, in Streamlit's bare mode, and wrote some 350 warnings to the server's log a start.
+    Workers start lazily, at a submit, so this is held around the submits."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")  # no file, no spec: nothing to run
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
 def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
@@ -40,8 +58,9 @@ def prestart(workers: int | None = None) -> None:
     search does not wait for them."""
     n = workers or default_workers()
     pool = local_pool(n)
-    for _ in range(n):
-        pool.submit(_idle)
+    with _nothing_to_run_as_main():
+        for _ in range(n):
+            pool.submit(_idle)
 
 
 def _idle() -> None:
@@ -67,7 +86,8 @@ def run_tasks(fn: Callable, tasks: list, executor: str = "local", workers: int |
     pool = local_pool(n)
     futures: dict = {}
     try:
-        futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+        with _nothing_to_run_as_main():
+            futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
         out = [None] * total
         for done, f in enumerate(as_completed(futures), 1):
             out[futures[f]] = f.result()
