@@ -53,41 +53,55 @@ def kv_label(kv_dtype: str) -> str:
 gpu_label = links.gpu_label
 
 
+def _start(key: str, default):
+    """The value a sidebar widget is declared with: the session's own where it has one (a link's, a
+    scenario's, the last run's). Streamlit's frontend draws a widget at its declared value first and
+    puts the session's in a render later, so a shared link showed the defaults for a moment
+    (50 ms on an idle machine, 0.2 s on a loaded one) before its own values."""
+    return st.session_state.get(key, default)
+
+
+def _start_index(key: str, options: list, default) -> int:
+    """_start for a select box: the index of the session's value among its options."""
+    value = _start(key, default)
+    return options.index(value) if value in options else options.index(default)
+
+
 def sidebar() -> None:
     """Draw the inputs (call once per run, from navigation.py)."""
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
-    sb.segmented_control("Load", list(LOAD_LABELS), default=DEFAULTS.load, key="load", format_func=LOAD_LABELS.get,
+    sb.segmented_control("Load", list(LOAD_LABELS), default=_start("load", DEFAULTS.load), key="load", format_func=LOAD_LABELS.get,
                          required=True,
                          help="An open loop: requests arrive at a rate, whatever the server does (production "
                               "traffic). Or a closed loop: a fixed number of users, each sending its next request "
                               "when its answer is complete, as benchmarks run (vllm bench serve --max-concurrency).")
     if st.session_state.get("load", DEFAULTS.load) == "users":
-        sb.select_slider("Concurrent users", bounds.sidebar_options("concurrency"), DEFAULTS.users, key="users",
+        sb.select_slider("Concurrent users", bounds.sidebar_options("concurrency"), _start("users", DEFAULTS.users), key="users",
                          persist_state="session",
                          help="Users in a closed loop: at most this many requests are in flight. A closed loop "
                               "cannot overload the server; past its batch slots, users wait in the queue.")
-        sb.select_slider("Think time (s)", bounds.sidebar_options("think_time"), DEFAULTS.think_s, key="think",
+        sb.select_slider("Think time (s)", bounds.sidebar_options("think_time"), _start("think", DEFAULTS.think_s), key="think",
                          persist_state="session",
                          help="Seconds a user waits after an answer before its next request (0: a benchmark "
                               "client, which sends at once).")
     else:
         # a typed number, not a slider: the range runs to fleet scale (100,000 req/s), where a slider's steps
         # would be either too coarse for one GPU or too many to drag through
-        sb.number_input("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), DEFAULTS.rate, 0.1,
+        sb.number_input("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), float(_start("rate", DEFAULTS.rate)), 0.1,
                         key="rate", format="%g", persist_state="session",
                         help=f"New generation requests arriving per second (up to "
                              f"{bounds.sidebar_range('rate')[1]:,.0f}: a fleet's traffic). Each runs "
                              f"autoregressively until its output is complete.")
-    sb.select_slider("Avg prompt tokens", TOKENS, DEFAULTS.prompt_tokens, key="prompt",
+    sb.select_slider("Avg prompt tokens", TOKENS, _start("prompt", DEFAULTS.prompt_tokens), key="prompt",
                      help="Input length processed in the prefill phase; sets the starting size of each KV cache. "
                           "With shared system prompts or conversations (Advanced), the user's own message of each "
                           "turn.")
-    sb.select_slider("Avg output tokens", bounds.sidebar_options("output"), DEFAULTS.output_tokens, key="output",
+    sb.select_slider("Avg output tokens", bounds.sidebar_options("output"), _start("output", DEFAULTS.output_tokens), key="output",
                      help="Tokens generated one at a time in the decode phase; the KV cache grows for each.")
     choices = yourmodel.options(catalog.model_ids(), CUSTOM)
-    sb.selectbox("Model size", choices, choices.index(DEFAULTS.model), format_func=_model_label,
+    sb.selectbox("Model size", choices, _start_index("model", choices, DEFAULTS.model), format_func=_model_label,
                  key="model",
                  help="Parameter count. Weights at 16-bit take ~2 bytes each and must fit in GPU memory before "
                       "any KV cache. Your own model: upload or paste its config.json under Advanced.")
@@ -95,21 +109,21 @@ def sidebar() -> None:
     if own:
         sb.caption(own)
     if st.session_state.get("model") == CUSTOM:
-        sb.select_slider("Parameters (billions)", SIZES_B, 70, key="size_b",
+        sb.select_slider("Parameters (billions)", SIZES_B, _start("size_b", 70), key="size_b",
                          help="A dense model of this size, shaped by interpolating the Llama-3 family (layers, "
                               "hidden size, 8 KV heads): an interpolation, not a released model.")
-    sb.select_slider("GPU count", GPU_COUNTS, DEFAULTS.gpus, key="gpus",
+    sb.select_slider("GPU count", GPU_COUNTS, _start("gpus", DEFAULTS.gpus), key="gpus",
                      help="GPUs available to serve the model. More GPUs add memory and compute, via replicas or "
                           "tensor-parallel shards.")
-    sb.selectbox("GPU type", yourgpu.options(), catalog.gpu_ids().index(DEFAULTS.gpu), format_func=gpu_label,
+    sb.selectbox("GPU type", yourgpu.options(), _start_index("gpu", yourgpu.options(), DEFAULTS.gpu), format_func=gpu_label,
                  key="gpu")
-    sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, int(DEFAULTS.ttft_p99_ms), key="ttft",
+    sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, _start("ttft", int(DEFAULTS.ttft_p99_ms)), key="ttft",
                      help="Latency budget from request arrival to the first streamed token; the prefill phase "
                           "must fit inside it.")
-    sb.toggle("Continuous batching + paged attention", DEFAULTS.continuous_batching, key="cb",
+    sb.toggle("Continuous batching + paged attention", _start("cb", DEFAULTS.continuous_batching), key="cb",
               help="In-flight batching admits and retires requests every step; paged attention stores the KV "
                    "cache in fixed pages to avoid fragmentation.")
-    sb.toggle("Tensor-parallel sharding", DEFAULTS.tensor_parallel, key="tp_on",
+    sb.toggle("Tensor-parallel sharding", _start("tp_on", DEFAULTS.tensor_parallel), key="tp_on",
               help="Split each layer across GPUs so a model larger than one GPU can run, at the cost of per-step "
                    "collective communication.")
     # the knobs are drawn only while the section is open: closed, their 18 widgets would cost the browser
