@@ -72,10 +72,10 @@ BOX_HOLDS_URL_RATE = f"""() => {{
 
 async def settled(page, timeout_ms: float) -> None:
     """The script run is over and the sidebar shows the session's values. Streamlit's frontend mounts a
-    widget at the default it was declared with and puts the session's value in right after: on a
-    loaded machine the declared default shows for a fraction of a second (seen at 0.2 s with five
-    sessions on 2 cores) before the link's value. A session that kept another's rate never settles,
-    and the wait's timeout is reported as its error."""
+    widget at the value it was declared with and puts the session's in a render later; the sidebar
+    declares the session's own (ui.state._start), where it once declared the default, and a loaded
+    machine showed that default for 0.2 s after the run. A session that kept another's rate never
+    settles, and the wait's timeout is reported as its error."""
     await idle(page, timeout_ms)
     await page.wait_for_function(BOX_HOLDS_URL_RATE, polling=100, timeout=timeout_ms)  # rAF polling stalls in unpainted pages
 
