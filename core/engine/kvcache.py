@@ -249,13 +249,6 @@ def probe(KC, r, key, bits):
 
 
 @engine_jit
-def find(KC, r, key, bits):
-    """The GPU node holding `key`, or -1."""
-    i = probe(KC, r, key, bits)
-    return KC[r, N_HASH, i] - 1 if i >= 0 else -1
-
-
-@engine_jit
 def _put(KC, r, i, key, node):
     KC[r, N_HKEY, i] = key
     KC[r, N_HASH, i] = node + 1
@@ -371,8 +364,8 @@ def _unlink(KC, PI, r, node):
 def sync(KC, PI, r, cfg):
     """Pop the blocks taken since the last look from the queue's head; a cached block popped is
     evicted (to the host tier, if there is one). Afterwards the queue holds exactly the pool's free
-    blocks. Inlined where it is called: most looks find nothing taken (the prefix router looks at
-    every replica for every arrival), and then cost a comparison, not a call."""
+    blocks. Inlined where it is called, so that a look that finds nothing taken costs a comparison,
+    not a call (the prefix router looks at every replica for every arrival)."""
     if PI[r, P_PC_ANON] + PI[r, P_PC_CACHED] > PI[r, P_BLOCKS] - PI[r, P_USED]:
         _sync(KC, PI, r, cfg)
 
@@ -870,8 +863,8 @@ def dead_blocks(RI, q):
 def books(PI, KC, cfg, r: int) -> dict:
     """The block pool of replica r, counted from its tables (plain Python, for tests and reports):
     blocks held by requests, plain free blocks and cached blocks no request holds (a finished
-    conversation's dead blocks among them), and the blocks in its host tier, with the queue and the tier walked node by node and the hash tables read slot
-    by slot, not taken from the counters."""
+    conversation's dead blocks among them), and the blocks in its host tier, with the queue and the
+    tier walked node by node and the hash tables read slot by slot, not taken from the counters."""
     if KC.shape[2] == 1:
         raise ValueError("prefix caching was off in this run (or nothing in its workload could be reused)")
     sync(KC, PI, r, cfg)
