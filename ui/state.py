@@ -115,7 +115,8 @@ def sidebar() -> None:
     sb.select_slider("GPU count", GPU_COUNTS, _start("gpus", DEFAULTS.gpus), key="gpus",
                      help="GPUs available to serve the model. More GPUs add memory and compute, via replicas or "
                           "tensor-parallel shards.")
-    sb.selectbox("GPU type", yourgpu.options(), _start_index("gpu", yourgpu.options(), DEFAULTS.gpu), format_func=gpu_label,
+    gpu_choices = yourgpu.options()
+    sb.selectbox("GPU type", gpu_choices, _start_index("gpu", gpu_choices, DEFAULTS.gpu), format_func=gpu_label,
                  key="gpu")
     sb.select_slider("p99 time-to-first-token (ms)", TARGETS_MS, _start("ttft", int(DEFAULTS.ttft_p99_ms)), key="ttft",
                      help="Latency budget from request arrival to the first streamed token; the prefill phase "
