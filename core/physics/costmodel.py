@@ -87,8 +87,8 @@ T_STEP = 31  # serving engine's per-step host overhead, s
 KV_SPLIT = 32  # split-KV partition of the decode attention kernel in tokens (0: no split)
 ENGINE = 33  # 0 a bare forward pass, 1 vLLM V1's step (launch modes, host time)
 CAPTURE = 34  # vLLM: largest step (tokens) replayed through a CUDA graph
-T_PIECE = 35  # vLLM: host time per layer of a piecewise-graph step, s
-T_ISSUE_ENGINE = 36  # vLLM: host time per layer of a step run without graphs, s
+T_PIECE = 35  # host time per layer of a step with prompt tokens: vLLM's piecewise graphs; SGLang issues it op by op, s
+T_ISSUE_ENGINE = 36  # host time per layer of a step run without graphs (a mean over the layers), s
 T_SEQ = 37  # vLLM: host time per scheduled sequence (sampling, output processing), s
 ASYNC = 38  # vLLM: fraction of the GPU time of a step that hides host work (0 without async scheduling)
 T_MOE_LAYER = 39  # per-MoE-layer time of the routing kernels (top-k, token sort, output sum), s
@@ -156,6 +156,13 @@ class Efficiency:
     moe_gemm_eff_fp8: float = 1.0  # the same with block-scaled fp8 weights (Model.fp8_block_scales)
     api_ms: float = 0.0  # client TTFT beyond the engine: API server, tokenisation, first-token streaming
     async_overlap: float = 1.0  # vLLM async scheduling: share of a step's GPU time its host work can hide behind
+    # SGLang's own (fit_moe.py, to its public runs at a fixed concurrency): its MoE routing kernels per MoE
+    # layer and an MLA layer's small kernels beyond a grouped-query layer's, in a decode graph; and what an
+    # MoE layer and an MLA layer add to a layer's host issue in the steps it runs without graphs (prompts)
+    sglang_moe_layer_us: float = 0.0
+    sglang_mla_layer_us: float = 0.0
+    sglang_issue_moe_us: float = 0.0
+    sglang_issue_mla_us: float = 0.0
 
 
 @lru_cache(maxsize=1)
@@ -306,8 +313,10 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
     # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms, the
-    # absorbed per-head products, and a quantisation kernel before each block-fp8 GEMM (fit_moe.py)
-    mla = eff.t_mla_layer_us if model.is_mla else 0.0
+    # absorbed per-head products, and a quantisation kernel before each block-fp8 GEMM (fit_moe.py); SGLang's
+    # kernels for both, and its MoE routing, are its own (fused top-k and alignment: fitted apart)
+    sglang = engine == "sglang"
+    mla = (eff.sglang_mla_layer_us if sglang else eff.t_mla_layer_us) if model.is_mla else 0.0
     p[T_LAYER] = (eff.t_layer_engine_us + mla if served else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
@@ -320,12 +329,19 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
     p[ENGINE] = 1.0 if served else 0.0
     p[CAPTURE] = capture_tokens
-    p[T_PIECE] = eff.t_piecewise_us * 1e-6
-    p[T_ISSUE_ENGINE] = eff.t_issue_engine_us * 1e-6
+    # a layer's host issue without graphs; SGLang's MoE and MLA layers issue more (fit_moe.py): a mean a layer
+    issue = eff.t_issue_engine_us
+    if sglang:
+        issue += (eff.sglang_issue_moe_us * model.moe_layers
+                  + (eff.sglang_issue_mla_us * model.layers if model.is_mla else 0.0)) / model.layers
+    p[T_ISSUE_ENGINE] = issue * 1e-6
+    # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang captures graphs of
+    # decode batches only, and issues a prompt's step op by op (data/engines.json: cuda_graphs)
+    p[T_PIECE] = p[T_ISSUE_ENGINE] if sglang else eff.t_piecewise_us * 1e-6
     p[T_SEQ] = eff.engine_seq_us * 1e-6 if served else 0.0
     # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json)
     p[ASYNC] = (1.0 if engine == "sglang" else eff.async_overlap) if async_scheduling else 0.0
-    p[T_MOE_LAYER] = eff.t_moe_layer_us * 1e-6 if model.is_moe else 0.0
+    p[T_MOE_LAYER] = (eff.sglang_moe_layer_us if sglang else eff.t_moe_layer_us) * 1e-6 if model.is_moe else 0.0
     if spec is not None:
         prop = proposer(spec, model, atp, wb, kv_format(kv_dtype).bytes_per_value)
         p[SPEC_K] = spec.tokens

@@ -1,8 +1,10 @@
 """Serving engines' profiles beyond vLLM V1's (data/engines.json): SGLang's scheduling rule on the
 engine loop (policy "sglang": prompts in steps of their own, decodes paused while any wait), the
 chunk, budget, CUDA-graph size and batch limit it picks for the GPU it runs on, its overlap
-scheduler, and what its server adds to a client's TTFT. The host's time per step and per layer are
-vLLM's fitted constants: no SGLang step times are public to fit them to."""
+scheduler, its CUDA graphs (decode batches only: a prompt's step is issued op by op), and what its
+server adds to a client's TTFT. Its small kernels and host issue of MoE and latent-attention layers
+are fitted to its public runs (calibration/fit_moe.py); the host's time per step and per dense layer
+are vLLM's fitted constants: no SGLang step times are public to fit them to."""
 from __future__ import annotations
 
 import json
