@@ -529,7 +529,7 @@ def _ghost_shift(key):
     return BUCKET + GHOST_BITS * (key & (BUCKET - 1))
 
 
-@step_jit
+@engine_jit
 def store(KC, PI, r, group, mask, order, count, cfg):
     """`count` cached blocks of one group, which the GPU evicted one after another, move to the host
     tier's tail: block `(order >> 3 j) & 7` of the group j-th (`mask`: all of them), with one look-up
@@ -557,7 +557,7 @@ def store(KC, PI, r, group, mask, order, count, cfg):
     _drop_over(words, n, PI, r)
 
 
-@step_jit
+@engine_jit
 def offload_dead(KC, PI, r, count, cfg):
     """`count` dead blocks the GPU evicts move to the host tier's tail as one run of the ring; a full
     tier drops the least recently stored blocks for good."""
