@@ -13,6 +13,9 @@ concurrency) over its runs is found: 16-bit weights (moe_gemm_eff) and fp8 (moe_
 with block scales (Model.fp8_block_scales: DeepSeek-V3/R1's and Qwen3's -FP8 checkpoints scale every
 128 x 128 block of weights), so that the kernel rescales its partial sums every 128 of K and
 quantises the activations it reads in groups of 128. Each model family's own best rate within a format is reported beside it.
+Last, SGLang's own constants (fit_sglang): its MoE routing and latent-attention kernels, and the host
+issue of its prompt steps, which it runs without CUDA graphs, each fitted to one metric of the SGLang
+cookbook's runs at one request at a time; its other runs check them.
 
   python calibration/fit_moe.py            # print the errors and each format's best rate
   python calibration/fit_moe.py --write    # also write the rates and calibration/MOE_FIT.md
@@ -175,7 +178,8 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
     out = ["# The fused-MoE kernel against public MoE runs", "",
            "Written by `python calibration/fit_moe.py --write` from `calibration/moe_runs.json` (public vLLM 0.11 "
            "runs of DeepSeek-R1 on 8x H200 and Qwen3-235B-A22B on 8x and 4x H100, each with its source and quote; "
-           "SGLang v0.5 runs, A100 runs and runs that fill the KV cache beside them as checks, not fitted).", ""]
+           "the SGLang cookbook's runs on 8x B200, two of which fit SGLang's own constants (last section); other "
+           "SGLang runs, A100 and MI300X runs and runs that fill the KV cache beside them as checks, not fitted).", ""]
     if mla_scores:
         out += ["First, a served latent-attention layer's small kernels beyond a grouped-query layer's "
                 "(`t_mla_layer_us`), fitted to the mean TPOT of the DeepSeek-R1 runs at a fixed concurrency, where a "
