@@ -50,6 +50,7 @@ SGLANG = (("sglang_moe_layer_us", "mean_tpot_ms", False, tuple(float(t) for t in
           ("sglang_issue_moe_us", "mean_ttft_ms", False, tuple(float(t) for t in range(0, 1601, 80))),
           ("sglang_issue_mla_us", "mean_ttft_ms", True, tuple(float(t) for t in range(0, 3001, 100))))
 METRICS = ("total_tok_s", "mean_tpot_ms", "mean_ttft_ms")
+SGLANG_MODELS = {True: "DeepSeek-R1", False: "Qwen3-235B-A22B"}  # the fit_sglang runs, by whether the model is MLA
 
 
 def model_id(run: dict) -> str:
@@ -163,9 +164,9 @@ def main() -> None:
                 "11 of a grouped-query layer (calibration/MOE_FIT.md)")
         for name, metric, mla, _ in SGLANG:
             fit["constants"][name] = getattr(chosen, name)
-            fit["sources"][name] = (f"fitted by calibration/fit_moe.py to the mean {metric[5:9].upper()} of the public "
-                                    f"SGLang 0.5.6 runs of {'DeepSeek-R1' if mla else 'Qwen3-235B-A22B'} on 8x B200 at one "
-                                    "request at a time in calibration/moe_runs.json (calibration/MOE_FIT.md)")
+            fit["sources"][name] = (f"fitted by calibration/fit_moe.py to the {metric} of the public SGLang 0.5.6 "
+                                    f"runs of {SGLANG_MODELS[mla]} on 8x B200 at one request at a time in "
+                                    "calibration/moe_runs.json (calibration/MOE_FIT.md)")
         fit["moe_fit"] = dict(script="calibration/fit_moe.py", runs="calibration/moe_runs.json",
                               best={f"{k[0]}/{k[1]}" if k[1] else k[0]: v for k, v in best.items()})
         FIT.write_text(json.dumps(fit, indent=1) + "\n")
@@ -223,8 +224,8 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "layer's ops, not the GPU. Four constants, each fitted in turn to one metric of the runs of the "
             "1K/1K scenario at concurrency 1 (loss: squared log error):", ""]
     for name, metric, mla, _ in SGLANG:
-        out += [f"`{name}` ({'DeepSeek-R1' if mla else 'Qwen3-235B'}, mean {metric[5:9].upper()}): " + ", ".join(
-            f"{t:g} µs {v:.4f}" for t, v in sglang_scores[name].items()) + f"; takes {getattr(chosen, name):g} µs.", ""]
+        losses = ", ".join(f"{t:g} µs {v:.4f}" for t, v in sglang_scores[name].items())
+        out += [f"`{name}` ({SGLANG_MODELS[mla]}, {metric}): {losses}; takes {getattr(chosen, name):g} µs.", ""]
     out += ["The other SGLang runs (16 to 100 concurrent requests, 8K-token prompts, 8K-token outputs) are checks: "
             "their TPOT holds the prompts' steps that pause the decodes (SGLang runs a prompt's step alone), so "
             "it rises with the concurrency as fast as the prompts' steps are long and frequent.", ""]

@@ -375,7 +375,8 @@ def frontier(rows: list[dict], metric: str, title: str, target: float) -> alt.Ch
 def interactivity(rows: list[dict], tpot_target_ms: float, title: str = "Throughput against interactivity") -> alt.Chart:
     """Output tok/s per GPU against tok/s per user, one line per deployment (rows carry a
     'deployment' and each level's 'users'), one point per concurrency level; the knee ringed and
-    named (beside it, or in the legend where there are several deployments), the TPOT target as the tok/s per user it allows (dashed: right of it meets the target)."""
+    named (beside it, or in the legend where there are several deployments), the TPOT target as the
+    tok/s per user it allows (dashed: right of it meets the target)."""
     df = pd.DataFrame(rows)
     if "deployment" not in df:
         df["deployment"] = "this deployment"

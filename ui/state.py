@@ -72,25 +72,25 @@ def sidebar() -> None:
     sb = st.sidebar
     sb.header("Workload")
     sb.caption("These are inputs, not preset architecture stages.")
-    sb.segmented_control("Load", list(LOAD_LABELS), default=_start("load", DEFAULTS.load), key="load", format_func=LOAD_LABELS.get,
-                         required=True,
+    sb.segmented_control("Load", list(LOAD_LABELS), default=_start("load", DEFAULTS.load), key="load",
+                         format_func=LOAD_LABELS.get, required=True,
                          help="An open loop: requests arrive at a rate, whatever the server does (production "
                               "traffic). Or a closed loop: a fixed number of users, each sending its next request "
                               "when its answer is complete, as benchmarks run (vllm bench serve --max-concurrency).")
     if st.session_state.get("load", DEFAULTS.load) == "users":
-        sb.select_slider("Concurrent users", bounds.sidebar_options("concurrency"), _start("users", DEFAULTS.users), key="users",
-                         persist_state="session",
+        sb.select_slider("Concurrent users", bounds.sidebar_options("concurrency"), _start("users", DEFAULTS.users),
+                         key="users", persist_state="session",
                          help="Users in a closed loop: at most this many requests are in flight. A closed loop "
                               "cannot overload the server; past its batch slots, users wait in the queue.")
-        sb.select_slider("Think time (s)", bounds.sidebar_options("think_time"), _start("think", DEFAULTS.think_s), key="think",
-                         persist_state="session",
+        sb.select_slider("Think time (s)", bounds.sidebar_options("think_time"), _start("think", DEFAULTS.think_s),
+                         key="think", persist_state="session",
                          help="Seconds a user waits after an answer before its next request (0: a benchmark "
                               "client, which sends at once).")
     else:
         # a typed number, not a slider: the range runs to fleet scale (100,000 req/s), where a slider's steps
         # would be either too coarse for one GPU or too many to drag through
-        sb.number_input("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")), float(_start("rate", DEFAULTS.rate)), 0.1,
-                        key="rate", format="%g", persist_state="session",
+        sb.number_input("Request rate (req/s)", *map(float, bounds.sidebar_range("rate")),
+                        float(_start("rate", DEFAULTS.rate)), 0.1, key="rate", format="%g", persist_state="session",
                         help=f"New generation requests arriving per second (up to "
                              f"{bounds.sidebar_range('rate')[1]:,.0f}: a fleet's traffic). Each runs "
                              f"autoregressively until its output is complete.")
@@ -98,7 +98,8 @@ def sidebar() -> None:
                      help="Input length processed in the prefill phase; sets the starting size of each KV cache. "
                           "With shared system prompts or conversations (Advanced), the user's own message of each "
                           "turn.")
-    sb.select_slider("Avg output tokens", bounds.sidebar_options("output"), _start("output", DEFAULTS.output_tokens), key="output",
+    sb.select_slider("Avg output tokens", bounds.sidebar_options("output"), _start("output", DEFAULTS.output_tokens),
+                     key="output",
                      help="Tokens generated one at a time in the decode phase; the KV cache grows for each.")
     choices = yourmodel.options(catalog.model_ids(), CUSTOM)
     sb.selectbox("Model size", choices, _start_index("model", choices, DEFAULTS.model), format_func=_model_label,

@@ -106,7 +106,8 @@ def values() -> dict[str, str]:
         # the serving-engine fit (calibration/real_runs.py --fit)
         engine_step_us=f"{eff.engine_step_us / 1e3:.2f} ms", t_layer_engine_us=f"{eff.t_layer_engine_us:.1f} µs",
         t_mla_layer_us=f"{eff.t_mla_layer_us:.0f} µs",
-        sglang_moe_layer_us=f"{eff.sglang_moe_layer_us:.0f} µs", sglang_mla_layer_us=f"{eff.sglang_mla_layer_us:.0f} µs",
+        sglang_moe_layer_us=f"{eff.sglang_moe_layer_us:.0f} µs",
+        sglang_mla_layer_us=f"{eff.sglang_mla_layer_us:.0f} µs",
         t_moe_layer_us=f"{eff.t_moe_layer_us:.0f} µs", t_issue_engine_us=f"{eff.t_issue_engine_us:.0f} µs",
         sglang_issue_moe_us=f"{eff.sglang_issue_moe_us / 1e3:.2f} ms",
         sglang_issue_mla_us=f"{eff.sglang_issue_mla_us / 1e3:.2f} ms",

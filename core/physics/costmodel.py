@@ -340,7 +340,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[T_PIECE] = p[T_ISSUE_ENGINE] if sglang else eff.t_piecewise_us * 1e-6
     p[T_SEQ] = eff.engine_seq_us * 1e-6 if served else 0.0
     # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json)
-    p[ASYNC] = (1.0 if engine == "sglang" else eff.async_overlap) if async_scheduling else 0.0
+    p[ASYNC] = (1.0 if sglang else eff.async_overlap) if async_scheduling else 0.0
     p[T_MOE_LAYER] = (eff.sglang_moe_layer_us if sglang else eff.t_moe_layer_us) * 1e-6 if model.is_moe else 0.0
     if spec is not None:
         prop = proposer(spec, model, atp, wb, kv_format(kv_dtype).bytes_per_value)
