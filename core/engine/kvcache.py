@@ -418,6 +418,9 @@ def _evict(KC, PI, r, cfg, tier):
                     count = 0
                 if count == 0:
                     group, mask, order = key >> BUCKET_BITS, 0, 0
+                    # the group's slot in the tier's table, cold: in cache by the time it is stored
+                    words, n = _tier(KC, r, cfg)
+                    prefetch(words, n + 2 * _home(group, PI[r, P_OFF_TBITS], True))
                 mask |= 1 << (key & (BUCKET - 1))
                 order |= (key & (BUCKET - 1)) << (BUCKET_BITS * count)
                 count += 1
@@ -579,40 +582,56 @@ def offload_dead(KC, PI, r, count, cfg):
 def _drop_over(words, n, PI, r):
     """Blocks leave the tier from the ring's head until it holds no more than its capacity (the
     ghosts met on the way just leave the ring; a run of dead blocks gives up as many as it must).
-    The ring's blocks come in runs of one group, so a group's slot is looked up once for its run."""
-    group, i = -1, 0
-    while PI[r, P_OFF_N] > PI[r, P_OFF_CAP]:
-        at = PI[r, P_OFF_HEAD] & (n - 1)
+    The ring's blocks come in runs of one group, so a group's slot is looked up, and its state word
+    read and written, once for its run; the counts are kept in locals and written once (the words
+    and the replica table might alias to the compiler, which would otherwise store them every block)."""
+    over, head = PI[r, P_OFF_N] - PI[r, P_OFF_CAP], PI[r, P_OFF_HEAD]
+    dropped, entries, ghosts = 0, 0, 0
+    group, i, state = -1, 0, 0
+    while over > 0:
+        at = head & (n - 1)
         key = words[at]
         if key < 0:
-            k = min(-key, PI[r, P_OFF_N] - PI[r, P_OFF_CAP])
+            k = min(-key, over)
             words[at] = key + k
             if key + k == 0:
-                PI[r, P_OFF_HEAD] += 1
-            PI[r, P_OFF_N] -= k
-            PI[r, P_OFF_DROPPED] += k
+                head += 1
+            over -= k
+            dropped += k
             continue
-        PI[r, P_OFF_HEAD] += 1
+        head += 1
         if key >> BUCKET_BITS != group:
+            if group >= 0:
+                _set_state(words, n, PI, r, i, state)
             group = key >> BUCKET_BITS
             i = host_slot(words, n, PI, r, group)
-        state, shift = words[n + 2 * i + 1], _ghost_shift(key)
+            state = words[n + 2 * i + 1]
+            # a group's run is at most BUCKET places: the slot of the group after it, in cache by then
+            prefetch(words, n + 2 * _home(words[(at + BUCKET) & (n - 1)] >> BUCKET_BITS, PI[r, P_OFF_TBITS], True))
+        shift = _ghost_shift(key)
         if (state >> shift) & GHOST_MAX > 0:
             state -= 1 << shift
-            PI[r, P_OFF_GHOSTS] -= 1
+            ghosts += 1
         else:
             state &= ~(1 << (key & (BUCKET - 1)))
-            PI[r, P_OFF_N] -= 1
-            PI[r, P_PC_ENTRIES] -= 1
-            PI[r, P_OFF_DROPPED] += 1
+            over -= 1
+            dropped += 1
+            entries += 1
             _moved(PI, r, key)
-        if state == 0:
-            group = -1  # the group leaves the table, and later slots of its probe run may move
+        if state == 0:  # the group leaves the table, and later slots of its probe run may move
+            _set_state(words, n, PI, r, i, state)
+            group = -1
+    if group >= 0:
         _set_state(words, n, PI, r, i, state)
+    PI[r, P_OFF_HEAD] = head
+    PI[r, P_OFF_N] -= dropped
+    PI[r, P_OFF_DROPPED] += dropped
+    PI[r, P_PC_ENTRIES] -= entries
+    PI[r, P_OFF_GHOSTS] -= ghosts
     # the next drop's slot and the ring ahead, cold since stored: in cache by the next eviction
-    ahead = words[PI[r, P_OFF_HEAD] & (n - 1)]
+    ahead = words[head & (n - 1)]
     prefetch(words, n + 2 * _home(ahead >> BUCKET_BITS, PI[r, P_OFF_TBITS], True))
-    prefetch(words, (PI[r, P_OFF_HEAD] + 2 * BUCKET) & (n - 1))
+    prefetch(words, (head + 2 * BUCKET) & (n - 1))
 
 
 @engine_jit
