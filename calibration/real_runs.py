@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from core.physics import catalog, costmodel  # noqa: E402
 from core.serving.simulate import SimConfig, simulate  # noqa: E402
 from core.serving.workload import WorkloadSpec, generate  # noqa: E402
+import family_check  # noqa: E402 (calibration/, this script's folder)
 
 ENGINE_FITTED = ("engine_step_us", "engine_seq_us", "t_moe_layer_us", "api_ms")
 # Held out of every fit: the 70B-class runs (Llama-2-70B and Llama-3.x-70B, tp4; BLIS and CI).
@@ -435,6 +436,7 @@ def main(argv):
                                         "carried unchanged (before the family's own factor, core/data/gpu_families"
                                         ".json, which the A100 runs above were fitted with: this is the error a "
                                         "family with no run of its own carries, by which the Lab widens its band)")
+    lines += family_check.lines(family_check.replays())
     lines += summary_lines(v0, "vLLM 0.6 ShareGPT runs (V0 engine, multi-step scheduling; not fitted)")
     lines += ["| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
     lines += [f"| {i} | {m} | {r:.2f} | {p:.2f} | {e:+.1%} | {'held out' if held_out(by_id[i]) else 'held in'}"

@@ -65,3 +65,28 @@ def test_a_calibrated_profile_keeps_its_own_constants_whatever_its_family():
     profile = replace(A100, id="my-a100", efficiency=(("eta_bw", 0.9),))
     assert costmodel.efficiency_for(profile).eta_bw == 0.9
     assert costmodel.efficiency_for(A100).eta_bw < costmodel.fitted().eta_bw
+
+
+def _family_check():
+    """calibration/family_check.py, a script beside the public runs it replays."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "calibration" / "family_check.py"
+    spec = importlib.util.spec_from_file_location("family_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_amd_s_public_mi300x_runs_replayed_from_their_commands_are_within_a_quarter():
+    # nothing is fitted to these runs (the CDNA 3 factors come from microbenchmarks): latency of
+    # batches of 1 to 32 of Llama-3.1-70B and 405B fp8 on eight MI300X, and a served Qwen3-8B
+    rows = _family_check().replays()
+    assert {r["gpu"] for r in rows} == {"MI300X"} and len(rows) >= 10
+    assert {"E2E mean ms", "TTFT mean ms", "TPOT mean ms"} <= {r["metric"] for r in rows}
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    assert abs(worst["error"]) < 0.25, worst
+    # a batch of 32 takes longer than a batch of one on the same build, as measured
+    e2e = {(r["id"], r["label"]): r["simulated"] for r in rows if r["metric"] == "E2E mean ms"}
+    assert e2e[("mi300x-llama31-70b-fp8-tp8-bs32-in128-out2048-rocmblog", "")] > \
+        e2e[("mi300x-llama31-70b-fp8-tp8-bs1-in128-out2048-rocmblog", "")]
