@@ -104,3 +104,25 @@ def test_under_sglang_an_moe_models_tpot_climbs_with_concurrency_as_measured():
     one, hundred = tpot(1, 50), tpot(100, 500)
     assert one == pytest.approx(9.16, rel=0.2)
     assert hundred / one == pytest.approx(40.11 / 9.16, rel=0.25)
+
+
+@pytest.mark.parametrize("gpu, budget, seqs", [("h100", 8192, 1024), ("mi300x", 8192, 1024), ("a100-80gb", None, None),
+                                               ("l40s", None, None)])
+def test_the_command_line_says_what_vllm_left_at_its_defaults_would_take_on_the_gpu(gpu, budget, seqs, capsys):
+    # vLLM gives GPUs of 70 GiB and more, bar the A100, a larger budget and batch; the Lab keeps one pair
+    main(["simulate", "--gpu", gpu, "--model", "llama-3.1-8b", "--requests", "200"])
+    out = capsys.readouterr().out
+    if budget is None:
+        assert "vLLM left at its defaults" not in out
+        return
+    flags = f"--max-batched-tokens {budget} --max-seqs {seqs}"
+    assert flags in out
+    main(["simulate", "--gpu", gpu, "--model", "llama-3.1-8b", "--requests", "200", *flags.split()])
+    assert "vLLM left at its defaults" not in capsys.readouterr().out
+
+
+def test_vllm_offline_takes_a_larger_budget_than_its_server_on_a_large_gpu():
+    h100, l40s = catalog.get_gpu("h100"), catalog.get_gpu("l40s")
+    assert engines.vllm_batch_defaults(h100, offline=True)[0] > engines.vllm_batch_defaults(h100)[0]
+    assert engines.vllm_batch_defaults(l40s, offline=True)[0] > engines.vllm_batch_defaults(l40s)[0]
+    assert engines.vllm_batch_defaults(l40s)[1] < engines.vllm_batch_defaults(h100)[1]

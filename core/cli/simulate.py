@@ -229,8 +229,28 @@ def pool_gpus(args) -> tuple[str | None, str | None]:
     return dec, pre
 
 
+def vllm_defaults_note(cfg: SimConfig, args) -> str | None:
+    """Where the budget and sequence limit are the command line's defaults (the Lab's, on every GPU)
+    but vLLM, left at its own, would pick others on this GPU: what it would pick, as flags."""
+    if cfg.engine_overhead != "vllm" or (args.max_batched_tokens, args.max_seqs) != (
+            DEFAULTS["max_batched_tokens"], DEFAULTS["max_seqs"]):
+        return None
+    try:
+        gpu = catalog.get_gpu(cfg.gpu)
+    except ValueError:
+        return None
+    budget, seqs = engines.vllm_batch_defaults(gpu, offline=args.offline)
+    if (budget, seqs) == (cfg.max_batched_tokens, cfg.max_seqs):
+        return None
+    return (f"engine: {cfg.max_batched_tokens:,} tokens a step and {cfg.max_seqs:,} sequences, the Lab's on every "
+            f"GPU; vLLM left at its defaults takes {budget:,} and {seqs:,} on the {gpu.name}"
+            f"{' offline' if args.offline else ''}: add --max-batched-tokens {budget} --max-seqs {seqs} to replay "
+            f"such a run")
+
+
 def cmd_simulate(args) -> None:
-    result = simulate(config_from_args(args))
+    cfg = config_from_args(args)
+    result = simulate(cfg)
     s = result.summary
     lines = [
         f"{s['requests']} requests, {_deployment(s)}, "
@@ -256,6 +276,9 @@ def cmd_simulate(args) -> None:
         lines.append(f"  speculative decoding ({sp['method']}, {sp['spec_tokens']} draft tokens): "
                      f"{sp['acceptance_rate']:.1%} of drafts accepted, {sp['tokens_per_step']:.2f} tokens a sequence "
                      f"a step")
+    note = vllm_defaults_note(cfg, args)
+    if note:
+        lines.append(f"  {note}")
     lines += [
         f"  cost: {s['gpu_hours']:.3f} GPU-hours, ${s['cost_per_1m_tokens_usd']:.3f} per 1M output tokens "
         f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",

@@ -43,6 +43,15 @@ def sglang_capture(gpu: catalog.GPU, tp: int) -> int:
     return large if tp >= 4 else small
 
 
+def vllm_batch_defaults(gpu: catalog.GPU, offline: bool = False) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM V1 picks on `gpu` when a deployment sets neither:
+    its API server's, or its offline LLM class's (data/engines.json vllm.batch_defaults)."""
+    d = profiles()["vllm"]["batch_defaults"]
+    large = gpu.memory_gib >= d["large_gib"] and d["not_named"] not in f"{gpu.id} {gpu.name}".lower()
+    budget, seqs = d["large" if large else "other"]["offline" if offline else "api_server"]
+    return budget, seqs
+
+
 def server_ttft_ms(engine: str, fitted_api_ms: float) -> float:
     """What an engine's server adds to a client's TTFT: vLLM's fitted API-server time, or SGLang's."""
     return profiles()["sglang"]["server_ttft_ms"]["value"] if engine == "sglang" else fitted_api_ms
