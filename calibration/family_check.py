@@ -52,12 +52,17 @@ def replays(path: Path = RUNS) -> list[dict]:
     rows = []
     for run in json.loads(path.read_text())["entries"]:
         for r in run.get("replay", []):
-            summary = simulate(config(r["command"])).summary
+            cfg = config(r["command"])
+            summary = simulate(cfg).summary
             measured = float(run["measured"][r["measured"]])
             simulated = float(METRICS[r["metric"]](summary))
+            users = cfg.workload.concurrency
             rows.append(dict(id=run["id"], gpu=run["gpu"], engine=run["engine_version"], command=r["command"],
                              metric=r["metric"], measured=measured, simulated=simulated,
-                             error=simulated / measured - 1.0, label=r.get("label", "")))
+                             error=simulated / measured - 1.0, label=r.get("label", ""), source=run["source"],
+                             engine_name=run["engine"], gpu_id=cfg.gpu, model_id=cfg.model, tp=cfg.tp,
+                             workload=(f"offline batch of {users}" if not cfg.api_server else f"{users} clients"),
+                             load=float(summary["utilisation"]), stable=bool(summary["stable"])))
     return rows
 
 
@@ -69,11 +74,11 @@ def lines(rows: list[dict]) -> list[str]:
     out = ["**Public runs on AMD MI300X (vLLM on ROCm; calibration/family_runs.json, replayed by "
            "`python calibration/family_check.py` with the command each gives; nothing fitted to them)**", "",
            f"{len(rows)} metrics; worst {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).", "",
-           "| run | engine | metric | measured | simulated | error |", "|---|---|---|---|---|---|"]
+           "| run | metric | measured | simulated | error | engine |", "|---|---|---|---|---|---|"]
     for r in rows:
         engine = r["engine"].split(" (")[0] if not r["engine"].startswith("unknown") else "vLLM, build not pinned"
-        out.append(f"| {r['id']}{' ' + r['label'] if r['label'] else ''} | {engine} | {r['metric']} | "
-                   f"{r['measured']:.2f} | {r['simulated']:.2f} | {r['error']:+.1%} |")
+        out.append(f"| {r['id']}{' ' + r['label'] if r['label'] else ''} | {r['metric']} | {r['measured']:.2f} | "
+                   f"{r['simulated']:.2f} | {r['error']:+.1%} | {engine} |")
     return out + [""]
 
 

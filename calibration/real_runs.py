@@ -309,7 +309,27 @@ def carried_rows(points):
     return replay(pts, quiet=True, family=False)
 
 
-def validation_errors(points, table, loads, logo, carried=()) -> dict:
+def family_validation_runs(family, arch) -> dict:
+    """calibration/family_check.py's replays as validated runs of their GPU family (the Lab's nearest
+    run and its band's margin on that family): their E2E and TTFT errors, flagged `family_check`
+    (nothing was fitted to them; trust.family_margin widens the band by their worst error)."""
+    runs = {}
+    for f in family:
+        if f["metric"] not in ("E2E mean ms", "TTFT mean ms"):
+            continue
+        key = f["id"] + (f" {f['label']}" if f["label"] else "")
+        model, gpu = catalog.get_model(f["model_id"]), catalog.get_gpu(f["gpu_id"])
+        r = runs.setdefault(key, dict(
+            id=key, engine=f["engine_name"], engine_version=f["engine"], source=dict(url=f["source"]), gpu=gpu.id,
+            gpu_name=gpu.name, arch=arch.get(gpu.id, ""), model=model.id, model_name=model.name,
+            params_b=round(model.params() / 1e9, 1), moe=bool(model.is_moe), tp=int(f["tp"]), workload=f["workload"],
+            load=round(f["load"], 3), stable=f["stable"], set="held out", family_check=True, errors={},
+            errors_model_left_out={}))
+        r["errors"][f["metric"]] = round(float(f["error"]), 6)
+    return runs
+
+
+def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict:
     """What the Lab needs to say how far to trust a figure (core/lab/trust.py): each vLLM V1 run's
     setting and errors (those with its model class left out of the fit too), and the step-time
     errors whose spread scales the Lab's band: the H200 step times each predicted by a fit that did
@@ -339,6 +359,7 @@ def validation_errors(points, table, loads, logo, carried=()) -> dict:
         if i in carry:
             r["errors_family_carried"] = carry[i]
         r["errors"][m] = round(float(e), 6)
+    runs.update(family_validation_runs(family, arch))
     fit = json.loads(costmodel.FIT_FILE.read_text())["fit"]
     step = list(fit.get("leave_one_out_errors", {}).values())
     decode = [r["errors_model_left_out"].get("decode ms/token", r["errors"].get("decode ms/token"))
@@ -350,7 +371,9 @@ def validation_errors(points, table, loads, logo, carried=()) -> dict:
                  "utilisation: throughput against the roofline capacity). errors_model_left_out: the same "
                  "run predicted by host constants fitted without its model class. errors_family_carried: a run on a "
                  "GPU family other than the fitted one predicted with the fitted fractions carried unchanged "
-                 "(data/gpu_families.json's factor left out). step_time_errors: "
+                 "(data/gpu_families.json's factor left out). family_check: a public run on a GPU family nothing "
+                 "was fitted to (calibration/family_check.py), by whose worst error the Lab widens its band there. "
+                 "step_time_errors: "
                  "predicted / measured - 1 of step times a fit did not see (H200 leave-one-out) and of the "
                  "real runs' decode time per token (model class left out where known).",
         "script": "calibration/real_runs.py --write --logo",
@@ -436,7 +459,8 @@ def main(argv):
                                         "carried unchanged (before the family's own factor, core/data/gpu_families"
                                         ".json, which the A100 runs above were fitted with: this is the error a "
                                         "family with no run of its own carries, by which the Lab widens its band)")
-    lines += family_check.lines(family_check.replays())
+    family = family_check.replays()
+    lines += family_check.lines(family)
     lines += summary_lines(v0, "vLLM 0.6 ShareGPT runs (V0 engine, multi-step scheduling; not fitted)")
     lines += ["| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
     lines += [f"| {i} | {m} | {r:.2f} | {p:.2f} | {e:+.1%} | {'held out' if held_out(by_id[i]) else 'held in'}"
@@ -444,7 +468,7 @@ def main(argv):
     if "--write" in argv:
         (ROOT / "calibration" / "VALIDATION.md").write_text("\n".join(lines) + "\n")
         (ROOT / "core" / "data" / "validation_errors.json").write_text(
-            json.dumps(validation_errors(points, table, loads, logo, carried), indent=1) + "\n")
+            json.dumps(validation_errors(points, table, loads, logo, carried, family), indent=1) + "\n")
 
 
 if __name__ == "__main__":

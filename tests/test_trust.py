@@ -140,3 +140,18 @@ def test_the_band_widens_on_a_gpu_family_no_validated_run_covers_and_says_why(gp
     assert f"no {arch} GPU has a validated run" in cards[1]["help"]
     cfg, res = current(LabInputs(gpu="h100", rate=1.0, requests=300))
     assert "no " not in trust.trust(cfg, res.summary)[1]["note"]
+
+
+def test_an_mi300x_setting_is_judged_by_amd_s_public_runs_and_widened_by_their_worst_error():
+    runs = trust.validation()["runs"]
+    mine = [r for r in runs if r["arch"] == catalog.get_gpu("mi300x").arch]
+    assert mine and all(r.get("family_check") for r in mine)  # public runs, nothing fitted to them
+    margin, seen = trust.family_margin(catalog.get_gpu("mi300x"), runs)
+    assert seen == "CDNA 3" and margin == max(abs(e) for r in mine for e in r["errors"].values()) > 0
+    # they never stand in for the carry onto a family with no run at all
+    assert trust.family_margin(catalog.get_gpu("b200"), runs)[1] != "CDNA 3"
+    cfg, res = current(LabInputs(gpu="mi300x", model="llama-3.1-70b", tensor_parallel=True, gpus=8, rate=1.0,
+                                 requests=300))
+    cards = trust.trust(cfg, res.summary)
+    assert "CDNA 3 unfitted" in cards[0]["note"] and f"{margin:.1%}" in cards[0]["help"]
+    assert "MI300X" in cards[-1]["note"] and "same GPU family (CDNA 3)" in cards[-1]["help"]

@@ -96,8 +96,9 @@ def _tpot(ms: float) -> str:
 
 
 def _short_gpu(name: str) -> str:
-    """'NVIDIA H200 SXM 141GB' -> 'H200': a card's note has room for the chip's name only."""
-    words = name.replace("NVIDIA ", "").split()
+    """'NVIDIA H200 SXM 141GB' -> 'H200', 'AMD Instinct MI300X' -> 'MI300X': a card's note has room for
+    the chip's name only."""
+    words = name.replace("NVIDIA ", "").replace("AMD Instinct ", "").split()
     return words[0] if words else name
 
 
@@ -124,7 +125,12 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
            f"{(slow - 1) * 100:.0f}% slower than the cost model says: the 10th and 90th percentiles of its "
            f"errors on step times it was not fitted to ({n_step} H200 step times each predicted by a fit that did "
            f"not see it, {n_dec} real vLLM runs' decode time per token)")
-    if margin:
+    if margin and seen == gpu.arch:  # its own public runs, nothing fitted to them
+        spread = f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: {gpu.arch} unfitted"
+        why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "
+                f"{margin:.1%} because nothing was fitted to a {gpu.arch} run: the largest error on its public runs "
+                f"(calibration/family_check.py)")
+    elif margin:
         # a card's note holds about 40 characters: "steps -27% to +31%: no Ada Lovelace run"
         spread = f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: no {gpu.arch} run"
         why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "

@@ -43,7 +43,7 @@ class Outcome:
 def check_config(d: Deployment, w: Workload):
     """The simulation the targets are checked on: `d` serving `w` with every step at the targets'
     step scale (the trust band's slower edge), moved out as the Lab's band is on a GPU family no
-    validated run covers (stepspread.family_margin: B200, MI300X)."""
+    fitted validated run covers (stepspread.family_margin: B200, L40S; MI300X by its public runs' worst error)."""
     return replace(to_config(d, w), step_scale=w.targets.step_scale * (1 + unvalidated_margin(d)))
 
 

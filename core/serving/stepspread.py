@@ -40,10 +40,14 @@ def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float]
 
 def family_margin(gpu: catalog.GPU, runs: list[dict] | None = None) -> tuple[float, str]:
     """(how much further out both edges of the band go, the family that error was measured on): 0
-    for a GPU family some validated run covers, else carried_margin."""
+    for a GPU family a fitted validated run covers; the worst error of its public runs for a family
+    only runs nothing was fitted to cover (calibration/family_check.py: MI300X); else carried_margin."""
     runs = validation()["runs"] if runs is None else runs
-    if gpu.arch and any(r["arch"] == gpu.arch for r in runs):
+    own = [r for r in runs if gpu.arch and r["arch"] == gpu.arch]
+    if own and not all(r.get("family_check") for r in own):
         return 0.0, ""
+    if own:
+        return max(abs(e) for r in own for e in r["errors"].values()), gpu.arch
     return carried_margin(runs)
 
 
@@ -57,7 +61,8 @@ def carried_margin(runs: list[dict] | None = None) -> tuple[float, str]:
 
     def e2e(r):
         return r.get("errors_family_carried", r["errors"]).get("E2E mean ms")
-    carried = [r for r in runs if r["arch"] != fitted and e2e(r) is not None] or \
+    # a family_check run's error is with its family's own measured factors, not the carry
+    carried = [r for r in runs if r["arch"] != fitted and not r.get("family_check") and e2e(r) is not None] or \
         [r for r in runs if e2e(r) is not None]
     if not carried:
         return 0.0, ""
