@@ -113,12 +113,12 @@ def test_the_command_line_says_what_vllm_left_at_its_defaults_would_take_on_the_
     main(["simulate", "--gpu", gpu, "--model", "llama-3.1-8b", "--requests", "200"])
     out = capsys.readouterr().out
     if budget is None:
-        assert "vLLM left at its defaults" not in out
+        assert "vLLM's server left at its defaults" not in out
         return
     flags = f"--max-batched-tokens {budget} --max-seqs {seqs}"
     assert flags in out
     main(["simulate", "--gpu", gpu, "--model", "llama-3.1-8b", "--requests", "200", *flags.split()])
-    assert "vLLM left at its defaults" not in capsys.readouterr().out
+    assert "vLLM's server left at its defaults" not in capsys.readouterr().out
 
 
 def test_vllm_offline_takes_a_larger_budget_than_its_server_on_a_large_gpu():
@@ -126,3 +126,16 @@ def test_vllm_offline_takes_a_larger_budget_than_its_server_on_a_large_gpu():
     assert engines.vllm_batch_defaults(h100, offline=True)[0] > engines.vllm_batch_defaults(h100)[0]
     assert engines.vllm_batch_defaults(l40s, offline=True)[0] > engines.vllm_batch_defaults(l40s)[0]
     assert engines.vllm_batch_defaults(l40s)[1] < engines.vllm_batch_defaults(h100)[1]
+
+
+def test_offline_takes_vllms_llm_class_defaults_for_the_gpu_and_a_flag_stays_the_users_whatever_its_value():
+    base = "python -m core simulate --model llama-3.1-8b --requests 200"
+    h100, l40s = cli_config(f"{base} --gpu h100 --offline"), cli_config(f"{base} --gpu l40s --offline")
+    assert (h100.max_batched_tokens, h100.max_seqs) == (16384, 1024)  # vLLM's LLM class on a GPU of 70 GiB and more
+    assert (l40s.max_batched_tokens, l40s.max_seqs) == (8192, 256)
+    # a flag given at the Lab's value is still the user's, under either engine
+    kept = cli_config(f"{base} --gpu h100 --offline --max-seqs 256 --max-batched-tokens 2048")
+    assert (kept.max_batched_tokens, kept.max_seqs) == (2048, 256)
+    assert cli_config(f"{base} --gpu h100 --engine sglang --max-seqs 256").max_seqs == 256
+    for cfg in (h100, l40s, kept):  # and the reproduce command says so, or leaves it to the same default
+        assert cli_config(simulate_command(cfg)) == cfg

@@ -8,7 +8,7 @@ from ..engine import layout
 from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL
 from ..serving import engines
-from ..serving.command import DEFAULTS, cli_max_model_len
+from ..serving.command import DEFAULTS, cli_max_model_len, engine_defaults
 from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
@@ -82,10 +82,13 @@ def add_args(p) -> None:
     p.add_argument("--arrival", default="poisson", choices=ARRIVALS)
     p.add_argument("--cv", type=bounded("cv"), default=1.0, help="coefficient of variation of gamma gaps")
     p.add_argument("--block-size", type=bounded("block"), default=16)
-    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256)
-    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=DEFAULTS["max_batched_tokens"],
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=None,
+                   help="sequences a step (default 256, the Lab's; with --offline vLLM's LLM class's for the GPU: "
+                        "1024 on GPUs of 70 GiB and more bar A100s; with --engine sglang its own)")
+    p.add_argument("--max-batched-tokens", type=bounded("budget"), default=None,
                    help="token budget of a step (default 2048, the Lab's: vLLM V1's online default on A100s and "
-                        "GPUs under 70 GiB; it sets 8192 on H100-class GPUs)")
+                        "GPUs under 70 GiB; it sets 8192 on H100-class GPUs. With --offline vLLM's LLM class's: "
+                        "16384 there, 8192 elsewhere; with --engine sglang its chunk for the GPU)")
     p.add_argument("--chunk", type=bounded("chunk"), default=None,
                    help="longest prefill chunk of a step (default: the token budget, as vLLM V1 and Sarathi-Serve)")
     p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None,
@@ -177,7 +180,10 @@ def config_from_args(args) -> SimConfig:
     gpu, prefill_gpu = pool_gpus(args)
     cfg = SimConfig(gpu=gpu, model=args.model, pp=args.pp, gpus=args.gpus, dtype=args.dtype, **expert_fields(args),
                      kv_dtype=args.kv_dtype, policy=args.policy,
-                     block_size=args.block_size, max_seqs=args.max_seqs, max_batched_tokens=args.max_batched_tokens,
+                     block_size=args.block_size,
+                     max_seqs=DEFAULTS["max_seqs"] if args.max_seqs is None else args.max_seqs,
+                     max_batched_tokens=(DEFAULTS["max_batched_tokens"] if args.max_batched_tokens is None
+                                         else args.max_batched_tokens),
                      chunk=args.chunk, max_model_len=args.max_model_len, mem_util=args.mem_util, workload=spec,
                      trace_csv=trace, router=args.router, disagg=args.disagg, prefill_gpus=args.prefill_gpus,
                      prefill_tp=args.prefill_tp, decode_tp=args.decode_tp, autoscale=args.autoscale,
@@ -189,8 +195,8 @@ def config_from_args(args) -> SimConfig:
                      async_scheduling=not args.no_async_scheduling, api_server=not args.offline,
                      prefill_gpu=prefill_gpu, step_scale=args.step_scale, **spec_fields(args),
                      **offload_fields(args))
-    if cfg.engine_overhead == "sglang" and cfg.gpu:
-        cfg = engine_defaults(cfg, args)
+    if cfg.gpu:
+        cfg = fill_engine(cfg, args)
     if cfg.max_model_len is None and cfg.gpu and cfg.model:
         # the Lab's max model length (serving/command.py), so that the same flags give the same figures
         try:
@@ -200,16 +206,12 @@ def config_from_args(args) -> SimConfig:
     return cfg
 
 
-def engine_defaults(cfg: SimConfig, args) -> SimConfig:
-    """--engine sglang: SGLang's rule, chunk, budget and batch limit for the GPU (serving/engines.py),
-    each where its flag is left at the command line's default."""
-    try:
-        d = engines.sglang_defaults(catalog.get_gpu(cfg.gpu), cfg.tp, cfg.dp_attention)
-    except ValueError:
-        return cfg  # an unknown GPU: the simulation says so in its own words
-    left = dict(policy=args.policy == DEFAULTS["policy"], max_batched_tokens=args.max_batched_tokens ==
-                DEFAULTS["max_batched_tokens"], chunk=args.chunk is None, max_seqs=args.max_seqs == DEFAULTS["max_seqs"],
-                engine_overhead=True)
+def fill_engine(cfg: SimConfig, args) -> SimConfig:
+    """The engine fields no flag set, as the engine itself picks them on the GPU (serving/command.py
+    engine_defaults: SGLang's under --engine sglang, vLLM's offline LLM class's under --offline)."""
+    d = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention)
+    left = dict(policy=args.policy == DEFAULTS["policy"], max_batched_tokens=args.max_batched_tokens is None,
+                chunk=args.chunk is None, max_seqs=args.max_seqs is None, engine_overhead=True)
     return replace(cfg, **{k: v for k, v in d.items() if left[k]})
 
 
@@ -232,20 +234,18 @@ def pool_gpus(args) -> tuple[str | None, str | None]:
 def vllm_defaults_note(cfg: SimConfig, args) -> str | None:
     """Where the budget and sequence limit are the command line's defaults (the Lab's, on every GPU)
     but vLLM, left at its own, would pick others on this GPU: what it would pick, as flags."""
-    if cfg.engine_overhead != "vllm" or (args.max_batched_tokens, args.max_seqs) != (
-            DEFAULTS["max_batched_tokens"], DEFAULTS["max_seqs"]):
+    if cfg.engine_overhead != "vllm" or args.offline or (args.max_batched_tokens, args.max_seqs) != (None, None):
         return None
     try:
         gpu = catalog.get_gpu(cfg.gpu)
     except ValueError:
         return None
-    budget, seqs = engines.vllm_batch_defaults(gpu, offline=args.offline)
+    budget, seqs = engines.vllm_batch_defaults(gpu)
     if (budget, seqs) == (cfg.max_batched_tokens, cfg.max_seqs):
         return None
     return (f"engine: {cfg.max_batched_tokens:,} tokens a step and {cfg.max_seqs:,} sequences, the Lab's on every "
-            f"GPU; vLLM left at its defaults takes {budget:,} and {seqs:,} on the {gpu.name}"
-            f"{' offline' if args.offline else ''}: add --max-batched-tokens {budget} --max-seqs {seqs} to replay "
-            f"such a run")
+            f"GPU; vLLM's server left at its defaults takes {budget:,} and {seqs:,} on the {gpu.name}: add "
+            f"--max-batched-tokens {budget} --max-seqs {seqs} to replay such a run")
 
 
 def cmd_simulate(args) -> None:

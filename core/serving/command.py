@@ -20,6 +20,7 @@ import shlex
 
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL
+from . import engines
 from .simulate import SimConfig, fitted_max_model_len
 
 # The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
@@ -40,6 +41,24 @@ DEFAULTS = dict(
 )
 
 TRACE_FILE = "trace.csv"
+
+
+def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int = 1, dp_attention: bool = False) -> dict:
+    """The engine fields `python -m core simulate` fills in where no flag sets them: SGLang's own for
+    the GPU under --engine sglang (its rule, chunk, budget and batch limit), vLLM's offline LLM
+    class's budget and batch limit for the GPU under --offline (data/engines.json vllm), else the
+    Lab's (DEFAULTS: vLLM's API server on GPUs under 70 GiB, kept on every GPU)."""
+    lab = dict(max_batched_tokens=DEFAULTS["max_batched_tokens"], max_seqs=DEFAULTS["max_seqs"])
+    try:
+        gpu = catalog.get_gpu(gpu_id) if gpu_id else None
+    except ValueError:
+        gpu = None  # an unknown GPU: the simulation says so in its own words
+    if gpu is None or engine not in ("sglang", "vllm") or (engine == "vllm" and api_server):
+        return lab
+    if engine == "sglang":
+        return engines.sglang_defaults(gpu, tp, dp_attention)
+    budget, seqs = engines.vllm_batch_defaults(gpu, offline=True)
+    return dict(max_batched_tokens=budget, max_seqs=seqs)
 
 
 def cli_max_model_len(cfg: SimConfig) -> int:
@@ -158,11 +177,14 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
         flag("--trace", TRACE_FILE)
         notes.append(f"{TRACE_FILE}: {trace_note or 'the trace this run replayed'}")
 
-    # the engine
+    # the engine (a budget and batch limit the command line would fill in for this engine and GPU go unsaid)
+    filled = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention)
     differs("policy", cfg.policy)
     differs("block-size", cfg.block_size)
-    differs("max-seqs", cfg.max_seqs)
-    differs("max-batched-tokens", cfg.max_batched_tokens)
+    if cfg.max_seqs != filled["max_seqs"]:
+        flag("--max-seqs", cfg.max_seqs)
+    if cfg.max_batched_tokens != filled["max_batched_tokens"]:
+        flag("--max-batched-tokens", cfg.max_batched_tokens)
     # a chunk equal to the budget is what no --chunk means under chunked prefill; otherwise say it
     if cfg.chunk is not None and not (cfg.policy == "sarathi" and cfg.chunk == cfg.max_batched_tokens):
         flag("--chunk", cfg.chunk)
