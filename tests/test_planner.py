@@ -1,9 +1,14 @@
 """The planner: sizing by search. Each test is a case a user brought, or what physics demands of the
 answer (more budget never costs more; another replica never carries less; a refused deployment is
 never recommended)."""
+import os
+import select
+import signal
+import subprocess
 import sys
 import types
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +217,32 @@ def test_the_pools_workers_never_run_the_script_that_started_them(tmp_path, monk
     monkeypatch.setitem(sys.modules, "__main__", page)
     assert executors.run_tasks(abs, [-1, -2, -3], workers=3) == [1, 2, 3]  # three workers, started here
     assert not marker.exists()
+
+
+def test_the_pools_workers_exit_when_the_process_that_started_them_is_killed():
+    # a dashboard killed by its host (SIGKILL: no atexit) left its planner workers idle for good,
+    # each holding its loaded engine
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys\nfrom core.planner import executors\nfrom core.planner.executors import _idle\n"
+            "executors.prestart(2)\npool = executors.local_pool(2)\n"
+            "for f in [pool.submit(_idle) for _ in range(4)]: f.result()\n"
+            "print(*pool._processes, flush=True)\nsys.stdin.read()\n")
+    # (its resource tracker, killed with it, reports the pool's semaphores leaked: not this test's business)
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    workers = [int(p) for p in parent.stdout.readline().split()]
+    assert len(workers) == 2
+    fds = [os.pidfd_open(p) for p in workers]  # readable once the process has exited
+    try:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        left = set(fds)
+        while left:
+            ready, _, _ = select.select(list(left), [], [], 60)
+            assert ready, f"workers {workers} outlived their parent by a minute"
+            left -= set(ready)
+    finally:
+        for fd in fds:
+            os.close(fd)
+        parent.stdin.close()
+        parent.stdout.close()
