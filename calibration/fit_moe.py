@@ -44,13 +44,18 @@ GEMM_EFF = (0.12, 0.16, 0.2, 0.225, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 # each weight format's constant and the dtypes of the runs it is fitted to
 FORMATS = {"16-bit": ("moe_gemm_eff", ("bf16", "fp16")), "block fp8": ("moe_gemm_eff_fp8", ("fp8",))}
 MLA_LAYER_US = tuple(float(t) for t in range(0, 201, 10))
-# SGLang's own small-kernel and issue times (fit_sglang): each fitted to one metric of its c1 runs, in turn
-SGLANG = (("sglang_moe_layer_us", "mean_tpot_ms", False, tuple(float(t) for t in range(0, 61, 4))),
-          ("sglang_mla_layer_us", "mean_tpot_ms", True, tuple(float(t) for t in range(0, 121, 8))),
-          ("sglang_issue_moe_us", "mean_ttft_ms", False, tuple(float(t) for t in range(0, 1601, 80))),
-          ("sglang_issue_mla_us", "mean_ttft_ms", True, tuple(float(t) for t in range(0, 3001, 100))))
+# SGLang's own small-kernel and issue times (fit_sglang): each fitted to one metric of its c1 runs on one
+# vendor's GPUs, in turn (the AMD one after the others, which it adds to)
+SGLANG = (("sglang_moe_layer_us", "mean_tpot_ms", False, "NVIDIA", tuple(float(t) for t in range(0, 61, 4))),
+          ("sglang_mla_layer_us", "mean_tpot_ms", True, "NVIDIA", tuple(float(t) for t in range(0, 121, 8))),
+          ("sglang_issue_moe_us", "mean_ttft_ms", False, "NVIDIA", tuple(float(t) for t in range(0, 1601, 80))),
+          ("sglang_issue_mla_us", "mean_ttft_ms", True, "NVIDIA", tuple(float(t) for t in range(0, 3001, 100))),
+          ("sglang_rocm_layer_us", "mean_tpot_ms", True, "AMD", tuple(float(t) for t in range(0, 401, 10))))
 METRICS = ("total_tok_s", "mean_tpot_ms", "mean_ttft_ms")
-SGLANG_MODELS = {True: "DeepSeek-R1", False: "Qwen3-235B-A22B"}  # the fit_sglang runs, by whether the model is MLA
+# the fit_sglang runs, by whether the model is MLA and the GPUs' vendor
+SGLANG_MODELS = {(True, "NVIDIA"): "DeepSeek-R1 on 8x B200 (SGLang 0.5.6)",
+                 (False, "NVIDIA"): "Qwen3-235B-A22B on 8x B200 (SGLang 0.5.6)",
+                 (True, "AMD"): "DeepSeek-V3.1 on 8x MI300X (SGLang 0.5.7, ROCm)"}
 
 
 def model_id(run: dict) -> str:
@@ -106,8 +111,9 @@ def fit_sglang(base: costmodel.Efficiency, runs: list[dict]) -> tuple[costmodel.
     so TTFT says what an MoE layer and then a latent-attention layer add to a layer's issue."""
     fitted = [r for r in runs if r.get("fit_sglang")]
     scores = {}
-    for name, metric, mla, grid in SGLANG:
-        rows = [r for r in fitted if catalog.get_model(model_id(r)).is_mla == mla]
+    for name, metric, mla, vendor, grid in SGLANG:
+        rows = [r for r in fitted if catalog.get_model(model_id(r)).is_mla == mla
+                and catalog.get_gpu(r["gpu"]).vendor == vendor]
         scores[name] = {}
         for t in grid:
             eff = replace(base, **{name: t})
@@ -162,10 +168,10 @@ def main() -> None:
                 "fitted by calibration/fit_moe.py to the mean TPOT of the public vLLM 0.11 DeepSeek-R1 runs at a fixed "
                 "concurrency (calibration/moe_runs.json): a served latent-attention layer's small kernels beyond the "
                 "11 of a grouped-query layer (calibration/MOE_FIT.md)")
-        for name, metric, mla, _ in SGLANG:
+        for name, metric, mla, vendor, _ in SGLANG:
             fit["constants"][name] = getattr(chosen, name)
-            fit["sources"][name] = (f"fitted by calibration/fit_moe.py to the {metric} of the public SGLang 0.5.6 "
-                                    f"runs of {SGLANG_MODELS[mla]} on 8x B200 at one request at a time in "
+            fit["sources"][name] = (f"fitted by calibration/fit_moe.py to the {metric} of the public SGLang "
+                                    f"runs of {SGLANG_MODELS[mla, vendor]} at one request at a time in "
                                     "calibration/moe_runs.json (calibration/MOE_FIT.md)")
         fit["moe_fit"] = dict(script="calibration/fit_moe.py", runs="calibration/moe_runs.json",
                               best={f"{k[0]}/{k[1]}" if k[1] else k[0]: v for k, v in best.items()})
@@ -179,8 +185,9 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
     out = ["# The fused-MoE kernel against public MoE runs", "",
            "Written by `python calibration/fit_moe.py --write` from `calibration/moe_runs.json` (public vLLM 0.11 "
            "runs of DeepSeek-R1 on 8x H200 and Qwen3-235B-A22B on 8x and 4x H100, each with its source and quote; "
-           "the SGLang cookbook's runs on 8x B200, two of which fit SGLang's own constants (last section); other "
-           "SGLang runs, A100 and MI300X runs and runs that fill the KV cache beside them as checks, not fitted).", ""]
+           "the SGLang cookbook's runs on 8x B200, two of which fit SGLang's own constants, and on 8x MI300X, one of "
+           "which fits its ROCm kernels' (last section); other SGLang runs, A100 runs and runs that fill the KV cache "
+           "beside them as checks, not fitted).", ""]
     if mla_scores:
         out += ["First, a served latent-attention layer's small kernels beyond a grouped-query layer's "
                 "(`t_mla_layer_us`), fitted to the mean TPOT of the DeepSeek-R1 runs at a fixed concurrency, where a "
@@ -222,10 +229,13 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "and the first token of a 610-token prompt takes 126-153 ms (DeepSeek) and 99-111 ms (Qwen3), 155-166 "
             "and 140 ms for 4,194 tokens: a time the prompt's length barely moves is the host issuing each "
             "layer's ops, not the GPU. Four constants, each fitted in turn to one metric of the runs of the "
-            "1K/1K scenario at concurrency 1 (loss: squared log error):", ""]
-    for name, metric, mla, _ in SGLANG:
+            "1K/1K scenario at concurrency 1 (loss: squared log error), and a fifth on AMD's GPUs: on 8x MI300X "
+            "(ROCm, its aiter kernels) DeepSeek-V3.1 decodes at 23.8 ms a token at one request, where the CUDA "
+            "kernels' times and the MI300X's measured rates take about 11: what ROCm's kernels take a layer "
+            "beyond them (`sglang_rocm_layer_us`):", ""]
+    for name, metric, mla, vendor, _ in SGLANG:
         losses = ", ".join(f"{t:g} µs {v:.4f}" for t, v in sglang_scores[name].items())
-        out += [f"`{name}` ({SGLANG_MODELS[mla]}, {metric}): {losses}; takes {getattr(chosen, name):g} µs.", ""]
+        out += [f"`{name}` ({SGLANG_MODELS[mla, vendor]}, {metric}): {losses}; takes {getattr(chosen, name):g} µs.", ""]
     out += ["The other SGLang runs (16 to 100 concurrent requests, 8K-token prompts, 8K-token outputs) are checks: "
             "their TPOT holds the prompts' steps that pause the decodes (SGLang runs a prompt's step alone), so "
             "it rises with the concurrency as fast as the prompts' steps are long and frequent.", ""]

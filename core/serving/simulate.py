@@ -30,7 +30,8 @@ SCALE_METRICS = ("concurrency", "kv")
 # step s times as long (a step's time is sums and maxima of these terms). api_ms is not a step.
 TIMES = ("t_layer_us", "t_issue_decode_us", "t_issue_prefill_us", "link_latency_us", "engine_step_us",
          "t_layer_engine_us", "engine_seq_us", "t_piecewise_us", "t_issue_engine_us", "t_moe_layer_us",
-         "t_mla_layer_us", "sglang_moe_layer_us", "sglang_mla_layer_us", "sglang_issue_moe_us", "sglang_issue_mla_us")
+         "t_mla_layer_us", "sglang_moe_layer_us", "sglang_mla_layer_us", "sglang_issue_moe_us", "sglang_issue_mla_us",
+         "sglang_rocm_layer_us")
 RATES = ("eta_bw", "eta_gemm", "eta_attn", "link_eff")
 
 
