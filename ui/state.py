@@ -165,7 +165,10 @@ def _knobs() -> None:
                           "Sarathi-Serve run it. Default 2,048: vLLM V1's online-serving default on A100s and "
                           "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
     st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
-                     DEFAULTS.max_seqs, key="max_seqs", persist_state="session")
+                     DEFAULTS.max_seqs, key="max_seqs", persist_state="session",
+                     help="Most sequences one engine step runs (vLLM's max_num_seqs, SGLang's "
+                          "max_running_requests). Default 256: vLLM V1's online-serving default on A100s and GPUs "
+                          "under 70 GiB (it uses 1,024 on H100-class GPUs; EngineArgs.get_batch_defaults).")
     st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block",
                      persist_state="session")
     st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", persist_state="session",
