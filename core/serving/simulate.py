@@ -25,6 +25,7 @@ from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
 
 SCALE_METRICS = ("concurrency", "kv")
+ROW_PAD = 8  # words past a cache table row's width: one 64-byte cache line (_prefix_cache)
 
 # Constants that are times (scaled up) or rates (scaled down): scaling all of them by s makes every
 # step s times as long (a step's time is sums and maxima of these terms). api_ms is not a step.
@@ -621,11 +622,13 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     # block a word: as many as the longest prompt, which a large host tier may hold whole)
     width = max(1 << bits, 1 << int(4 * groups).bit_length(), 1 << int(wl.prompt_tokens.max() // bs).bit_length())
     tier_rows = -(-tier_words(off_bits) // width) if host else 0  # the tier's words, rows of the same width
-    KC = np.zeros((R, L.NKC + tier_rows, width), np.int64)
+    # each row a cache line longer than its width: rows a power of two wide put a node's fields in every
+    # row, and every replica's rows, in one set of the processor's cache, which they then fight over
+    KC = np.zeros((R, L.NKC + tier_rows, width + ROW_PAD), np.int64)
     KC[:, L.N_KEY, 0] = -1  # node 0: one run of every block, never used
     KC[:, L.N_COUNT, 0] = PI[:, L.P_BLOCKS]
     KC[:, L.N_PREV, 0] = KC[:, L.N_NEXT, 0] = -1
-    KC[:, L.N_NEXT, 1:] = np.arange(2, width + 1)  # the spare nodes
+    KC[:, L.N_NEXT, 1:width] = np.arange(2, width + 1)  # the spare nodes
     KC[:, L.N_NEXT, width - 1] = -1
     PI[:, L.P_PC_QHEAD] = PI[:, L.P_PC_QTAIL] = 0
     PI[:, L.P_PC_ANON] = PI[:, L.P_BLOCKS]
