@@ -81,8 +81,8 @@ class Targets:
     def rule(self) -> str:
         """The check in words: 'at 1.2x the offered load with every step 5.5% slower'."""
         slower = (f"every step {(self.step_scale - 1) * 100:.1f}% slower than the cost model (the trust band's edge "
-                  f"on a validated GPU family, a further {carried_margin()[0]:.1%} on a family with no validated run, "
-                  f"and the worst error of its public runs on a family nothing was fitted to)")
+                  f"on a validated GPU family, further out on others: by {carried_margin()[0]:.1%}, or by the worst "
+                  f"error of their own public runs)")
         if self.headroom == 0:
             return f"at the offered load with {slower}"
         return f"at {1 + self.headroom:g}x the offered load ({self.headroom:.0%} headroom) with {slower}"
