@@ -139,7 +139,10 @@ def test_offline_takes_vllms_llm_class_defaults_for_the_gpu_and_a_flag_stays_the
     kept = cli_config(f"{base} --gpu h100 --offline --max-seqs 256 --max-batched-tokens 2048")
     assert (kept.max_batched_tokens, kept.max_seqs) == (2048, 256)
     assert cli_config(f"{base} --gpu h100 --engine sglang --max-seqs 256").max_seqs == 256
-    for cfg in (h100, l40s, kept):  # and the reproduce command says so, or leaves it to the same default
+    assert cli_config(f"{base} --gpu h100 --engine sglang --policy sarathi").policy == "sarathi"
+    sglang = [cli_config(f"{base} --gpu h100 --engine sglang {flags}") for flags in
+              ("", "--policy sarathi", "--policy sarathi --max-batched-tokens 4096", "--chunk 2048")]
+    for cfg in (h100, l40s, kept, *sglang):  # and the reproduce command says so, or leaves it to the same default
         assert cli_config(simulate_command(cfg)) == cfg
 
 

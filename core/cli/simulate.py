@@ -71,9 +71,9 @@ def add_args(p) -> None:
     p.add_argument("--output", type=bounded("output"), default=None, help="mean output tokens (default: the distribution's)")
     p.add_argument("--requests", type=bounded("requests"), default=DEFAULTS["requests"],
                    help="requests to simulate (default 2000, the Lab's: enough for a stable p99)")
-    p.add_argument("--policy", default=DEFAULTS["policy"], choices=layout.POLICIES,
+    p.add_argument("--policy", default=None, choices=layout.POLICIES,
                    help="scheduler (default sarathi: continuous batching with chunked prefill, vLLM V1's and the "
-                        "Lab's default; vllm: whole prompts in one step)")
+                        "Lab's default; vllm: whole prompts in one step; with --engine sglang its own)")
     p.add_argument("--length-dist", default=DEFAULTS["length_dist"], choices=LENGTH_DISTS,
                    help="prompt and output lengths around --prompt/--output (default lognormal, the Lab's: no real "
                         "workload sends one length; fixed: every request the same)")
@@ -179,7 +179,7 @@ def config_from_args(args) -> SimConfig:
             raise ValueError(f"cannot read trace file '{args.trace}': {e.strerror}") from None
     gpu, prefill_gpu = pool_gpus(args)
     cfg = SimConfig(gpu=gpu, model=args.model, pp=args.pp, gpus=args.gpus, dtype=args.dtype, **expert_fields(args),
-                     kv_dtype=args.kv_dtype, policy=args.policy,
+                     kv_dtype=args.kv_dtype, policy=args.policy or DEFAULTS["policy"],
                      block_size=args.block_size,
                      max_seqs=DEFAULTS["max_seqs"] if args.max_seqs is None else args.max_seqs,
                      max_batched_tokens=(DEFAULTS["max_batched_tokens"] if args.max_batched_tokens is None
@@ -210,7 +210,7 @@ def fill_engine(cfg: SimConfig, args) -> SimConfig:
     """The engine fields no flag set, as the engine itself picks them on the GPU (serving/command.py
     engine_defaults: SGLang's under --engine sglang, vLLM's offline LLM class's under --offline)."""
     d = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention)
-    left = dict(policy=args.policy == DEFAULTS["policy"], max_batched_tokens=args.max_batched_tokens is None,
+    left = dict(policy=args.policy is None, max_batched_tokens=args.max_batched_tokens is None,
                 chunk=args.chunk is None, max_seqs=args.max_seqs is None, engine_overhead=True)
     return replace(cfg, **{k: v for k, v in d.items() if left[k]})
 

@@ -179,14 +179,18 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
 
     # the engine (a budget and batch limit the command line would fill in for this engine and GPU go unsaid)
     filled = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention)
-    differs("policy", cfg.policy)
+    if cfg.policy != filled.get("policy", D["policy"]):
+        flag("--policy", cfg.policy)
     differs("block-size", cfg.block_size)
     if cfg.max_seqs != filled["max_seqs"]:
         flag("--max-seqs", cfg.max_seqs)
     if cfg.max_batched_tokens != filled["max_batched_tokens"]:
         flag("--max-batched-tokens", cfg.max_batched_tokens)
-    # a chunk equal to the budget is what no --chunk means under chunked prefill; otherwise say it
-    if cfg.chunk is not None and not (cfg.policy == "sarathi" and cfg.chunk == cfg.max_batched_tokens):
+    # a chunk equal to the budget is what no --chunk means under chunked prefill, and SGLang's own what it
+    # means under --engine sglang; otherwise say it
+    chunk = filled.get("chunk")
+    if cfg.chunk is not None and cfg.chunk != chunk and not (
+            chunk is None and cfg.policy == "sarathi" and cfg.chunk == cfg.max_batched_tokens):
         flag("--chunk", cfg.chunk)
     if cfg.max_model_len is not None:
         try:
