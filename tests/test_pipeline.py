@@ -162,7 +162,8 @@ def pipelines(draw):
     pp = draw(st.integers(2, 4))
     shared = draw(st.booleans())  # system prompts the prefix cache finds, in a pool the lanes share
     wl = WorkloadSpec(n_requests=draw(st.integers(1, 150)), rate=draw(st.floats(0.5, 300)),
-                      prompt_mean=draw(st.floats(1, 700)), output_mean=draw(st.floats(1, 300)),
+                      # with a 64-token system prompt, within the max model length below (1,024)
+                      prompt_mean=draw(st.floats(1, 660)), output_mean=draw(st.floats(1, 300)),
                       length_dist=draw(st.sampled_from(["fixed", "exponential", "lognormal"])),
                       prefix_groups=draw(st.integers(1, 4)) if shared else 0, prefix_tokens=64 if shared else 0,
                       seed=draw(st.integers(0, 10_000)))
