@@ -125,17 +125,17 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
            f"{(slow - 1) * 100:.0f}% slower than the cost model says: the 10th and 90th percentiles of its "
            f"errors on step times it was not fitted to ({n_step} H200 step times each predicted by a fit that did "
            f"not see it, {n_dec} real vLLM runs' decode time per token)")
-    if margin and seen == gpu.arch:  # its own public runs, nothing fitted to them
-        spread = f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: {gpu.arch} unfitted"
-        why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "
-                f"{margin:.1%} because nothing was fitted to a {gpu.arch} run: the largest error on its public runs "
-                f"(calibration/family_check.py)")
-    elif margin:
+    if margin:
+        own = seen == gpu.arch  # its family's own public runs, nothing fitted to them; else another's carry
         # a card's note holds about 40 characters: "steps -27% to +31%: no Ada Lovelace run"
-        spread = f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: no {gpu.arch} run"
+        spread = (f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: "
+                  + (f"{gpu.arch} unfitted" if own else f"no {gpu.arch} run"))
+        because = (f"nothing was fitted to a {gpu.arch} run: the largest error on its public runs "
+                   f"(calibration/family_check.py)" if own else
+                   f"no {gpu.arch} GPU has a validated run: the largest end-to-end error on {seen} GPUs, a family "
+                   f"the cost model was not fitted on")
         why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "
-                f"{margin:.1%} because no {gpu.arch} GPU has a validated run: the largest end-to-end error on "
-                f"{seen} GPUs, a family the cost model was not fitted on")
+                f"{margin:.1%} because {because}")
     why += ". The band is the range over those two runs and the simulated figure."
     cards = []
     for key, label, fmt in (("ttft", "p99 TTFT", fmt_ms), ("tpot", "p99 TPOT", _tpot)):
