@@ -319,8 +319,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     sglang = engine == "sglang"
     mla = (eff.sglang_mla_layer_us if sglang else eff.t_mla_layer_us) if model.is_mla else 0.0
     # SGLang on an AMD GPU runs ROCm's kernels (aiter), and its small ones take longer a layer (fit_moe.py)
-    mla += eff.sglang_rocm_layer_us if sglang and gpu.vendor == "AMD" else 0.0
-    p[T_LAYER] = (eff.t_layer_engine_us + mla if served else eff.t_layer_us) * 1e-6
+    rocm = eff.sglang_rocm_layer_us if sglang and gpu.vendor == "AMD" else 0.0
+    p[T_LAYER] = (eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
     p[ISSUE_SHARED] = eff.issue_shared
