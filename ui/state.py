@@ -15,7 +15,7 @@ from core import bounds
 from core.physics import catalog, speculative
 from core.lab import sweeps
 from core.lab.inputs import LabInputs, with_trace_lengths
-from core.serving import offload
+from core.serving import engines, offload
 from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
 from ui import links, widgets, yourgpu, yourmodel
 
@@ -158,17 +158,21 @@ def _knobs() -> None:
               help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
                    "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own. Needs continuous "
                    "batching: a static batch prefills its members together.")
+    # vLLM's own pair on the GPUs it gives more (data/engines.json), beside the Lab's one for all
+    budget, seqs = engines.vllm_batch_defaults(catalog.get_gpu("h100"))
     st.select_slider("Token budget per step", bounds.sidebar_options("budget"),
                      DEFAULTS.max_batched_tokens, key="budget", persist_state="session",
-                     help="Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
-                          "prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
-                          "Sarathi-Serve run it. Default 2,048: vLLM V1's online-serving default on A100s and "
-                          "GPUs under 70 GiB (it uses 8,192 on H100-class GPUs; EngineArgs.get_batch_defaults).")
+                     help=f"Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
+                          f"prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
+                          f"Sarathi-Serve run it. Default {DEFAULTS.max_batched_tokens:,}: vLLM V1's online-serving "
+                          f"default on A100s and GPUs under 70 GiB (it uses {budget:,} on H100-class GPUs; "
+                          f"EngineArgs.get_batch_defaults).")
     st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
                      DEFAULTS.max_seqs, key="max_seqs", persist_state="session",
-                     help="Most sequences one engine step runs (vLLM's max_num_seqs, SGLang's "
-                          "max_running_requests). Default 256: vLLM V1's online-serving default on A100s and GPUs "
-                          "under 70 GiB (it uses 1,024 on H100-class GPUs; EngineArgs.get_batch_defaults).")
+                     help=f"Most sequences one engine step runs (vLLM's max_num_seqs, SGLang's "
+                          f"max_running_requests). Default {DEFAULTS.max_seqs:,}: vLLM V1's online-serving default on "
+                          f"A100s and GPUs under 70 GiB (it uses {seqs:,} on H100-class GPUs; "
+                          f"EngineArgs.get_batch_defaults).")
     st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block",
                      persist_state="session")
     st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", persist_state="session",
