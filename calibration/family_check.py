@@ -13,16 +13,13 @@ table to calibration/VALIDATION.md.
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.cli.main import build_parser  # noqa: E402
-from core.cli.simulate import config_from_args  # noqa: E402
-from core.cli.yourdata import apply_hardware  # noqa: E402
+from core.cli.main import simulation_of  # noqa: E402
 from core.serving.simulate import simulate  # noqa: E402
 
 RUNS = ROOT / "calibration" / "family_runs.json"
@@ -36,23 +33,13 @@ METRICS = {
 }
 
 
-def config(command: str):
-    """The simulation a command line asks for, parsed as `python -m core simulate` parses it."""
-    words = shlex.split(command, comments=True)
-    if words[:4] != ["python", "-m", "core", "simulate"]:
-        raise ValueError(f"a replay is a `python -m core simulate` command, not: {command}")
-    args = build_parser().parse_args(words[3:])
-    apply_hardware(args)
-    return config_from_args(args)
-
-
 def replays(path: Path = RUNS) -> list[dict]:
     """Every replayed metric: run id, GPU, engine version, command, metric, measured, simulated and
     the signed error (simulated / measured - 1)."""
     rows = []
     for run in json.loads(path.read_text())["entries"]:
         for r in run.get("replay", []):
-            cfg = config(r["command"])
+            cfg = simulation_of(r["command"])
             summary = simulate(cfg).summary
             measured = float(run["measured"][r["measured"]])
             simulated = float(METRICS[r["metric"]](summary))

@@ -8,9 +8,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from core.cli.main import build_parser, main
-from core.cli.simulate import config_from_args
-from core.cli.yourdata import apply_hardware
+from core.cli.main import main, simulation_of
 from core.lab.inputs import LabInputs, current_config, run, stage_config
 from core.serving import export
 from core.serving.command import DEFAULTS, simulate_command
@@ -38,9 +36,7 @@ def argv(command: str) -> list[str]:
 
 
 def cli_config(command: str):
-    args = build_parser().parse_args(argv(command))
-    apply_hardware(args)
-    return config_from_args(args)
+    return simulation_of(command)
 
 
 def cli_summary(command: str, capsys) -> dict:

@@ -5,6 +5,7 @@ Bad arguments print one line on stderr and exit with status 2; no traceback reac
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from .. import jitcache
@@ -122,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     yourdata.register(sub)
 
     return parser
+
+
+def simulation_of(command: str):
+    """The SimConfig a `python -m core simulate ...` line asks for, parsed as the command line parses
+    it (a trailing # note is a comment): what a page's reproduce command and a public run's replay
+    (calibration/family_check.py) stand for."""
+    words = shlex.split(command, comments=True)
+    if words[:4] != ["python", "-m", "core", "simulate"]:
+        raise ValueError(f"not a `python -m core simulate` command: {command}")
+    args = build_parser().parse_args(words[3:])
+    yourdata.apply_hardware(args)
+    return simulate.config_from_args(args)
 
 
 def main(argv: list[str] | None = None) -> int:
