@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import types
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
+from multiprocessing import connection, get_context, parent_process
 from pathlib import Path
 from typing import Callable
 
@@ -33,9 +34,6 @@ def _exit_with_parent() -> None:
     idle worker waits on its task queue, which its parent's death does not close, and would hold
     its loaded engine, some 180 MB, for good. A thread waits on the parent's sentinel, ready when it
     exits."""
-    import threading
-    from multiprocessing import connection, parent_process
-
     parent = parent_process()
     if parent is None:
         return
