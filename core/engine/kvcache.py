@@ -710,13 +710,16 @@ def _walk(RI, KC, PI, r, q, start, limit, cfg, nodes):
 
 
 @step_jit
-def cached_blocks(RI, KC, PI, r, q, tokens, upto, cfg):
+def cached_blocks(RI, KC, PI, r, q, tokens, upto, cfg, conv):
     """lookup's blocks found, up to block `upto` at most, and those of them in the host tier, for a
     router weighing replicas: the system prompt's share read from what the last request of its
     group found on this replica while none of the group's blocks has entered or left a tier since
-    (P_PC_GEPOCH), so that a request is weighed by walking its own conversation's blocks only."""
+    (P_PC_GEPOCH), so that a request is weighed by walking its own conversation's blocks only, and
+    those only where a turn of it ran (`conv`: elsewhere none of them can be cached)."""
     bs = cfg[C_BLOCK]
     limit, g, shared = min((tokens - 1) // bs, upto), RI[q, R_GROUP], RI[q, R_SHARED] // bs
+    if not conv:
+        limit = min(limit, shared if g >= 0 else 0)
     if g < 0 or shared == 0 or limit < shared:
         hits, _, host = _walk(RI, KC, PI, r, q, 0, limit, cfg, False)
         return hits, host

@@ -210,3 +210,11 @@ NRI = NRI + 1
 # a miss or the prompt's end, so the count is final)
 P_RT_HITS, P_RT_HOST, P_RT_UPTO = NPI, NPI + 1, NPI + 2
 NPI = NPI + 3
+# ---- R_GATE, the replica the gateway sent the request to (-1: not yet). A conversation's blocks are
+# cached only where one of its turns ran, so the prefix router walks a replica for them only if an
+# earlier turn was sent there (P_RT_MARK: stamped q + 1 for request q's walk); elsewhere it reads the
+# system prompt's share alone, which is all that replica can hold of q
+R_GATE = NRI
+NRI = NRI + 1
+P_RT_MARK = NPI
+NPI = NPI + 1

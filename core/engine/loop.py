@@ -110,11 +110,18 @@ def route_prefix(RI, KC, PI, cfg, cf, lo, hi, rr_state, q):
     limit = (tokens - 1) // cfg[C_BLOCK]
     blocks = max(1, limit)
     first = (RI[q, R_SHARED] // cfg[C_BLOCK] if RI[q, R_GROUP] >= 0 else 0) + BUCKET
+    mark = q + 1  # the replicas an earlier turn of q's conversation was sent to: only they hold its blocks
+    if RI[q, R_CONV] >= 0:
+        p = RI[q, R_EARLIER]
+        while p >= 0:
+            if RI[p, R_GATE] >= 0:
+                PI[RI[p, R_GATE], P_RT_MARK] = mark
+            p = RI[p, R_EARLIER]
     for r in range(lo, hi):
         PI[r, P_RT_HITS], PI[r, P_RT_HOST], PI[r, P_RT_UPTO] = 0, 0, -1
         if PI[r, P_STATE] == ON and PI[r, P_LANE] == 0 and cfg[C_PREFIX] == 1 and caching(PI, r, cfg):
             sync(KC, PI, r, cfg)
-            hits, host = cached_blocks(RI, KC, PI, r, q, tokens, first, cfg)
+            hits, host = cached_blocks(RI, KC, PI, r, q, tokens, first, cfg, PI[r, P_RT_MARK] == mark)
             PI[r, P_RT_HITS], PI[r, P_RT_HOST] = hits, host
             if hits == first and hits < limit:  # cut, not ended: more may follow
                 PI[r, P_RT_UPTO] = first
@@ -805,6 +812,7 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
             if q < 0:
                 break
             r = route_prefix(RI, KC, PI, cfg, cf, 0, gate_hi, rr, q) if cfg[C_ROUTER] == 3 else route(PI, cfg, 0, gate_hi, rr)
+            RI[q, R_GATE] = r
             if cfg[C_ASYNC] and PF[r, Q_BUSY] != inf:
                 RF[q, F_ASYNC] = PF[r, Q_BUSY] - PF[r, Q_STEP_START]
             enqueue(RI, PI, r, q)

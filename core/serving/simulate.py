@@ -453,7 +453,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RI = np.zeros((n, L.NRI), np.int64)
     RI[:, L.R_PROMPT] = wl.prompt_tokens
     RI[:, L.R_OUTPUT] = wl.output_tokens
-    for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS, L.R_GROUP, L.R_CONV):
+    for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS, L.R_GROUP, L.R_CONV,
+                L.R_GATE):
         RI[:, col] = -1
     n_stream = min(n, cfg.stream_samples)
     stream_ids = np.unique(np.linspace(0, n - 1, n_stream).round().astype(np.int64)) if n_stream else np.zeros(0, np.int64)
