@@ -81,7 +81,8 @@ def config(run: dict) -> SimConfig:
     if run["engine"] == "SGLang":  # its own defaults for the GPU (serving/engines.py)
         engine = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
     return SimConfig(gpu=run["gpu"], model=model_id(run), tp=run["tp"], ep=run["ep"], dtype=run["dtype"],
-                     dp_attention=run["dp_attention"], workload=spec, router="lor", **engine)
+                     dp_attention=run["dp_attention"], workload=spec, router="lor",
+                     async_scheduling=run.get("async_scheduling", True), **engine)
 
 
 def errors(run: dict, eff: costmodel.Efficiency) -> dict:

@@ -158,11 +158,35 @@ def test_rules_and_sources_list_what_a_config_can_name_but_the_simulator_leaves_
 
 def test_gpt_oss_reads_as_a_mixture_served_in_mxfp4():
     # gpt-oss-120b: 128 experts of 2,880, top-4, 64-wide heads (not hidden / heads), biased attention;
-    # its experts ship in MXFP4, which the Lab suggests, and its sliding windows are said to be left out
+    # its experts ship in MXFP4, which the Lab suggests, and half its layers attend within a 128-token window
     p = parsed("gpt-oss-120b.json")
     m = p.model
     assert (m.experts, m.experts_per_token, m.moe_ffn, m.head_dim, m.qkv_bias) == (128, 4, 2880, 64, True)
     # the card's '5.1B active parameters' leave out the input embedding, which no token computes through
     assert m.params(active=True) - m.vocab * m.hidden == pytest.approx(5.1e9, rel=0.03)
     assert p.suggested_dtype == "mxfp4"
-    assert any("sliding-window" in n for n in p.notes)
+    assert (m.window, m.window_layers) == (128, 18)
+
+
+@pytest.mark.parametrize("name, window, sliding", [
+    ("gpt-oss-120b.json", 128, 18),  # transformers' GptOssConfig: the even layers of 36
+    ("gemma-2-9b.json", 4096, 21),  # Gemma 2: the even layers of 42
+    ("gemma-3-1b-it.json", 512, 22),  # Gemma 3: all but every 6th of 26
+])
+def test_sliding_windows_are_read_by_layer(name, window, sliding):
+    p = parsed(name)
+    assert (p.model.window, p.model.window_layers) == (window, sliding)
+    assert any(f"{sliding} of {p.model.layers} layers attend to the last {window} tokens" in n for n in p.notes)
+    # a file that lists its layers' types is read from the list, whatever the family
+    types = ["full_attention"] * (p.model.layers - 3) + ["sliding_attention"] * 3
+    listed = hfconfig.from_dict({**raw(name).get("text_config", raw(name)), "layer_types": types,
+                                 "model_type": p.model_type})
+    assert (listed.model.window, listed.model.window_layers) == (window, 3)
+
+
+def test_a_window_on_every_layer_or_past_the_context_is_not_a_window():
+    # Mistral-7B v0.1 slides on every layer: the pool (blocks of full-attention layers) cannot hold that,
+    # and the Lab says it caches every token; Qwen2.5's window is off and as long as its context
+    mistral = parsed("mistral-7b.json")
+    assert mistral.model.window_layers == 0 and any("not modelled" in n for n in mistral.notes)
+    assert parsed("qwen2.5-7b.json").model.window_layers == 0

@@ -12,6 +12,7 @@ from core.serving.workload import WorkloadSpec
 
 H100, A100 = catalog.get_gpu("h100"), catalog.get_gpu("a100-80gb")
 L8, L70 = catalog.get_model("llama-3.1-8b"), catalog.get_model("llama-3.1-70b")
+MIX = catalog.get_model("mixtral-8x7b")
 GB = 1e9
 
 
@@ -154,20 +155,34 @@ B200, H200 = catalog.get_gpu("b200"), catalog.get_gpu("h200")
 
 def test_fp4_formats_are_four_bits_plus_their_block_scales():
     # the linear layers shrink by what each format saves a weight; the embedding and LM head stay 16-bit
-    saved = {d: L70.weight_bytes("bf16") - L70.weight_bytes(d) for d in ("fp8", "fp4", "mxfp4")}
+    saved = {d: L70.weight_bytes("bf16") - L70.weight_bytes(d) for d in ("fp8", "fp4")}
     assert saved["fp4"] / saved["fp8"] == pytest.approx((2 - (4 + 8 / 16) / 8) / 1)
-    assert saved["mxfp4"] / saved["fp8"] == pytest.approx((2 - (4 + 8 / 32) / 8) / 1)
     assert weight_bytes_per_gpu(L70, 1, "fp4") < weight_bytes_per_gpu(L70, 1, "int4") * 1.1
+    # MXFP4 takes a mixture's routed experts alone: Mixtral's 32 layers x 8 experts x 3 matrices of 4096 x 14336
+    routed = 32 * 8 * 3 * 4096 * 14336
+    assert MIX.weight_bytes("bf16") - MIX.weight_bytes("mxfp4") == pytest.approx(routed * (2 - (4 + 8 / 32) / 8))
 
 
 def test_fp4_reads_fewer_bytes_a_decode_step_and_multiplies_at_the_fp4_rate():
-    decode = {d: steptime(B200, L70, 1, decode_batch=1, context=512, dtype=d) for d in ("fp8", "fp4", "mxfp4")}
+    decode = {d: steptime(B200, L70, 1, decode_batch=1, context=512, dtype=d) for d in ("fp8", "fp4")}
     assert decode["fp4"]["step_ms"] < 0.75 * decode["fp8"]["step_ms"]  # memory bound: 0.56 bytes a weight, not 1
-    assert decode["mxfp4"]["step_ms"] < 0.75 * decode["fp8"]["step_ms"]
-    prefill = {d: steptime(B200, L70, 1, prefill_tokens=8192, dtype=d)["breakdown_ms"]["linear"]
-               for d in ("fp8", "fp4", "mxfp4")}
+    prefill = {d: steptime(B200, L70, 1, prefill_tokens=8192, dtype=d)["breakdown_ms"]["linear"] for d in ("fp8", "fp4")}
     assert 0.45 < prefill["fp4"] / prefill["fp8"] < 0.6  # compute bound: B200's FP4 rate is twice its FP8 rate
-    assert 0.95 < prefill["mxfp4"] / prefill["fp8"] < 1.05  # MXFP4 weights against 8-bit activations: the FP8 rate
+    # MXFP4 experts: a decode step reads them at 0.53 bytes a weight, and a long prompt multiplies them against
+    # 8-bit activations at the FP8 rate; attention stays 16-bit, at the 16-bit rate
+    moe = {d: steptime(B200, MIX, 2, decode_batch=1, context=512, dtype=d) for d in ("fp8", "mxfp4")}
+    assert moe["mxfp4"]["weight_bytes_read_per_gpu"] < moe["fp8"]["weight_bytes_read_per_gpu"]
+    assert moe["mxfp4"]["breakdown_ms"]["experts"] < moe["fp8"]["breakdown_ms"]["experts"]
+    long = {d: steptime(B200, MIX, 2, prefill_tokens=16384, dtype=d)["breakdown_ms"] for d in ("bf16", "fp8", "mxfp4")}
+    assert long["mxfp4"]["experts"] == pytest.approx(long["fp8"]["experts"], rel=0.05)
+    assert long["mxfp4"]["linear"] == pytest.approx(long["bf16"]["linear"], rel=0.01)
+
+
+def test_mxfp4_on_a_dense_model_is_refused_in_one_sentence_naming_the_fix():
+    for call in (lambda: plan_memory(B200, L70, dtype="mxfp4"),
+                 lambda: steptime(B200, L70, 1, decode_batch=1, context=16, dtype="mxfp4")):
+        with pytest.raises(ValueError, match="routed experts only.*is dense: choose fp4 or int4"):
+            call()
 
 
 @pytest.mark.parametrize("dtype", ["fp4"])
@@ -189,12 +204,15 @@ def test_mxfp4_runs_weight_only_where_there_are_no_fp4_tensor_cores():
     assert fmt.on(B200) is fmt and fmt.on(H200).gemm == "bf16" and not fmt.on(H200).needs_fp4
     assert fmt.on(H200).bytes_per_weight == fmt.bytes_per_weight
     one = dict(decode_batch=1, context=512)
-    assert steptime(H200, L70, 1, dtype="mxfp4", **one)["step_ms"] < 0.6 * steptime(H200, L70, 1, **one)["step_ms"]
+    decode = {d: steptime(H200, MIX, 2, dtype=d, **one) for d in ("bf16", "mxfp4")}
+    assert decode["mxfp4"]["weight_bytes_read_per_gpu"] < 0.6 * decode["bf16"]["weight_bytes_read_per_gpu"]
+    assert decode["mxfp4"]["step_ms"] < decode["bf16"]["step_ms"]
     long_prefill = dict(prefill_tokens=16384)
     rate = fmt.on(H200).gemm_rate
-    linear = {d: steptime(H200, L70, 1, dtype=d, **long_prefill)["breakdown_ms"]["linear"] for d in ("bf16", "mxfp4")}
-    assert linear["mxfp4"] == pytest.approx(linear["bf16"] / rate, rel=0.02)  # compute-bound: the dequantising rate
-    assert plan_memory(H200, L70, dtype="mxfp4").weights_bytes == plan_memory(B200, L70, dtype="mxfp4").weights_bytes
+    gemms = {d: steptime(H200, MIX, 2, dtype=d, **long_prefill)["breakdown_ms"] for d in ("bf16", "mxfp4")}
+    assert gemms["mxfp4"]["experts"] == pytest.approx(gemms["bf16"]["experts"] / rate, rel=0.05)  # the dequantising rate
+    assert gemms["mxfp4"]["linear"] == pytest.approx(gemms["bf16"]["linear"], rel=0.01)  # 16-bit attention
+    assert plan_memory(H200, MIX, 2, dtype="mxfp4").weights_bytes == plan_memory(B200, MIX, 2, dtype="mxfp4").weights_bytes
 
 
 def test_the_planner_searches_fp4_only_where_the_gpu_runs_it():
@@ -204,6 +222,10 @@ def test_the_planner_searches_fp4_only_where_the_gpu_runs_it():
     formats = dict(dtypes=("fp8", "fp4"))
     assert {d.dtype for d in shapes(w, Budget(gpu_types=("b200",), **formats))} == {"fp8", "fp4"}
     assert {d.dtype for d in shapes(w, Budget(gpu_types=("h200",), **formats))} == {"fp8"}
+    # MXFP4 quantises routed experts: a dense model's search leaves it out, a mixture's takes it
+    assert {d.dtype for d in shapes(w, Budget(gpu_types=("b200",), dtypes=("fp8", "mxfp4")))} == {"fp8"}
+    moe = Workload("mixtral-8x7b", w.spec, w.targets)
+    assert {d.dtype for d in shapes(moe, Budget(gpu_types=("b200",), dtypes=("fp8", "mxfp4")))} == {"fp8", "mxfp4"}
 
 
 def test_the_lab_serves_fp4_weights_on_a_b200_and_refuses_them_on_an_h200():

@@ -34,6 +34,15 @@ class WeightFormat:
     needs_fp4: bool = False  # FP4 tensor cores (Blackwell)
     # how a GPU without FP4 tensor cores runs these weights (None: it cannot): weight-only, dequantised
     without_fp4: "WeightFormat | None" = field(default=None, compare=False, hash=False)
+    experts_only: bool = False  # only a mixture's routed experts take the format; every other layer stays 16-bit
+    marlin_moe: bool = False  # its experts run Marlin's MoE kernel, whose rows a block follow the step's routings
+
+    def check(self, model: "Model") -> None:
+        """Refuse a format that quantises nothing of this model (experts_only on a dense model)."""
+        if self.experts_only and not model.is_moe:
+            raise ValueError(f"{self.id} weights quantise a mixture of experts' routed experts only (vLLM's MXFP4 "
+                             f"leaves every other layer 16-bit), and {model.label()} is dense: choose fp4 or int4 "
+                             f"for 4-bit weights")
 
     def on(self, gpu: "GPU") -> "WeightFormat":
         """The format as this GPU runs it: natively, or weight-only where it lacks FP4 tensor cores."""
@@ -55,7 +64,8 @@ def _formats() -> tuple[dict[str, WeightFormat], dict[str, KVFormat]]:
     raw = json.loads((DATA / "quantisation.json").read_text())
     def weight(w, alt=None):
         return WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"], float(w["gemm_rate"]),
-                            bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]), alt)
+                            bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]), alt,
+                            bool(w.get("experts_only", False)), bool(w.get("marlin_moe", False)))
     weights = {}
     for w in raw["weights"]:
         alt = w.get("without_fp4")
@@ -193,6 +203,8 @@ class Model:
     tied_embeddings: bool = False  # the LM head is the embedding table (tie_word_embeddings)
     mtp_layers: int = 0  # multi-token prediction modules shipped with it (num_nextn_predict_layers)
     fp8_block_scales: bool = False  # its fp8 checkpoint scales each 128 x 128 block (quantization_config weight_block_size)
+    window: int = 0  # sliding-window attention: tokens a window layer's queries attend to (0: none)
+    window_layers: int = 0  # layers that attend within the window; the others attend to every token
     parametric: bool = False  # an interpolated shape, not a released model
     source: str = field(default="", compare=False, hash=False)
 
@@ -255,10 +267,15 @@ class Model:
         routers = self.moe_layers * (self.hidden * self.experts + (self.experts if self.router_bias else 0))
         return self.embedding_copies * self.embedding_params() + self.hidden * (2 * self.layers + 1) + routers
 
+    def routed_expert_params(self) -> int:
+        return self.moe_layers * self.experts * self.mlp_params(self.moe_ffn)
+
     def weight_bytes(self, dtype: str = "bf16") -> float:
-        """The whole model's weights: its linear layers in `dtype`, the rest at 16 bits."""
-        lb = weight_format(dtype).bytes_per_weight
-        return self.params() * EMBED_BYTES - (self.params() - self.unquantised_params()) * (EMBED_BYTES - lb)
+        """The whole model's weights: its linear layers (or, for an experts-only format, its routed
+        experts) in `dtype`, the rest at 16 bits."""
+        fmt = weight_format(dtype)
+        quantised = self.routed_expert_params() if fmt.experts_only else self.params() - self.unquantised_params()
+        return self.params() * EMBED_BYTES - quantised * (EMBED_BYTES - fmt.bytes_per_weight)
 
     # ---- KV cache ----
     def kv_dims_per_layer(self) -> int:
@@ -269,6 +286,15 @@ class Model:
 
     def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
         return self.layers * self.kv_dims_per_layer() * kv_dtype_bytes
+
+    @property
+    def full_layers(self) -> int:
+        """Layers that attend to every cached token (all of them without sliding windows)."""
+        return self.layers - self.window_layers
+
+    def window_tokens(self, context: float) -> float:
+        """Cached tokens a window layer reads for a sequence of `context` tokens."""
+        return min(context, self.window) if self.window_layers else context
 
     def label(self) -> str:
         if self.parametric:

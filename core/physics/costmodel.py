@@ -99,7 +99,7 @@ EP_Z = 42  # how many standard deviations above the mean the busiest expert rank
 EP_LOAD_VAR = 43  # squared relative spread of a rank's routings from expert popularity
 EP_SAMPLE = 44  # ep / top-k: a rank's relative sampling variance is EP_SAMPLE / tokens (Poisson)
 MOE_GEMM_EFF = 45  # the grouped GEMMs' FLOP rate as a share of the dense GEMMs' (full tiles)
-MOE_TILE = 46  # rows a grouped-GEMM tile computes: each touched expert's tokens pad to a multiple
+MOE_TILE = 46  # rows a grouped-GEMM tile computes: each touched expert's tokens pad to a multiple (0: Marlin's rule)
 MOE_TILE_SMALL = 47  # the tile of a step with no more tokens than the model has experts
 MOE_SCRATCH = 48  # bytes of scratch rows written and read back per routing a GPU computes
 A2A_BYTES = 49  # all-to-all bytes one GPU sends and receives per token of the step (dispatch + combine)
@@ -123,7 +123,10 @@ SPEC_PER_DRAFT = SPEC_SURV + SPEC_MAX  # 1 / SPEC_K: speculating sequences a dra
 # the few bins that hold a survival chance, a compare or two (engine/cohort.py speculative_step)
 SPEC_BINS = 256
 SPEC_TABLE = SPEC_PER_DRAFT + 1
-N_PARAMS = SPEC_TABLE + SPEC_BINS
+# sliding-window attention (gpt-oss, Gemma): WINDOW_LAYERS of the LAYERS attend to the last WINDOW tokens only
+WINDOW = SPEC_TABLE + SPEC_BINS  # tokens (0: every layer attends to every token)
+WINDOW_LAYERS = WINDOW + 1
+N_PARAMS = WINDOW + 2
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ENGINES = ("bare", "vllm", "sglang")  # a forward pass alone; vLLM V1's host around it; SGLang's (serving/engines.py)
@@ -226,6 +229,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     stays 16-bit. An fp8 KV cache halves the bytes decode attention reads."""
     fmt = weight_format(dtype).on(gpu)
     check_formats(gpu, dtype, kv_dtype)
+    fmt.check(model)
     if launch not in LAUNCH_MODES:
         raise ValueError(f"unknown launch mode '{launch}': choose graph, eager or auto")
     if attn_kernel not in ATTN_KERNELS:
@@ -238,6 +242,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     check_tp(model, atp)
     eff = eff or efficiency_for(gpu)
     wb = fmt.bytes_per_weight
+    dense_wb = EMBED_BYTES if fmt.experts_only else wb  # an experts-only format leaves the rest 16-bit
     act = 2  # activations and KV cache in 16-bit
     h = model.hidden
     p = np.zeros(N_PARAMS)
@@ -248,12 +253,12 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # computed per token of the step: a 1/tp share of the tokens through whole weights under DP
     # attention, every token through a 1/tp slice under tensor parallelism: the same FLOPs either way
     share = atp / tp
-    p[DENSE_W] = dense * wb
+    p[DENSE_W] = dense * dense_wb
     p[DENSE_FLOPS] = 2 * dense * share
     if model.is_moe:
         shared = model.shared_experts * model.mlp_params(model.moe_ffn) / atp
         router = h * model.experts
-        p[MOE_DENSE_W] = (attn + shared + router) * wb + router * (EMBED_BYTES - wb)  # the router stays 16-bit
+        p[MOE_DENSE_W] = (attn + shared + router) * dense_wb + router * (EMBED_BYTES - dense_wb)  # a 16-bit router
         p[MOE_DENSE_FLOPS] = 2 * (attn + shared + router) * share
         expert_slice = model.mlp_params(model.moe_ffn) / (1 if ep > 1 else tp)  # a whole expert under ep
         p[EXPERT_W] = expert_slice * wb
@@ -272,7 +277,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         block = fmt.gemm == "fp8" and model.fp8_block_scales
         p[MOE_GEMM_EFF] = eff.moe_gemm_eff_fp8 if block else eff.moe_gemm_eff
         tiles = expert.constants()["tile_rows"]
-        p[MOE_TILE], p[MOE_TILE_SMALL] = tiles["value"], tiles["small_batch"]
+        p[MOE_TILE], p[MOE_TILE_SMALL] = (0.0 if fmt.marlin_moe else tiles["value"]), tiles["small_batch"]
         p[MOE_SCRATCH] = act * (6 * ffn_slice + 2 * h)  # gate/up rows, activation rows, output rows
         if dp_attention:
             p[A2A_BYTES] = expert.dispatch_combine_bytes(model, ep) / tp
@@ -299,6 +304,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value,
                                              dp_attention) / model.layers
     p[KV_HEADS] = kv_heads_gpu * share  # a GPU runs 1/tp of the sequences under DP attention
+    p[WINDOW], p[WINDOW_LAYERS] = model.window, model.window_layers
     p[DEC_PAIR_FLOPS] *= share
     p[PRE_PAIR_FLOPS] *= share
     p[HEAD_W] = model.vocab / atp * h * EMBED_BYTES
@@ -311,6 +317,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm * fmt.gemm_rate)
     if p[S_FLOP] != 1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm):  # the 16-bit LM head, in the GEMMs' seconds
         p[HEAD_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
+        if fmt.experts_only:  # so are the 16-bit layers around the experts
+            p[DENSE_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
+            p[MOE_DENSE_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
     # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms, the
@@ -346,7 +355,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[ASYNC] = (1.0 if sglang else eff.async_overlap) if async_scheduling else 0.0
     p[T_MOE_LAYER] = (eff.sglang_moe_layer_us if sglang else eff.t_moe_layer_us) * 1e-6 if model.is_moe else 0.0
     if spec is not None:
-        prop = proposer(spec, model, atp, wb, kv_format(kv_dtype).bytes_per_value)
+        prop = proposer(spec, model, atp, dense_wb, kv_format(kv_dtype).bytes_per_value)
         p[SPEC_K] = spec.tokens
         p[DRAFT_LAYERS] = prop.layers
         p[DRAFT_W] = prop.weight_bytes
@@ -443,6 +452,16 @@ def busiest_share(p, tokens):
 
 
 @engine_jit
+def marlin_block(routings):
+    """Marlin's MoE kernel's rows a block for `routings` a touched expert on average: the smallest of
+    8, 16, 32, 48 and 64 that they fill to less than 90% (vLLM's fused_marlin_moe)."""
+    for rows in (8.0, 16.0, 32.0, 48.0):
+        if routings / rows < 0.9:
+            return rows
+    return 64.0
+
+
+@engine_jit
 def experts_time(p, tokens):
     """The fused-MoE kernel of all MoE layers on the busiest GPU: the grouped GEMMs stream the
     touched experts' weights against their FLOPs, each expert's tokens padded to whole tiles; the
@@ -453,7 +472,10 @@ def experts_time(p, tokens):
     busiest = busiest_share(p, tokens)
     pairs = tokens * p[TOPK] * p[PAIR_SHARE] * busiest
     touched = experts_touched(p, tokens)
-    tile = p[MOE_TILE_SMALL] if tokens <= p[N_EXPERTS] else p[MOE_TILE]
+    if p[MOE_TILE] <= 0:
+        tile = marlin_block(tokens * p[TOPK] / p[N_EXPERTS])
+    else:
+        tile = p[MOE_TILE_SMALL] if tokens <= p[N_EXPERTS] else p[MOE_TILE]
     rows = touched * tile * math.ceil(pairs / (touched * tile))
     t_gemm = rows * p[EXPERT_FLOPS] * p[S_FLOP] / p[MOE_GEMM_EFF]
     t_weights = touched * p[EXPERT_W] * p[S_BYTE] / p[MOE_BW_EFF]
@@ -477,25 +499,47 @@ def decode_ctas(p, ctx):
 
 
 @engine_jit
-def decode_attention_time(p, sum_ctx, ctas, queries=1.0):
-    """All decoding sequences of a step: read every cached token's K and V once per layer, for
-    `queries` query positions a sequence (1 + its draft tokens under speculative decoding)."""
+def decode_layer_tokens(p, n_decode, sum_ctx):
+    """Cached tokens the decode attention of all layers reads for `n_decode` sequences of `sum_ctx`
+    tokens in all: a window layer reads at most its window of each, taken as the lesser of the
+    summed context and n_decode windows (exact while every context is past the window, or none)."""
+    if p[WINDOW_LAYERS] <= 0:
+        return p[LAYERS] * sum_ctx
+    return (p[LAYERS] - p[WINDOW_LAYERS]) * sum_ctx + p[WINDOW_LAYERS] * min(sum_ctx, n_decode * p[WINDOW])
+
+
+@engine_jit
+def decode_attention_time(p, n_decode, sum_ctx, ctas, queries=1.0):
+    """All decoding sequences of a step: read every cached token's K and V once per layer (a window
+    layer's last WINDOW tokens), for `queries` query positions a sequence (1 + its draft tokens
+    under speculative decoding)."""
     if sum_ctx <= 0:
         return 0.0
     s_byte = max(p[S_BYTE], p[S_CTA_BYTE] / ctas)  # too few thread blocks cannot pull full bandwidth
-    t_mem = p[LAYERS] * sum_ctx * p[KV_BYTES] * s_byte
-    t_flops = p[LAYERS] * sum_ctx * queries * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
+    layer_tokens = decode_layer_tokens(p, n_decode, sum_ctx)
+    t_mem = layer_tokens * p[KV_BYTES] * s_byte
+    t_flops = layer_tokens * queries * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
     return max(t_mem, t_flops)
 
 
 @engine_jit
 def prefill_attention_time(p, new_tokens, cached):
-    """One prefill chunk of `new_tokens` queries, causal over `cached` + itself."""
+    """One prefill chunk of `new_tokens` queries, causal over `cached` + itself; in a window layer
+    each query attends to the last WINDOW positions at most."""
     if new_tokens <= 0:
         return 0.0
     pairs = new_tokens * (cached + (new_tokens + 1) / 2.0)
-    t_flops = p[LAYERS] * pairs * p[PRE_PAIR_FLOPS] * p[S_ATTN_FLOP]
-    t_mem = p[LAYERS] * (cached + new_tokens) * p[KV_BYTES] * p[S_BYTE]
+    if p[WINDOW_LAYERS] <= 0:
+        t_flops = p[LAYERS] * pairs * p[PRE_PAIR_FLOPS] * p[S_ATTN_FLOP]
+        t_mem = p[LAYERS] * (cached + new_tokens) * p[KV_BYTES] * p[S_BYTE]
+        return max(t_flops, t_mem)
+    w = p[WINDOW]
+    inside = min(new_tokens, max(0.0, w - cached))  # queries whose whole causal prefix fits the window
+    window_pairs = inside * (cached + (inside + 1) / 2.0) + (new_tokens - inside) * w
+    full = p[LAYERS] - p[WINDOW_LAYERS]
+    t_flops = (full * pairs + p[WINDOW_LAYERS] * window_pairs) * p[PRE_PAIR_FLOPS] * p[S_ATTN_FLOP]
+    t_mem = (full * (cached + new_tokens) + p[WINDOW_LAYERS] * min(cached + new_tokens, w + new_tokens)) \
+        * p[KV_BYTES] * p[S_BYTE]
     return max(t_flops, t_mem)
 
 
@@ -607,7 +651,7 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
 def step_time(p, tokens, n_decode, sum_ctx, ctas, n_chunks, out, drafts):
     """The step's time from `out` as step_fixed left it: add the decodes' attention and the
     proposer (which read every context), the host's share, and sum."""
-    out[B_ATTN_DECODE] = decode_attention_time(p, sum_ctx, ctas, out[B_QUERIES])
+    out[B_ATTN_DECODE] = decode_attention_time(p, n_decode, sum_ctx, ctas, out[B_QUERIES])
     out[B_PROPOSER] = 0.0
     if drafts > 0:  # the speculating sequences and their share of the summed context
         out[B_PROPOSER] = proposer_time(p, out[B_PROPOSER_FIXED], out[B_SPEC_SEQS], sum_ctx * out[B_SPEC_SHARE])
@@ -688,7 +732,8 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
         "breakdown_ms": breakdown,
         "tokens": tokens,
         "weight_bytes_read_per_gpu": float(weights_read),
-        "kv_bytes_read_per_gpu": float(decode_batch * context * p[KV_BYTES] * model.layers),
+        "kv_bytes_read_per_gpu": float(decode_batch * (model.full_layers * context + model.window_layers
+                                                       * model.window_tokens(context)) * p[KV_BYTES]),
         "launch": launch,
         "weights": dtype,
         "kv_dtype": kv_dtype,

@@ -150,10 +150,7 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
             shape["mtp_layers"] = mtp
             notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not in the weights: it "
                          "serves speculative decoding (spec method mtp), which loads it")
-    window = cfg.get("sliding_window")
-    if isinstance(window, int) and not isinstance(window, bool) and 0 < window < context and \
-            cfg.get("use_sliding_window", True) is not False:
-        notes.append(f"sliding-window attention ({window} tokens) is not modelled: every layer caches every token")
+    shape["window"], shape["window_layers"] = _windows(cfg, model_type, layers, context, notes)
     if model_type == "gpt_oss":
         notes.append("the attention sinks (one weight a head) and the router's bias are left out of the count")
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
@@ -165,6 +162,37 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     model = Model(id="cfg", name=title, source=f"config.json ({model_type})", **shape)
     _check(model)
     return Parsed(model, model_type, tuple(notes), _suggested_dtype(cfg.get("quantization_config")), card_for(model))
+
+
+def _windows(cfg: dict, model_type: str, layers: int, context: int, notes: list) -> tuple[int, int]:
+    """Sliding-window attention: the window in tokens and the layers that use it, from layer_types
+    where the file lists them, else by the family's rule in transformers (Gemma 2 and gpt-oss: the even
+    layers; Gemma 3: all but every sliding_window_pattern-th); (0, 0) when there is none, or when every
+    layer slides, which the simulator's KV pool (blocks of full-attention layers) cannot hold."""
+    window = cfg.get("sliding_window")
+    if not (isinstance(window, int) and not isinstance(window, bool) and 0 < window < context) or \
+            cfg.get("use_sliding_window", True) is False:
+        return 0, 0
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) == layers and all(isinstance(t, str) for t in types):
+        sliding = sum(t == "sliding_attention" for t in types)
+    elif model_type in ("gemma2", "gpt_oss"):
+        sliding = (layers + 1) // 2
+    elif model_type == "gemma3_text":
+        pattern = cfg.get("sliding_window_pattern", 6)
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+            raise ValueError(f"'sliding_window_pattern' must be a whole number >= 1, not {json.dumps(pattern)[:40]}")
+        sliding = layers - layers // pattern
+    else:  # Mistral's and Qwen2's window covers every layer
+        sliding = layers
+    if sliding >= layers:
+        notes.append(f"sliding-window attention on every layer ({window} tokens) is not modelled: every layer "
+                     f"caches every token")
+        return 0, 0
+    if sliding:
+        notes.append(f"sliding-window attention: {sliding} of {layers} layers attend to the last {window} tokens "
+                     f"and keep only those in the KV cache (vLLM's hybrid KV cache manager)")
+    return (window, sliding) if sliding else (0, 0)
 
 
 class Fields:

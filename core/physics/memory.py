@@ -48,11 +48,13 @@ class MemoryPlan:
     pp: int = 1  # pipeline stages; the figures per GPU are the fullest stage's
     ep: int = 1  # expert parallelism (physics/expert.py)
     dp_attention: bool = False  # kv_bytes_per_token is then the mean GPU's: each holds its own sequences
+    window_bytes: float = 0.0  # of the pool: the window layers' KV of max_seqs sequences (sliding windows)
 
     @property
     def unused_bytes(self) -> float:
         """Memory left outside the utilisation budget, plus the pool's rounding to whole blocks."""
-        used = self.weights_bytes + self.workspace_bytes + self.kv_blocks * self.block_size * self.kv_bytes_per_token
+        used = (self.weights_bytes + self.workspace_bytes + self.window_bytes
+                + self.kv_blocks * self.block_size * self.kv_bytes_per_token)
         return self.usable_bytes - used
 
     def to_dict(self) -> dict:
@@ -72,6 +74,7 @@ def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1
     weights, the embedding and the LM head whole (expert.py). The linear layers are in `dtype`;
     embedding, LM head, norms and MoE routers stay 16-bit (data/quantisation.json)."""
     h = model.hidden
+    fmt = weight_format(dtype)
     atp = expert.attention_tp(tp, dp_attention)
     attn = _attn_params_per_gpu(model, atp)
     linear_dense = attn + model.mlp_params(model.ffn) / atp
@@ -82,7 +85,7 @@ def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1
         experts = routed + model.shared_experts * model.mlp_params(model.moe_ffn) / atp
         router = h * model.experts
         params += model.moe_layers * (attn + experts + router + 2 * h)
-        linear += model.moe_layers * (attn + experts)
+        linear = model.moe_layers * routed if fmt.experts_only else linear + model.moe_layers * (attn + experts)
     if pp > 1:
         share = stage_layers(model, pp) / model.layers
         params = params * share + model.vocab * h / atp + h
@@ -90,7 +93,7 @@ def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1
     else:
         params += model.embedding_copies * model.vocab * h / atp + h
     # written so that 16-bit weights give exactly params x 2
-    return params * EMBED_BYTES - linear * (EMBED_BYTES - weight_format(dtype).bytes_per_weight)
+    return params * EMBED_BYTES - linear * (EMBED_BYTES - fmt.bytes_per_weight)
 
 
 def workspace_bytes(model: Model, tp: int, max_batched_tokens: int, max_seqs: int, atp: int | None = None) -> float:
@@ -121,12 +124,16 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     A speculative proposer (a draft model, an EAGLE head, an MTP module) adds its weights, and its
     KV cache shares the pool: each token's block holds the proposer's layers too. Under
     data-parallel attention (ep = tp GPUs) max_batched_tokens and max_seqs are one rank's, each
-    GPU's pool holds its own sequences, and the replica's blocks are all its GPUs' together."""
+    GPU's pool holds its own sequences, and the replica's blocks are all its GPUs' together.
+    With sliding-window attention (vLLM's hybrid KV cache manager) a window layer keeps the blocks
+    of its last window only: the pool's blocks hold the full-attention layers, and the window
+    layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full)."""
     expert.check(model, tp, ep, dp_attention)
     atp = expert.attention_tp(tp, dp_attention)
     check_tp(model, atp)
     check_pp(model, pp)
     check_formats(gpu, dtype, kv_dtype)
+    weight_format(dtype).check(model)
     if not 0.05 <= mem_util <= 1.0:
         raise ValueError(f"memory utilisation {mem_util} is outside 0.05..1.0 (vLLM's default is 0.9)")
     if block_size < 1 or block_size > 1024:
@@ -136,14 +143,19 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
+    window_tok = kv_tok * model.window_layers / model.layers  # 0 without sliding windows
+    kv_tok -= window_tok
     if pp > 1:
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
+        window_tok = window_tok * stage_layers(model, pp) / model.layers
     if spec is not None:
-        prop = proposer(spec, model, atp, weight_format(dtype).bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
+        prop = proposer(spec, model, atp, dense_bytes_per_weight(dtype), kv_format(kv_dtype).bytes_per_value)
         weights += prop.memory_bytes
         kv_tok += prop.kv_bytes_per_token * atp / tp  # under DP attention, a GPU's own sequences'
     pool = budget - weights - work
-    blocks = int(pool // (block_size * kv_tok)) if pool > 0 else 0
+    # a sequence's window layers hold up to a block beyond the window (vLLM frees whole blocks)
+    window = max_seqs * (model.window + block_size) * window_tok if window_tok else 0.0
+    blocks = int((pool - window) // (block_size * kv_tok)) if pool - window > 0 else 0
     if blocks < 1 and ep > 1:
         raise ValueError(
             f"{model.label()} does not fit on {gpu.name} at tp={tp} with ep={ep}"
@@ -166,7 +178,13 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
                       kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
-                      pp=pp)
+                      pp=pp, window_bytes=window)
+
+
+def dense_bytes_per_weight(dtype: str) -> float:
+    """Bytes of a weight outside the routed experts: the format's, or 16-bit for an experts-only one."""
+    fmt = weight_format(dtype)
+    return EMBED_BYTES if fmt.experts_only else fmt.bytes_per_weight
 
 
 def _smaller_weights(gpu: GPU, dtype: str) -> str:

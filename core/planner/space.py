@@ -355,9 +355,11 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     methods = proposers(w, budget)
     reuse = prefix_reuse(w, budget)
     room = budget.max_gpus // (1 + budget.spare_replicas)  # GPUs one replica of each pool may take
+    moe = catalog.get_model(w.model).is_moe
+    dtypes = [d for d in budget.dtypes if moe or not catalog.weight_format(d).experts_only]  # mxfp4: experts only
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
-        for dtype in budget.dtypes:
+        for dtype in dtypes:
             for kv in [k for k in budget.kv_dtypes if runs(g, dtype, k)]:
                 tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w, kv) if tp <= room]
                 for tp in tps:
@@ -379,7 +381,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
         for pre in budget.gpu_types:
             for dec in budget.gpu_types:
                 gp, gd = catalog.get_gpu(pre), catalog.get_gpu(dec)
-                for dtype in budget.dtypes:
+                for dtype in dtypes:
                     for kv in [k for k in budget.kv_dtypes if runs(gp, dtype, k) and runs(gd, dtype, k)]:
                         ptps = [tp for tp in tp_degrees(pre, w.model, dtype, w, kv) if tp <= room][:2]
                         dtps = [tp for tp in tp_degrees(dec, w.model, dtype, w, kv) if tp <= room][:2]
