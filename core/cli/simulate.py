@@ -266,8 +266,8 @@ def cmd_simulate(args) -> None:
         f"  throughput {s['throughput_tok_s']:.0f} tok/s, {s['throughput_req_s']:.2f} req/s; goodput "
         f"{s['goodput_req_s']:.2f} req/s ({s['slo_attainment']:.1%} meet TTFT <= {s['ttft_slo_ms']:g} ms and TPOT <= "
         f"{s['tpot_slo_ms']:g} ms)",
-        f"  KV: {s['kv_blocks_total']} blocks, peak {s['peak_kv_blocks_used']} used, utilisation "
-        f"{s['kv_utilization']:.1%}, {s['preemptions']} preemptions; mean batch {s['mean_batch']:.1f}",
+        f"  KV: {s['kv_blocks_total']:,} blocks, peak {s['peak_kv_blocks_used']:,} used, {s['kv_utilization']:.1%} of "
+        f"the held blocks' slots filled, {s['preemptions']} preemptions; mean batch {s['mean_batch']:.1f}",
         f"  prefix cache: {s['prefix_hit_rate']:.1%} of prompt tokens found cached, {s['prefill_tokens_saved']:,} "
         f"prefill tokens saved, {s['prefix_cache_evictions']:,} cached blocks evicted",
     ]
