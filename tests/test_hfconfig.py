@@ -176,7 +176,8 @@ def test_gpt_oss_reads_as_a_mixture_served_in_mxfp4():
 def test_sliding_windows_are_read_by_layer(name, window, sliding):
     p = parsed(name)
     assert (p.model.window, p.model.window_layers) == (window, sliding)
-    assert any(f"{sliding} of {p.model.layers} layers attend to the last {window} tokens" in n for n in p.notes)
+    assert any(f"{sliding} of {p.model.layers} layers attend to the last {window} tokens" in n for n in p.modelled)
+    assert not any("sliding" in n for n in p.notes)  # said as modelled, not as left out
     # a file that lists its layers' types is read from the list, whatever the family
     types = ["full_attention"] * (p.model.layers - 3) + ["sliding_attention"] * 3
     listed = hfconfig.from_dict({**raw(name).get("text_config", raw(name)), "layer_types": types,

@@ -7,7 +7,7 @@ import streamlit as st
 from core.physics import catalog, hfconfig
 
 KEY = "custom_models"  # ids this session registered
-INFO = "custom_model_info"  # id -> (parameter line, notes) to show while that model is chosen
+INFO = "custom_model_info"  # id -> (parameter line, notes, dtype, modelled) to show while that model is chosen
 MESSAGE = "model_message"
 
 
@@ -36,7 +36,7 @@ def _add(text: str | bytes, name: str | None) -> None:
     held = ss.setdefault(KEY, [])
     if model.id not in held:
         held.append(model.id)
-    ss.setdefault(INFO, {})[model.id] = (parsed.params_line(), parsed.notes, parsed.suggested_dtype)
+    ss.setdefault(INFO, {})[model.id] = (parsed.params_line(), parsed.notes, parsed.suggested_dtype, parsed.modelled)
     ss["model"] = model.id
     ss[MESSAGE] = None
 
@@ -77,8 +77,10 @@ def caption() -> str | None:
     info = st.session_state.get(INFO, {}).get(st.session_state.get("model"))
     if info is None:
         return None
-    line, notes, dtype = info
+    line, notes, dtype, modelled = info
     text = line + "."
+    if modelled:
+        text += " Modelled: " + "; ".join(modelled) + "."
     if dtype:
         text += f" Its checkpoint is quantised: choose {dtype} weights under Advanced to serve it as stored."
     if notes:

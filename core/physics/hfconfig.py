@@ -44,6 +44,7 @@ class Parsed:
     notes: tuple[str, ...]  # what the simulator leaves out of this model (sliding windows, ...)
     suggested_dtype: str | None  # the weight format its quantization_config names, if any
     card: dict | None  # the model card's parameter count on file for this shape (data/model_cards.json)
+    modelled: tuple[str, ...] = ()  # what of this model the simulator takes in beyond a plain shape (sliding windows)
 
     def params_line(self) -> str:
         """The parameter count computed from the shape, against the model card's figure."""
@@ -150,7 +151,8 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
             shape["mtp_layers"] = mtp
             notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not in the weights: it "
                          "serves speculative decoding (spec method mtp), which loads it")
-    shape["window"], shape["window_layers"] = _windows(cfg, model_type, layers, context, notes)
+    modelled = []
+    shape["window"], shape["window_layers"] = _windows(cfg, model_type, layers, context, notes, modelled)
     if model_type == "gpt_oss":
         notes.append("the attention sinks (one weight a head) and the router's bias are left out of the count")
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
@@ -161,10 +163,11 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     shape["fp8_block_scales"] = _block_scaled(cfg.get("quantization_config"))
     model = Model(id="cfg", name=title, source=f"config.json ({model_type})", **shape)
     _check(model)
-    return Parsed(model, model_type, tuple(notes), _suggested_dtype(cfg.get("quantization_config")), card_for(model))
+    return Parsed(model, model_type, tuple(notes), _suggested_dtype(cfg.get("quantization_config")), card_for(model),
+                  tuple(modelled))
 
 
-def _windows(cfg: dict, model_type: str, layers: int, context: int, notes: list) -> tuple[int, int]:
+def _windows(cfg: dict, model_type: str, layers: int, context: int, notes: list, modelled: list) -> tuple[int, int]:
     """Sliding-window attention: the window in tokens and the layers that use it, from layer_types
     where the file lists them, else by the family's rule in transformers (Gemma 2 and gpt-oss: the even
     layers; Gemma 3: all but every sliding_window_pattern-th); (0, 0) when there is none, or when every
@@ -190,8 +193,8 @@ def _windows(cfg: dict, model_type: str, layers: int, context: int, notes: list)
                      f"caches every token")
         return 0, 0
     if sliding:
-        notes.append(f"sliding-window attention: {sliding} of {layers} layers attend to the last {window} tokens "
-                     f"and keep only those in the KV cache (vLLM's hybrid KV cache manager)")
+        modelled.append(f"sliding-window attention: {sliding} of {layers} layers attend to the last {window} tokens "
+                        f"and keep only those in the KV cache (vLLM's hybrid KV cache manager)")
     return (window, sliding) if sliding else (0, 0)
 
 
