@@ -44,6 +44,11 @@ class WeightFormat:
                              f"leaves every other layer 16-bit), and {model.label()} is dense: choose fp4 or int4 "
                              f"for 4-bit weights")
 
+    @property
+    def dense_bytes_per_weight(self) -> float:
+        """Bytes of a weight outside a mixture's routed experts: the format's, or 16-bit for an experts-only one."""
+        return EMBED_BYTES if self.experts_only else self.bytes_per_weight
+
     def on(self, gpu: "GPU") -> "WeightFormat":
         """The format as this GPU runs it: natively, or weight-only where it lacks FP4 tensor cores."""
         return self.without_fp4 if self.without_fp4 and self.needs_fp4 and not gpu.supports_fp4 else self

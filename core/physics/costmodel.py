@@ -242,7 +242,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     check_tp(model, atp)
     eff = eff or efficiency_for(gpu)
     wb = fmt.bytes_per_weight
-    dense_wb = EMBED_BYTES if fmt.experts_only else wb  # an experts-only format leaves the rest 16-bit
+    dense_wb = fmt.dense_bytes_per_weight  # an experts-only format (mxfp4) leaves the rest 16-bit
     act = 2  # activations and KV cache in 16-bit
     h = model.hidden
     p = np.zeros(N_PARAMS)

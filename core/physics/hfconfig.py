@@ -41,7 +41,7 @@ QKV_BIAS = {"qwen2": True, "qwen2_moe": True, "phimoe": True}  # always biased; 
 class Parsed:
     model: Model
     model_type: str
-    notes: tuple[str, ...]  # what the simulator leaves out of this model (sliding windows, ...)
+    notes: tuple[str, ...]  # what the simulator leaves out of this model (a window on every layer, ...)
     suggested_dtype: str | None  # the weight format its quantization_config names, if any
     card: dict | None  # the model card's parameter count on file for this shape (data/model_cards.json)
     modelled: tuple[str, ...] = ()  # what of this model the simulator takes in beyond a plain shape (sliding windows)

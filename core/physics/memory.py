@@ -149,7 +149,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
         window_tok = window_tok * stage_layers(model, pp) / model.layers
     if spec is not None:
-        prop = proposer(spec, model, atp, dense_bytes_per_weight(dtype), kv_format(kv_dtype).bytes_per_value)
+        prop = proposer(spec, model, atp, weight_format(dtype).dense_bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
         weights += prop.memory_bytes
         kv_tok += prop.kv_bytes_per_token * atp / tp  # under DP attention, a GPU's own sequences'
     pool = budget - weights - work
@@ -179,12 +179,6 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
                       pp=pp, window_bytes=window)
-
-
-def dense_bytes_per_weight(dtype: str) -> float:
-    """Bytes of a weight outside the routed experts: the format's, or 16-bit for an experts-only one."""
-    fmt = weight_format(dtype)
-    return EMBED_BYTES if fmt.experts_only else fmt.bytes_per_weight
 
 
 def _smaller_weights(gpu: GPU, dtype: str) -> str:
