@@ -292,15 +292,6 @@ class Model:
     def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
         return self.layers * self.kv_dims_per_layer() * kv_dtype_bytes
 
-    @property
-    def full_layers(self) -> int:
-        """Layers that attend to every cached token (all of them without sliding windows)."""
-        return self.layers - self.window_layers
-
-    def window_tokens(self, context: float) -> float:
-        """Cached tokens a window layer reads for a sequence of `context` tokens."""
-        return min(context, self.window) if self.window_layers else context
-
     def label(self) -> str:
         if self.parametric:
             return f"{self.name} (interpolated Llama-3 shape)"

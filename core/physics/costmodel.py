@@ -732,8 +732,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
         "breakdown_ms": breakdown,
         "tokens": tokens,
         "weight_bytes_read_per_gpu": float(weights_read),
-        "kv_bytes_read_per_gpu": float(decode_batch * (model.full_layers * context + model.window_layers
-                                                       * model.window_tokens(context)) * p[KV_BYTES]),
+        "kv_bytes_read_per_gpu": float(decode_layer_tokens(p, decode_batch, decode_batch * context) * p[KV_BYTES]),
         "launch": launch,
         "weights": dtype,
         "kv_dtype": kv_dtype,
