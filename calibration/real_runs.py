@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.physics import catalog, costmodel  # noqa: E402
+from core.physics import catalog, costmodel, hfconfig  # noqa: E402
 from core.serving.simulate import SimConfig, simulate  # noqa: E402
 from core.serving.workload import WorkloadSpec, generate  # noqa: E402
 import family_check  # noqa: E402 (calibration/, this script's folder)
@@ -54,14 +54,26 @@ V1_KINDS = ("blis", "latency")
 
 
 def held_out(p: dict) -> bool:
-    return any(k in p["id"].lower() for k in HELD_OUT)
+    """Held out of every fit: the 70B class and the A100 (HELD_OUT), and every model outside the catalog,
+    replayed from its config.json as the Lab reads an uploaded one: they check, never fit."""
+    return any(k in p["id"].lower() for k in HELD_OUT) or bool(p.get("model_config_sim"))
+
+
+def model_id(p: dict) -> str:
+    """The simulator's id of a run's model: the catalog's, or one registered from the config.json the
+    run names (model_config_sim)."""
+    if p.get("model_config_sim"):
+        path = ROOT / p["model_config_sim"]
+        return catalog.register_model(hfconfig.parse(path.read_bytes(), path.name).model).id
+    return p.get("model_id_sim") or ""
 
 
 def group_keys(p: dict) -> dict:
     """The groups a run belongs to, for leave-one-group-out: model class, GPU, GPU family (its
     architecture: Hopper's H100 and H200 left out together), workload."""
-    mid = p.get("model_id_sim") or ""
-    model = "70B class" if "70b" in mid else ("MoE" if "mixtral" in mid else "7-8B class")
+    m = catalog.get_model(model_id(p))
+    model = "MoE" if m.is_moe else "70B class" if m.params() > 50e9 else \
+        "12-34B class" if m.params() > 10e9 else "7-8B class"
     workload = p.get("workload_profile") or ("batch of 8 (latency)" if p["id"].startswith("vllm-ci") else "sharegpt")
     gpu = p.get("gpu_id_sim") or ""
     return {"model": model, "GPU": gpu, "GPU family": catalog.get_gpu(gpu).arch if gpu else "",
@@ -93,14 +105,17 @@ def config_for(p: dict, scale: float = 1.0) -> tuple[SimConfig, str, object] | N
     scale < 1 shortens every stage of a staged run (same rates, same share of requests per stage)."""
     try:
         catalog.get_gpu(p.get("gpu_id_sim") or "")
-        catalog.get_model(p.get("model_id_sim") or "")
+        model = catalog.get_model(model_id(p)).id
     except ValueError:
         return None
     if not p.get("engine", "").startswith("vLLM"):
         return None
-    gpu, model, tp = p["gpu_id_sim"], p["model_id_sim"], int(p["tp"])
+    gpu, tp = p["gpu_id_sim"], int(p["tp"])
     w, s = p["workload"], p.get("scheduler", {})
-    base = dict(gpu=gpu, model=model, tp=tp, gpus=tp)
+    # an FP8 checkpoint (Llama-4-Scout's FP8-dynamic: a scale a channel) and expert parallelism over the tp
+    # GPUs where the run's notes say the launch turned it on
+    dtype = "fp8" if str(p.get("precision", "")).lower().startswith("fp8") else "bf16"
+    base = dict(gpu=gpu, model=model, tp=tp, gpus=tp, dtype=dtype, ep=tp if s.get("expert_parallel") else 1)
     if p["id"].startswith("blis"):
         stages = w["stages"]
         sched, t, n = [], 0.0, 0
@@ -203,7 +218,7 @@ def fit(points, base=None, seq=True, quiet=False):
         e = [np.log1p(err) for _, m, _, _, err, _ in rows if m in ("E2E mean ms", "decode ms/token")]
         return float(np.median(np.abs(e))) + 0.5 * abs(float(np.median(e))) if e else 0.0, rows
 
-    steps = (500.0, 750.0, 1000.0, 1250.0, 1500.0, 2000.0, 2500.0, 3000.0)
+    steps = (500.0, 625.0, 750.0, 875.0, 1000.0, 1125.0, 1250.0, 1500.0, 2000.0, 2500.0, 3000.0)
     seqs = (0.0, 10.0, 20.0, 40.0) if seq else (base.engine_seq_us,)
     best = None
     for st in steps:
@@ -215,7 +230,7 @@ def fit(points, base=None, seq=True, quiet=False):
             if best is None or sc < best[0]:
                 best = (sc, eff)
     eff = best[1]
-    moe = [p for p in pts if "mixtral" in (p.get("model_id_sim") or "")]
+    moe = [p for p in pts if "mixtral" in model_id(p)]
     if moe:
         grid = (0.0, 30.0, 60.0, 90.0, 120.0)
         eff = min((dataclasses.replace(eff, t_moe_layer_us=t) for t in grid), key=lambda e: score(e, moe)[0])
@@ -349,7 +364,7 @@ def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict
         p = by_id[i]
         if config_for(p)[1] not in V1_KINDS:
             continue  # vLLM 0.6 (V0, multi-step scheduling) is not the engine the Lab simulates
-        model, gpu = catalog.get_model(p["model_id_sim"]), catalog.get_gpu(p["gpu_id_sim"])
+        model, gpu = catalog.get_model(model_id(p)), catalog.get_gpu(p["gpu_id_sim"])
         r = runs.setdefault(i, dict(
             id=i, engine=p["engine"], engine_version=p["engine_version"], source=p["source"],
             gpu=gpu.id, gpu_name=gpu.name, arch=arch.get(gpu.id, ""), model=model.id, model_name=model.name,
@@ -395,7 +410,7 @@ def main(argv):
             raw["constants"][name] = round(getattr(eff, name), 6)
             print(f"  {name} = {getattr(eff, name):.4g}")
         raw["engine_fit"] = {"measurements": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model or an A100",
+                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model or an A100, and runs of models read from a config.json",
                              "script": "calibration/real_runs.py --fit"}
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
@@ -431,15 +446,17 @@ def main(argv):
              "(conventions in `calibration/real_runs_README.md`); causes and model: `calibration/CAUSES.md`.", "",
              "Host constants are fitted (`--fit`) to the held-in runs only: the vLLM 0.15 BLIS runs of 7B "
              "models and the vLLM CI latency runs of Llama-3.1-8B and Mixtral-8x7B on H100 and H200. Held out of "
-             "every fit: all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs) and all A100 runs (a GPU "
+             "every fit: all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs), all A100 runs (a GPU "
              "family the host constants never saw; the Ampere weight-stream factor of core/data/gpu_families.json is "
-             "fitted to their decode, `--fit-family Ampere`). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
+             "fitted to their decode, `--fit-family Ampere`) and the runs of models outside the catalog, replayed from "
+             "their config.json as the Lab reads an uploaded one (Mistral-Nemo-12B on one and two H100s, Yi-34B and "
+             "CodeLlama-34B on two; calibration/configs/). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
              "never fitted.", "",
              f"**Runs predicted to overload where the real server was stable: {len(bad)}**"
              + (f" ({', '.join(bad)})" if bad else ""), ""]
     lines += summary_lines(v1, "All vLLM V1 runs (0.15 BLIS serving runs and CI latency runs)")
     lines += summary_lines(inn, "Held in (fitted)")
-    lines += summary_lines(out, "Held out of the host constants' fit (70B class and A100)")
+    lines += summary_lines(out, "Held out of the host constants' fit (70B class, A100, models read from config.json)")
     logo = leave_one_group_out(points, costmodel.fitted()) if "--logo" in argv else []
     if logo:
         lines += ["**Leave one group out** (the per-step host time and the API share refitted without the "

@@ -168,6 +168,25 @@ def test_gpt_oss_reads_as_a_mixture_served_in_mxfp4():
     assert (m.window, m.window_layers) == (128, 18)
 
 
+SCOUT = ROOT / "calibration" / "configs" / "llama-4-scout-17b-16e.json"  # its text_config, transcribed
+
+
+def test_llama_4_reads_as_one_routed_and_one_shared_expert_a_token():
+    # Meta's cards: Scout '17B activated parameters, 109B total' (the vision encoder, about 1B, among them);
+    # Maverick, the same layers with 128 experts on every other one, '17B active, 400B total'
+    scout = hfconfig.parse(SCOUT.read_bytes(), SCOUT.name)
+    m = scout.model
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.dense_layers) == (16, 1, 1, 0)
+    assert m.params() == pytest.approx(109e9, rel=0.02) and m.params(active=True) == pytest.approx(17e9, rel=0.03)
+    assert any("chunked local attention" in n for n in scout.notes)
+    config = json.loads(SCOUT.read_text())
+    config["text_config"].update(num_local_experts=128, interleave_moe_layer_step=2)
+    maverick = hfconfig.from_dict(config, "maverick").model
+    assert (maverick.dense_layers, maverick.ffn) == (24, 16384)  # the dense layers' MLP: intermediate_size_mlp
+    assert maverick.params() == pytest.approx(400e9, rel=0.02)
+    assert maverick.params(active=True) == pytest.approx(17e9, rel=0.03)
+
+
 @pytest.mark.parametrize("name, window, sliding", [
     ("gpt-oss-120b.json", 128, 18),  # transformers' GptOssConfig: the even layers of 36
     ("gemma-2-9b.json", 4096, 21),  # Gemma 2: the even layers of 42

@@ -114,6 +114,7 @@ def values() -> dict[str, str]:
         sglang_rocm_layer_us=f"{eff.sglang_rocm_layer_us:.0f} µs",
         moe_bw_eff=_pct(eff.moe_bw_eff), moe_gemm=_pct(eff.moe_gemm_eff), moe_gemm_fp8=_pct(eff.moe_gemm_eff_fp8, 1),
         link_eff=_pct(eff.link_eff), link_latency_us=f"{eff.link_latency_us:.0f} µs",
+        allreduce_base_us=f"{eff.allreduce_base_us:.1f} µs", allreduce_peer_us=f"{eff.allreduce_peer_us:.2f} µs",
         # GPU families measured apart from the fitted one (data/gpu_families.json)
         ampere_bw=_pct(family["Ampere"]["eta_bw"]["value"]), cdna_bw=_pct(family["CDNA 3"]["eta_bw"]["value"]),
         cdna_gemm=_pct(family["CDNA 3"]["eta_gemm"]["value"]),

@@ -147,7 +147,7 @@ class Efficiency:
     issue_shared: float
     moe_bw_eff: float  # share of HBM bandwidth the grouped GEMMs' weight reads reach
     link_eff: float
-    link_latency_us: float
+    link_latency_us: float  # an all-reduce's fixed time where no measurement by tp exists (PCIe pairs, AMD's mesh)
     engine_step_us: float
     t_layer_engine_us: float  # a serving engine's fused kernels (vLLM)
     engine_seq_us: float = 0.0  # vLLM: host time per scheduled sequence
@@ -167,6 +167,9 @@ class Efficiency:
     sglang_issue_moe_us: float = 0.0
     sglang_issue_mla_us: float = 0.0
     sglang_rocm_layer_us: float = 0.0
+    # vLLM's one-stage all-reduce over an NVLink switch: a base time and a time per peer GPU it reads from
+    allreduce_base_us: float = 0.0
+    allreduce_peer_us: float = 0.0
 
 
 @lru_cache(maxsize=1)
@@ -203,11 +206,15 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 
 
 def allreduce_latency_us(gpu: GPU, tp: int, eff: Efficiency) -> float:
-    """The fixed time of one all-reduce among tp GPUs of a node. The fitted time is vLLM's own
-    all-reduce (custom_all_reduce.py, which SGLang copies), which turns itself off on more than two
+    """The fixed time of one all-reduce among tp GPUs of a node: vLLM's own one-stage all-reduce
+    (custom_all_reduce.py, which SGLang copies), in which every GPU signals and reads each of its
+    tp - 1 peers. Over an NVLink switch that is a base time and a time per peer, measured by vLLM's
+    benchmark of the kernel; elsewhere the fitted time. The kernel turns itself off on more than two
     GPUs without NVLink; NCCL's floor over PCIe is then the least an all-reduce takes."""
     if gpu.link_topology == "pcie" and 2 < tp <= gpu.gpus_per_node:
         return max(eff.link_latency_us, families()["collectives"]["nccl_pcie_latency_us"]["value"])
+    if gpu.link_topology == "switch" and tp <= gpu.gpus_per_node:
+        return eff.allreduce_base_us + eff.allreduce_peer_us * (tp - 1)
     return eff.link_latency_us
 
 

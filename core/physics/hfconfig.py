@@ -6,8 +6,8 @@ attention heads and KV heads, FFN widths, experts, multi-head latent attention),
 
 The file is parsed with json only, never executed (no trust_remote_code), and refused above
 MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
-DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), gpt-oss, Gemma 1/2/3 and Phi-3
-(and Phi-3.5-MoE). Field names and defaults are those of each family's configuration class in
+DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), gpt-oss, Llama 4 (its text
+model: one routed and one shared expert a token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field names and defaults are those of each family's configuration class in
 transformers (configuration_<family>.py); where a class has a default the file may leave a field
 out, otherwise its absence is an error that names it.
 """
@@ -29,7 +29,7 @@ FAMILIES = {
     "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "gemma": "dense", "gemma2": "dense",
     "gemma3_text": "dense", "phi3": "dense",
     "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral",
-    "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
+    "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "llama4_text": "llama4",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
 }
 # transformers' defaults where its configuration class has one and a file may leave the field out
@@ -84,9 +84,10 @@ def _no_constant(word: str):
 def from_dict(raw: dict, name: str | None = None) -> Parsed:
     cfg = raw
     model_type = raw.get("model_type")
-    if model_type == "gemma3" and isinstance(raw.get("text_config"), dict):
-        cfg = {**raw["text_config"], "model_type": "gemma3_text"}  # the multimodal wrapper: its language model
-        model_type = "gemma3_text"
+    wrapped = {"gemma3": "gemma3_text", "llama4": "llama4_text"}  # multimodal wrappers: their language model
+    if model_type in wrapped and isinstance(raw.get("text_config"), dict):
+        model_type = wrapped[model_type]
+        cfg = {**raw["text_config"], "model_type": model_type}
     if not isinstance(model_type, str) or not model_type:
         raise ValueError("the config has no 'model_type': it is not a Hugging Face config.json of a language model")
     family = FAMILIES.get(model_type)
@@ -131,6 +132,23 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
                      shared_experts=shared_ffn // moe_ffn, dense_layers=dense)
         if shared_ffn:
             notes.append("the shared expert's sigmoid gate (one weight vector a layer) is left out")
+    elif family == "llama4":
+        # transformers' Llama4TextMoe: routed experts and one shared expert, both intermediate_size wide;
+        # every interleave_moe_layer_step-th layer is MoE, the others a dense MLP intermediate_size_mlp wide
+        experts = f.int("num_local_experts", hi=4096)
+        moe_ffn = f.int("intermediate_size")
+        step = f.int("interleave_moe_layer_step", default=1, hi=layers)
+        moe_layers = layers // step
+        shape.update(ffn=f.int("intermediate_size_mlp") if moe_layers < layers else moe_ffn, experts=experts,
+                     moe_ffn=moe_ffn, experts_per_token=f.int("num_experts_per_tok", hi=experts), shared_experts=1,
+                     dense_layers=layers - moe_layers)
+        if step > 1:
+            notes.append(f"every {step}th layer is MoE: counted as {moe_layers} MoE and {layers - moe_layers} dense "
+                         "layers, which a step's time and memory do not tell from interleaved ones (pipeline "
+                         "stages split them in order)")
+        if f.int("attention_chunk_size", default=0, lo=0, nullable=True):
+            notes.append("chunked local attention (attention_chunk_size tokens on the layers with rotary "
+                         "embeddings) is taken as full attention: exact below one chunk, more KV cache above it")
     else:  # deepseek
         experts = f.int("n_routed_experts", hi=4096)
         if f.int("moe_layer_freq", default=1) != 1:
