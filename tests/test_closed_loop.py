@@ -171,7 +171,9 @@ def test_a_sweep_gives_each_level_and_its_knee_and_refuses_bad_levels(tmp_path):
     points = data["deployments"][0]["points"]
     assert [p["users"] for p in points] == [1, 4, 16, 64, 256]
     per_user = [p["tok_s_per_user"] for p in points]
-    assert all(b <= a * 1.01 for a, b in zip(per_user, per_user[1:]))  # more users: each one slower
+    # more users: each one slower; past the 64 slots (64 and 256 users) every step runs 64 sequences, and
+    # the two speeds differ only by the lengths each level draws (within 2%)
+    assert all(b <= a * 1.02 for a, b in zip(per_user, per_user[1:]))
     assert 0 < data["deployments"][0]["knee"] < 4  # past 64 slots, 256 users only queue
     assert (tmp_path / "sweep.csv").read_text().count("\n") >= 6 and (tmp_path / "sweep.json").exists()
     for bad in ("4,2", "1,x", "0,1", ""):
