@@ -6,8 +6,9 @@ Each point of calibration/real_runs_public.json (vLLM on H100/A100/H200; its con
 calibration/real_runs_README.md) is replayed with the engine settings it records: the BLIS runs
 as vLLM v1 with chunked prefill (policy sarathi, chunk = token budget) and constant-rate arrivals
 in stages; the vLLM 0.6 ShareGPT runs as prefill-first batching (policy vllm) with Poisson
-arrivals; the vLLM CI latency runs as one batch of 8. Only points whose model and GPU the
-catalogs hold are replayed.
+arrivals; the vLLM CI latency runs as one batch of 8. Only points whose GPU the catalog holds,
+and whose model it holds or whose config.json the point names (model_config_sim, read as the Lab
+reads an uploaded one), are replayed.
 
 --fit   fits the host-side constants the GPU step measurements cannot see (vLLM's host time per
         step and per scheduled sequence, the MoE routing kernels' time per layer, the API
