@@ -168,6 +168,25 @@ def test_gpt_oss_reads_as_a_mixture_served_in_mxfp4():
     assert (m.window, m.window_layers) == (128, 18)
 
 
+def _ct(bits: int, kind: str, strategy: str = "channel") -> dict:
+    """A compressed-tensors quantization_config as llm-compressor writes it, one weight scheme."""
+    return {"quant_method": "compressed-tensors", "format": "float-quantized" if kind == "float" else "pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": bits, "type": kind,
+                                                                               "strategy": strategy}}}}
+
+
+@pytest.mark.parametrize("quantization, dtype, blocks", [
+    (_ct(8, "float"), "fp8", False),  # RedHatAI's FP8-dynamic: a scale a channel
+    (_ct(8, "float", "block"), "fp8", True),  # llm-compressor's FP8_BLOCK: DeepSeek's 128 x 128 blocks
+    (_ct(4, "int", "group"), "int4", False),  # W4A16
+    (_ct(4, "float", "tensor_group"), "fp4", False),  # NVFP4
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "fp4", False),  # NVIDIA's ModelOpt checkpoints
+])
+def test_a_quantised_checkpoint_says_the_format_it_is_stored_in(quantization, dtype, blocks):
+    p = hfconfig.from_dict({**raw("llama-3.1-8b.json"), "quantization_config": quantization}, "q")
+    assert (p.suggested_dtype, p.model.fp8_block_scales) == (dtype, blocks)
+
+
 SCOUT = ROOT / "calibration" / "configs" / "llama-4-scout-17b-16e.json"  # its text_config, transcribed
 
 
@@ -180,6 +199,8 @@ def test_llama_4_reads_as_one_routed_and_one_shared_expert_a_token():
     assert m.params() == pytest.approx(109e9, rel=0.02) and m.params(active=True) == pytest.approx(17e9, rel=0.03)
     assert any("chunked local attention" in n for n in scout.notes)
     config = json.loads(SCOUT.read_text())
+    # a multimodal wrapper's quantization_config sits beside its text_config, not in it
+    assert hfconfig.from_dict({**config, "quantization_config": _ct(8, "float")}, "fp8").suggested_dtype == "fp8"
     config["text_config"].update(num_local_experts=128, interleave_moe_layer_step=2)
     maverick = hfconfig.from_dict(config, "maverick").model
     assert (maverick.dense_layers, maverick.ffn) == (24, 16384)  # the dense layers' MLP: intermediate_size_mlp

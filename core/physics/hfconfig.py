@@ -178,10 +178,11 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     if model_type in ("gemma2", "gemma3_text"):
         notes.append("the extra norms after attention and MLP (2 x hidden weights a layer) are left out of the count")
     title = _name(raw, name)
-    shape["fp8_block_scales"] = _block_scaled(cfg.get("quantization_config"))
+    quantization = cfg.get("quantization_config") or raw.get("quantization_config")  # a wrapper's is its own
+    shape["fp8_block_scales"] = _block_scaled(quantization)
     model = Model(id="cfg", name=title, source=f"config.json ({model_type})", **shape)
     _check(model)
-    return Parsed(model, model_type, tuple(notes), _suggested_dtype(cfg.get("quantization_config")), card_for(model),
+    return Parsed(model, model_type, tuple(notes), _suggested_dtype(quantization), card_for(model),
                   tuple(modelled))
 
 
@@ -278,6 +279,12 @@ def _check(m: Model) -> None:
         raise ValueError("the config's sizes do not make a finite parameter count")
 
 
+# compressed-tensors' weight schemes (llm-compressor's FP8, FP8-dynamic, W4A16 and NVFP4 checkpoints):
+# (num_bits, type) -> the weight format
+COMPRESSED_TENSORS = {(8, "float"): "fp8", (4, "int"): "int4", (4, "float"): "fp4"}
+MODELOPT = {"fp8": "fp8", "nvfp4": "fp4"}  # NVIDIA ModelOpt's quant_algo
+
+
 def _suggested_dtype(q) -> str | None:
     """The weight format a checkpoint's quantization_config names (it is served that way)."""
     if not isinstance(q, dict):
@@ -289,6 +296,13 @@ def _suggested_dtype(q) -> str | None:
         return "int4"
     if method == "mxfp4":  # gpt-oss: its experts (attention stays 16-bit, a small share of its weights)
         return "mxfp4"
+    if method == "modelopt":
+        return MODELOPT.get(str(q.get("quant_algo", "")).lower())
+    if method == "compressed-tensors" and isinstance(q.get("config_groups"), dict):
+        for group in q["config_groups"].values():
+            weights = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(weights, dict):
+                return COMPRESSED_TENSORS.get((weights.get("num_bits"), str(weights.get("type", "")).lower()))
     return None
 
 
