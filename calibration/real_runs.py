@@ -55,9 +55,11 @@ V1_KINDS = ("blis", "latency")
 
 
 def held_out(p: dict) -> bool:
-    """Held out of every fit: the 70B class and the A100 (HELD_OUT), and every model outside the catalog,
-    replayed from its config.json as the Lab reads an uploaded one: they check, never fit."""
-    return any(k in p["id"].lower() for k in HELD_OUT) or bool(p.get("model_config_sim"))
+    """Held out of every fit: the 70B class and the A100 (HELD_OUT), every model outside the catalog,
+    replayed from its config.json as the Lab reads an uploaded one, and the vLLM CI latency runs of dense
+    models (a 2024-25 build of unrecorded version, not the engine whose host times are fitted: fit)."""
+    dense_ci = p["id"].startswith("vllm-ci-latency") and "mixtral" not in p["id"].lower()
+    return any(k in p["id"].lower() for k in HELD_OUT) or bool(p.get("model_config_sim")) or dense_ci
 
 
 def model_id(p: dict) -> str:
@@ -210,9 +212,13 @@ def fit(points, base=None, seq=True, quiet=False):
     """Fit vLLM's host constants to `points` (V1 runs): the host time per step and per sequence
     on a small grid against mean E2E and decode time per token (median |log error|), the MoE
     routing time per layer to the MoE runs, then the API server's TTFT share in closed form (the
-    median TTFT shortfall). A grid, not a gradient: every evaluation replays every run."""
+    median TTFT shortfall). A grid, not a gradient: every evaluation replays every run.
+    The host times are an engine version's own: the per-step time and the API share are fitted to the
+    vLLM 0.15 runs (BLIS), the version the Lab simulates, wherever `points` hold any; the MoE routing time
+    to the Mixtral runs, the only MoE runs of a catalog model."""
     base = base or costmodel.fitted()
     pts = [p for p in points if (config_for(p) or (0, ""))[1] in V1_KINDS]
+    host = [p for p in pts if p["id"].startswith("blis")] or pts
 
     def score(eff, subset):
         rows = replay(subset, eff, quiet=True, scale=FIT_SCALE)
@@ -225,7 +231,7 @@ def fit(points, base=None, seq=True, quiet=False):
     for st in steps:
         for sq in seqs:
             eff = dataclasses.replace(base, engine_step_us=st, engine_seq_us=sq)
-            sc, _ = score(eff, pts)
+            sc, _ = score(eff, host)
             if not quiet:
                 print(f"  engine_step_us {st:6.0f}  engine_seq_us {sq:4.0f}  score {sc:.4f}", flush=True)
             if best is None or sc < best[0]:
@@ -235,7 +241,7 @@ def fit(points, base=None, seq=True, quiet=False):
     if moe:
         grid = (0.0, 30.0, 60.0, 90.0, 120.0)
         eff = min((dataclasses.replace(eff, t_moe_layer_us=t) for t in grid), key=lambda e: score(e, moe)[0])
-    rows = replay(pts, dataclasses.replace(eff, api_ms=0.0), quiet=True, scale=FIT_SCALE)
+    rows = replay(host, dataclasses.replace(eff, api_ms=0.0), quiet=True, scale=FIT_SCALE)
     short = [real - pred for _, m, real, pred, _, _ in rows if m == "TTFT mean ms"]
     if short:
         eff = dataclasses.replace(eff, api_ms=max(0.0, float(np.median(short))))
@@ -411,7 +417,7 @@ def main(argv):
             raw["constants"][name] = round(getattr(eff, name), 6)
             print(f"  {name} = {getattr(eff, name):.4g}")
         raw["engine_fit"] = {"measurements": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model or an A100, and runs of models read from a config.json",
+                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model or an A100, runs of models read from a config.json, and the CI latency runs of dense models",
                              "script": "calibration/real_runs.py --fit"}
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
@@ -445,19 +451,22 @@ def main(argv):
              f"Written by `python calibration/real_runs.py --write` ({len(table)} comparisons, "
              f"{time.perf_counter() - t0:.0f} s). Source data: `calibration/real_runs_public.json` "
              "(conventions in `calibration/real_runs_README.md`); causes and model: `calibration/CAUSES.md`.", "",
-             "Host constants are fitted (`--fit`) to the held-in runs only: the vLLM 0.15 BLIS runs of 7B "
-             "models and the vLLM CI latency runs of Llama-3.1-8B and Mixtral-8x7B on H100 and H200. Held out of "
+             "Host constants are fitted (`--fit`) to the held-in runs only: the per-step time and the API share to "
+             "the vLLM 0.15 BLIS runs of 7B models (the engine version the Lab simulates), the MoE routing time "
+             "to the vLLM CI latency runs of Mixtral-8x7B on H100 and H200. Held out of "
              "every fit: all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs), all A100 runs (a GPU "
              "family the host constants never saw; the Ampere weight-stream factor of core/data/gpu_families.json is "
              "fitted to their decode, `--fit-family Ampere`) and the runs of models outside the catalog, replayed from "
              "their config.json as the Lab reads an uploaded one (Mistral-Nemo-12B on one and two H100s, Yi-34B and "
-             "CodeLlama-34B on two; calibration/configs/). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
+             "CodeLlama-34B on two; Llama-4-Scout on two; calibration/configs/), and the vLLM CI latency runs of "
+             "dense models (a 2024-25 build of unrecorded version). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
              "never fitted.", "",
              f"**Runs predicted to overload where the real server was stable: {len(bad)}**"
              + (f" ({', '.join(bad)})" if bad else ""), ""]
     lines += summary_lines(v1, "All vLLM V1 runs (0.15 BLIS serving runs and CI latency runs)")
     lines += summary_lines(inn, "Held in (fitted)")
-    lines += summary_lines(out, "Held out of the host constants' fit (70B class, A100, models read from config.json)")
+    lines += summary_lines(out, "Held out of the host constants' fit (70B class, A100, models read from config.json, "
+                                "dense CI latency runs)")
     logo = leave_one_group_out(points, costmodel.fitted()) if "--logo" in argv else []
     if logo:
         lines += ["**Leave one group out** (the per-step host time and the API share refitted without the "
