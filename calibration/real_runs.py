@@ -32,6 +32,7 @@ import math
 import re
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -65,10 +66,14 @@ def held_out(p: dict) -> bool:
 def model_id(p: dict) -> str:
     """The simulator's id of a run's model: the catalog's, or one registered from the config.json the
     run names (model_config_sim)."""
-    if p.get("model_config_sim"):
-        path = ROOT / p["model_config_sim"]
-        return catalog.register_model(hfconfig.parse(path.read_bytes(), path.name).model).id
-    return p.get("model_id_sim") or ""
+    return _config_model(p["model_config_sim"]) if p.get("model_config_sim") else p.get("model_id_sim") or ""
+
+
+@lru_cache(maxsize=None)
+def _config_model(relpath: str) -> str:
+    """A config.json's model, parsed and registered once: every replay of a fit's grid asks for it."""
+    path = ROOT / relpath
+    return catalog.register_model(hfconfig.parse(path.read_bytes(), path.name).model).id
 
 
 def group_keys(p: dict) -> dict:
@@ -417,7 +422,9 @@ def main(argv):
             raw["constants"][name] = round(getattr(eff, name), 6)
             print(f"  {name} = {getattr(eff, name):.4g}")
         raw["engine_fit"] = {"measurements": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-                             "fitted": list(ENGINE_FITTED), "held_out": "runs whose id names a 70B model or an A100, runs of models read from a config.json, and the CI latency runs of dense models",
+                             "fitted": list(ENGINE_FITTED),
+                             "held_out": "runs whose id names a 70B model or an A100, runs of models read from a "
+                                         "config.json, and the CI latency runs of dense models",
                              "script": "calibration/real_runs.py --fit"}
         costmodel.FIT_FILE.write_text(json.dumps(raw, indent=1) + "\n")
         costmodel.fitted.cache_clear()
@@ -459,8 +466,8 @@ def main(argv):
              "fitted to their decode, `--fit-family Ampere`) and the runs of models outside the catalog, replayed from "
              "their config.json as the Lab reads an uploaded one (Mistral-Nemo-12B on one and two H100s, Yi-34B and "
              "CodeLlama-34B on two; Llama-4-Scout on two; calibration/configs/), and the vLLM CI latency runs of "
-             "dense models (a 2024-25 build of unrecorded version). The vLLM 0.6 runs (V0 engine, multi-step scheduling) are compared but "
-             "never fitted.", "",
+             "dense models (a 2024-25 build of unrecorded version). The vLLM 0.6 runs (V0 engine, multi-step "
+             "scheduling) are compared but never fitted.", "",
              f"**Runs predicted to overload where the real server was stable: {len(bad)}**"
              + (f" ({', '.join(bad)})" if bad else ""), ""]
     lines += summary_lines(v1, "All vLLM V1 runs (0.15 BLIS serving runs and CI latency runs)")

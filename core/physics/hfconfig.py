@@ -7,9 +7,10 @@ attention heads and KV heads, FFN widths, experts, multi-head latent attention),
 The file is parsed with json only, never executed (no trust_remote_code), and refused above
 MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
 DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), gpt-oss, Llama 4 (its text
-model: one routed and one shared expert a token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field names and defaults are those of each family's configuration class in
-transformers (configuration_<family>.py); where a class has a default the file may leave a field
-out, otherwise its absence is an error that names it.
+model: one routed and one shared expert a token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field
+names and defaults are those of each family's configuration class in transformers
+(configuration_<family>.py); where a class has a default the file may leave a field out, otherwise
+its absence is an error that names it.
 """
 from __future__ import annotations
 
