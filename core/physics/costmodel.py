@@ -322,11 +322,12 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[S_BYTE] = 1.0 / bw
     p[S_CTA_BYTE] = eff.cta_saturation * gpu.sms / bw
     p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm * fmt.gemm_rate)
-    if p[S_FLOP] != 1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm):  # the 16-bit LM head, in the GEMMs' seconds
-        p[HEAD_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
+    s_flop_16 = 1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)
+    if p[S_FLOP] != s_flop_16:  # the 16-bit LM head, in the GEMMs' seconds
+        p[HEAD_FLOPS] *= s_flop_16 / p[S_FLOP]
         if fmt.experts_only:  # so are the 16-bit layers around the experts
-            p[DENSE_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
-            p[MOE_DENSE_FLOPS] *= (1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)) / p[S_FLOP]
+            p[DENSE_FLOPS] *= s_flop_16 / p[S_FLOP]
+            p[MOE_DENSE_FLOPS] *= s_flop_16 / p[S_FLOP]
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
     # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms, the
@@ -536,11 +537,7 @@ def prefill_attention_time(p, new_tokens, cached):
     if new_tokens <= 0:
         return 0.0
     pairs = new_tokens * (cached + (new_tokens + 1) / 2.0)
-    if p[WINDOW_LAYERS] <= 0:
-        t_flops = p[LAYERS] * pairs * p[PRE_PAIR_FLOPS] * p[S_ATTN_FLOP]
-        t_mem = p[LAYERS] * (cached + new_tokens) * p[KV_BYTES] * p[S_BYTE]
-        return max(t_flops, t_mem)
-    w = p[WINDOW]
+    w = p[WINDOW]  # no window layers: the terms below with WINDOW_LAYERS = 0 are every layer's
     inside = min(new_tokens, max(0.0, w - cached))  # queries whose whole causal prefix fits the window
     window_pairs = inside * (cached + (inside + 1) / 2.0) + (new_tokens - inside) * w
     full = p[LAYERS] - p[WINDOW_LAYERS]
