@@ -334,7 +334,7 @@ def _model_table() -> dict[str, Model]:
                       mla_q_lora_rank=mla.get("q_lora_rank", 0), mla_qk_nope_dim=mla.get("qk_nope_head_dim", 0),
                       mla_v_dim=mla.get("v_head_dim", 0), tied_embeddings=m.get("tied_embeddings", False),
                       mtp_layers=m.get("mtp_layers", 0), fp8_block_scales=m.get("fp8_block_scales", False),
-                      source=m["source"])
+                      window=m.get("window", 0), window_layers=m.get("window_layers", 0), source=m["source"])
         table[m["id"]] = model
         for alias in m.get("aliases", []):
             table[alias] = model

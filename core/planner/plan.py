@@ -185,6 +185,7 @@ def plan(w: Workload, budget: Budget, executor: str = "local", workers: int | No
     """Search every deployment shape within `budget` for workload `w`."""
     w.check()
     budget.check()
+    budget = budget.for_model(w.model)
     t0 = time.perf_counter()
     prompt_q = prompt_quantile(w, w.targets.attainment)
     tasks = [(s, w, budget, prompt_q) for s in shapes(w, budget)]
@@ -210,6 +211,7 @@ def cheapest(w: Workload, budget: Budget, meter: StepMeter | None = None) -> tup
     meter = meter or StepMeter()
     w.check()
     budget.check()
+    budget = budget.for_model(w.model)
     prompt_q = prompt_quantile(w, w.targets.attainment)
     best, best_key, searched = None, None, []
     for shape in sorted(shapes(w, budget), key=budget.preference):

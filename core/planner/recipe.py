@@ -1,7 +1,7 @@
 """The conventional deployment beside the planner's cheapest: the shape a vendor recipe gives
 (data/recipes.json: tensor parallel within a node, with half of each GPU's memory for the weights;
-fp8 where the model ships an fp8 checkpoint), sized by the same rule as every answer, and one
-sentence on why the cheapest beats it (or that it is the cheapest)."""
+the format the model ships in where it ships MXFP4 or fp8 weights), sized by the same rule as every
+answer, and one sentence on why the cheapest beats it (or that it is the cheapest)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -18,11 +18,12 @@ GIB = 2**30
 def conventional_shape(w: Workload, gpu: str) -> Deployment:
     """The recipe's replica on `gpu` (replicas left at 1): the smallest power-of-two tp within a
     node whose weights take at most the recipe's share of each GPU's memory (a node's GPUs when none
-    does, pipeline stages across nodes beyond that), in the model's shipped fp8 where it has one."""
+    does, pipeline stages across nodes beyond that), in the model's shipped MXFP4 or fp8 where it
+    has one."""
     g, model = catalog.get_gpu(gpu), catalog.get_model(w.model)
     rule = recipes()["conventional"]
-    fp8 = model.id in recipes()["fp8_checkpoints"] and runs(g, "fp8", "bf16")
-    dtype = "fp8" if fp8 else "bf16"
+    shipped = [d for d in ("mxfp4", "fp8") if model.id in recipes()[f"{d}_checkpoints"] and runs(g, d, "bf16")]
+    dtype = shipped[0] if shipped else "bf16"
     limit = rule["weights_share_of_memory"] * g.memory_gib * GIB
     tp = 1
     while tp < g.gpus_per_node and (weight_bytes_per_gpu(model, tp, dtype) > limit or model.heads % tp):
@@ -93,6 +94,6 @@ def why(c: Deployment, r: ShapeResult, budget: Budget) -> str:
     cost_c, cost_r = budget.cost(c), budget.cost(conv)
     if cost_c >= cost_r - 1e-9:
         return (f"The recipe's shape costs the same (${cost_r:,.2f}/h); the cheapest is preferred at equal cost "
-                f"for its simpler stage or its lighter quantisation.")
-    return (f"The cheapest costs ${cost_c:,.2f}/h against the recipe's ${cost_r:,.2f}/h ({c.gpus} GPUs against "
-            f"{conv.gpus}) because {because}.")
+                f"for its simpler stage or its lighter quantisation (or the model's own released format).")
+    return (f"The cheapest costs ${cost_c:,.2f}/h against the recipe's ${cost_r:,.2f}/h ({c.gpus} GPU{'s' if c.gpus > 1 else ''} "
+            f"against {conv.gpus}) because {because}.")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from .. import bounds
 from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
+from ..serving import serve_command
 from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.stepspread import carried_margin, step_scales
 from ..serving.workload import WorkloadSpec, load_trace
@@ -109,6 +110,14 @@ class Budget:
     # host memory (GiB per replica) a KV offload tier may take under the prefix cache: where prompts
     # share prefixes, the first schedule's colocated replicas are tried with it (0: never)
     kv_offload_gb: float = 0.0
+    # the weight format the model itself is released in where it has no 16-bit release (gpt-oss's
+    # MXFP4 experts, DeepSeek's fp8): searched whatever `dtypes` say, and preferred at equal cost,
+    # since serving any other format needs a conversion of the release (set by for_model)
+    released: tuple[str, ...] = ()
+
+    def for_model(self, model_id: str) -> "Budget":
+        """This budget for one model: its released format (data/recipes.json) filled in."""
+        return replace(self, released=released_formats(model_id))
 
     def price(self, gpu: str) -> float:
         return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
@@ -124,7 +133,7 @@ class Budget:
 
     def preference(self, d: "Deployment") -> tuple:
         """preference(d) at this budget's price, then the user's own schedule before another."""
-        return preference(d, self.cost(d)) + (self.own_schedule is not None and
+        return preference(d, self.cost(d), self.released) + (self.own_schedule is not None and
                                                    (d.policy, d.chunk) != self.own_schedule,)
 
     def check(self) -> None:
@@ -356,7 +365,8 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     reuse = prefix_reuse(w, budget)
     room = budget.max_gpus // (1 + budget.spare_replicas)  # GPUs one replica of each pool may take
     moe = catalog.get_model(w.model).is_moe
-    dtypes = [d for d in budget.dtypes if moe or not catalog.weight_format(d).experts_only]  # mxfp4: experts only
+    dtypes = [d for d in dict.fromkeys(budget.released + budget.dtypes)  # the release as it is, whatever dtypes say
+              if moe or not catalog.weight_format(d).experts_only]  # mxfp4: experts only
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
         for dtype in dtypes:
@@ -470,10 +480,21 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
     return out
 
 
-def preference(d: Deployment, cost: float) -> tuple:
+def preference(d: Deployment, cost: float, released: tuple[str, ...] = ()) -> tuple:
     """Cheapest first ($ per hour, `cost`); at equal cost the simpler stage, then the least
-    quantisation error: 16-bit weights before fp8 before fp4 before int4, a 16-bit KV cache before fp8; then
-    no proposer to run before one, the engine's router before another, no host tier before one, experts
-    sliced by tensor parallelism before expert parallelism (no busiest rank, no all-to-all to run)."""
-    return (round(cost, 6), d.stage, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0, d.kv_dtype != "bf16",
-            d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention)
+    quantisation error: the model's own release (`released`, where it has no 16-bit one), then 16-bit
+    weights before fp8 before fp4 before int4, a 16-bit KV cache before fp8; then no proposer to run
+    before one, the engine's router before another, no host tier before one, experts sliced by tensor
+    parallelism before expert parallelism (no busiest rank, no all-to-all to run)."""
+    return (round(cost, 6), d.stage, d.dtype not in released, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0,
+            d.kv_dtype != "bf16", d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention)
+
+
+def released_formats(model_id: str) -> tuple[str, ...]:
+    """The weight format a catalog model is released in where it has no 16-bit release: its
+    checkpoint in data/recipes.json is the model's own Hugging Face repo (gpt-oss, DeepSeek)."""
+    model = catalog.get_model(model_id).id
+    own = serve_command.hf_repos().get(model)
+    if own is None:
+        return ()
+    return tuple(d for d in ("mxfp4", "fp8") if serve_command.recipes()[f"{d}_checkpoints"].get(model, {}).get("repo") == own)
