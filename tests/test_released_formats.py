@@ -2,13 +2,16 @@
 Llama 4 Scout), and a model released only in a quantised format is planned and served as released:
 gpt-oss's MXFP4 experts fit one 80 GB GPU, and no answer asks vLLM to re-quantise a release it cannot."""
 import shlex
+from dataclasses import replace
 
 import pytest
 
+from core.lab.inputs import LabInputs, NeedsShape, current_config
+from core.lab.recommend import recommend
 from core.physics import catalog
 from core.physics.memory import weight_bytes_per_gpu
 from core.planner.plan import plan
-from core.planner.space import Budget, Deployment, Targets, Workload, released_formats, to_config
+from core.planner.space import Budget, Deployment, Targets, Workload, to_config
 from core.serving import serve_command
 from core.serving.workload import WorkloadSpec
 
@@ -35,10 +38,10 @@ def test_deepseek_r1_is_deepseek_v3s_architecture_served_from_its_own_release():
 
 
 def test_a_release_with_a_16_bit_original_is_not_a_released_format():
-    assert released_formats("gpt-oss-120b") == ("mxfp4",)
-    assert released_formats("deepseek-r1") == ("fp8",)
+    assert serve_command.released_formats("gpt-oss-120b") == ("mxfp4",)
+    assert serve_command.released_formats("deepseek-r1") == ("fp8",)
     # Qwen and Meta publish 16-bit weights beside their fp8 checkpoints: any format is a choice
-    assert released_formats("qwen3-235b-a22b") == released_formats("llama-3.1-405b") == ()
+    assert serve_command.released_formats("qwen3-235b-a22b") == serve_command.released_formats("llama-3.1-405b") == ()
 
 
 def test_gpt_oss_120b_is_planned_on_one_h100_in_its_own_mxfp4_though_the_search_names_bf16_and_fp8():
@@ -62,3 +65,18 @@ def test_serving_a_quantised_release_in_another_format_says_it_needs_a_conversio
     cfg = to_config(Deployment("h200", 8, 1, "fp8"), Workload("qwen3-235b-a22b", WorkloadSpec(n_requests=50)))
     line = serve_command.commands(cfg)
     assert "vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 " in line and "--quantization" not in line
+
+
+def test_the_lab_offers_a_quantised_release_before_more_gpus_and_recommends_it():
+    x = LabInputs(model="gpt-oss-120b", gpu="h100", gpus=2)  # the sidebar's 16-bit weights: 234 GB
+    with pytest.raises(NeedsShape) as e:
+        current_config(x)
+    assert e.value.settings == {"dtype": "mxfp4"} and "released in mxfp4" in str(e.value)
+    fixed = current_config(replace(x, **e.value.settings))  # what the button sets
+    assert (fixed.dtype, fixed.tp) == ("mxfp4", 1)
+    rec = recommend(x)
+    assert rec.met and rec.deployment.dtype == "mxfp4" and "the format the model is released in" in rec.reason
+    # the sidebar says so under the model while other weights are chosen, and not once they are its own
+    assert "MXFP4" in serve_command.release_note("gpt-oss-120b", "bf16")
+    assert serve_command.release_note("gpt-oss-120b", "mxfp4") is None
+    assert serve_command.release_note("llama-3.1-8b", "bf16") is None

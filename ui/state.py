@@ -15,7 +15,7 @@ from core import bounds
 from core.physics import catalog, speculative
 from core.lab import sweeps
 from core.lab.inputs import LabInputs, with_trace_lengths
-from core.serving import engines, offload
+from core.serving import engines, offload, serve_command
 from core.serving.workload import LENGTH_DISTS, TRACE_MAX_BYTES, TRACE_MAX_ROWS
 from ui import links, widgets, yourgpu, yourmodel
 
@@ -106,7 +106,9 @@ def sidebar() -> None:
                  key="model",
                  help="Parameter count. Weights at 16-bit take ~2 bytes each and must fit in GPU memory before "
                       "any KV cache. Your own model: upload or paste its config.json under Advanced.")
-    own = yourmodel.caption()
+    model = st.session_state.get("model", DEFAULTS.model)
+    own = yourmodel.caption() or (serve_command.release_note(model, st.session_state.get("dtype", DEFAULTS.dtype))
+                                  if model in catalog.model_ids() else None)
     if own:
         sb.caption(own)
     if st.session_state.get("model") == CUSTOM:

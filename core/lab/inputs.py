@@ -20,6 +20,7 @@ from .. import bounds, memo
 from ..physics import catalog, expert, pipeline, speculative
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
+from ..serving import serve_command
 from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
                                 trace_max_model_len)
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
@@ -264,8 +265,15 @@ def sharded_shape(inputs: LabInputs, need: int) -> tuple[int, int, int]:
 
 
 def needs_more_gpus(inputs: LabInputs, need: int) -> NeedsShape:
-    """The sidebar's GPUs hold no replica: name the smallest shape that can be set, and offer it."""
+    """The sidebar's GPUs hold no replica: name the smallest shape that can be set, and offer it; a
+    model released only quantised (gpt-oss, DeepSeek) whose release fits them is offered that first."""
     model, gpu = catalog.get_model(inputs.model), catalog.get_gpu(inputs.gpu)
+    for fmt in serve_command.released_formats(inputs.model) if inputs.model in catalog.model_ids() else ():
+        fits = min_tp(replace(inputs, dtype=fmt))
+        if fmt != inputs.dtype and fits is not None and fits <= inputs.gpus:
+            return NeedsShape(f"{model.label()} in {inputs.dtype} does not fit the sidebar's {inputs.gpus} {gpu.name} "
+                              f"GPUs; it is released in {fmt}, which fits them: set Weights to {fmt} (Advanced)",
+                              dict(dtype=fmt), f"Use {fmt} weights (its release)")
     gpus, tp, pp = sharded_shape(inputs, need)
     short = f"tp={tp}" + (f" × pp={pp}" if pp > 1 else "")
     shape = f"tp={tp}" + (f" within each {gpu.gpus_per_node}-GPU node × pp={pp} pipeline stages across nodes"

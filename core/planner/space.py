@@ -117,7 +117,7 @@ class Budget:
 
     def for_model(self, model_id: str) -> "Budget":
         """This budget for one model: its released format (data/recipes.json) filled in."""
-        return replace(self, released=released_formats(model_id))
+        return replace(self, released=serve_command.released_formats(model_id))
 
     def price(self, gpu: str) -> float:
         return dict(self.prices).get(gpu, catalog.get_gpu(gpu).price_usd_per_gpu_hour)
@@ -489,12 +489,3 @@ def preference(d: Deployment, cost: float, released: tuple[str, ...] = ()) -> tu
     return (round(cost, 6), d.stage, d.dtype not in released, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0,
             d.kv_dtype != "bf16", d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention)
 
-
-def released_formats(model_id: str) -> tuple[str, ...]:
-    """The weight format a catalog model is released in where it has no 16-bit release: its
-    checkpoint in data/recipes.json is the model's own Hugging Face repo (gpt-oss, DeepSeek)."""
-    model = catalog.get_model(model_id).id
-    own = serve_command.hf_repos().get(model)
-    if own is None:
-        return ()
-    return tuple(d for d in ("mxfp4", "fp8") if serve_command.recipes()[f"{d}_checkpoints"].get(model, {}).get("repo") == own)

@@ -30,6 +30,29 @@ def hf_repos() -> dict[str, str]:
     return {m["id"]: m["hf_repo"] for m in json.loads((DATA / "models.json").read_text())["models"] if m.get("hf_repo")}
 
 
+def released_formats(model_id: str) -> tuple[str, ...]:
+    """The weight format a catalog model is released in where it has no 16-bit release: its
+    checkpoint in data/recipes.json is the model's own Hugging Face repo (gpt-oss, DeepSeek)."""
+    model = catalog.get_model(model_id).id
+    own = hf_repos().get(model)
+    if own is None:
+        return ()
+    return tuple(d for d in ("mxfp4", "fp8") if recipes()[f"{d}_checkpoints"].get(model, {}).get("repo") == own)
+
+
+def release_note(model_id: str, dtype: str) -> str | None:
+    """One sentence where `dtype` is not the format the model is released in (it has no 16-bit
+    release): what the release holds and how to serve it as released."""
+    released = released_formats(model_id)
+    if not released or dtype in released:
+        return None
+    fmt = catalog.weight_format(released[0])
+    held = "its experts in MXFP4" if fmt.experts_only else f"{released[0]} weights"
+    return (f"{catalog.get_model(model_id).name} is released with {held} only: choose the weights "
+            f"'{fmt.label}' under Advanced to serve it as released (another format needs a conversion of it); "
+            f"the recommendation searches that format whatever you choose.")
+
+
 def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
     """(the Hugging Face repo to serve, the quantisation flags, notes) for a model in a weight dtype:
     an fp8 release where the model ships one (vLLM reads its quantisation from the checkpoint),
