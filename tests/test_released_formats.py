@@ -1,6 +1,7 @@
-"""The MoE models deployed most in 2026 are catalog models (DeepSeek-R1, Qwen3-235B-A22B, gpt-oss,
-Llama 4 Scout), and a model released only in a quantised format is planned and served as released:
-gpt-oss's MXFP4 experts fit one 80 GB GPU, and no answer asks vLLM to re-quantise a release it cannot."""
+"""The MoE models deployed most in 2026 are catalog models (DeepSeek-R1, Qwen3-235B-A22B and
+Qwen3-30B-A3B, gpt-oss, Llama 4 Scout), and a model released only in a quantised format is planned
+and served as released: gpt-oss's MXFP4 experts fit one 80 GB GPU, and no answer asks vLLM to
+re-quantise a release it cannot."""
 import shlex
 from dataclasses import replace
 
@@ -19,8 +20,8 @@ GIB = 2**30
 
 
 @pytest.mark.parametrize("model_id, total_b, active_b", [
-    ("deepseek-r1", 671, 37), ("qwen3-235b-a22b", 235, 22), ("gpt-oss-120b", 117, 5.1), ("gpt-oss-20b", 21, 3.6),
-    ("llama-4-scout", 109, 17)])
+    ("deepseek-r1", 671, 37), ("qwen3-235b-a22b", 235, 22), ("qwen3-30b-a3b", 30.5, 3.3), ("gpt-oss-120b", 117, 5.1),
+    ("gpt-oss-20b", 21, 3.6), ("llama-4-scout", 109, 17)])
 def test_the_2026_moe_models_carry_their_cards_sizes(model_id, total_b, active_b):
     m = catalog.get_model(model_id)
     assert m.is_moe
