@@ -47,7 +47,8 @@ def test_a_release_with_a_16_bit_original_is_not_a_released_format():
 
 def test_gpt_oss_120b_is_planned_on_one_h100_in_its_own_mxfp4_though_the_search_names_bf16_and_fp8():
     m = catalog.get_model("gpt-oss-120b")
-    assert weight_bytes_per_gpu(m, 1, "mxfp4") < 80 * 1e9 < weight_bytes_per_gpu(m, 1, "fp8")  # the card's one 80 GB GPU
+    # the card's 'fits into a single 80GB GPU': in its MXFP4, not in fp8
+    assert weight_bytes_per_gpu(m, 1, "mxfp4") < 80 * 1e9 < weight_bytes_per_gpu(m, 1, "fp8")
     w = Workload("gpt-oss-120b", WorkloadSpec(n_requests=200, rate=2, prompt_mean=1024, output_mean=256,
                                               length_dist="lognormal"), Targets(3000, 100))
     p = plan(w, Budget(gpu_types=("h100",), max_gpus=4, dtypes=("bf16", "fp8")), executor="inline")

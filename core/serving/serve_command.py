@@ -67,7 +67,8 @@ def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
         if shipped:
             return shipped["repo"], [], notes
         if mxfp4 and mxfp4["repo"] == repo:  # no 16-bit release to quantise as it loads
-            notes.append(f"{repo} is released in MXFP4: fp8 weights need a 16-bit conversion of it, quantised as it loads")
+            notes.append(f"{repo} is released in MXFP4: fp8 weights need a 16-bit conversion of it, quantised as "
+                         f"it loads")
         return repo, ["--quantization", "fp8"], notes
     if dtype == "int4":
         return repo, [], notes + [f"int4: serve an AWQ or GPTQ (int4, group 128) checkpoint of {repo} in its place; "
