@@ -9,6 +9,7 @@ from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog, speculative
 from core.planner.plan import highest_load, plan
 from core.planner.space import HEADROOM, DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
+from core.serving import serve_command
 from core.text import count, fmt_ms, sentence, usd
 from ui import cache, charts, compare, export, state, widgets, yourgpu
 
@@ -34,10 +35,15 @@ with st.form("budget"):
     a, b, c = st.columns(3)
     max_gpus = a.select_slider("Most GPUs", [1, 2, 4, 8, 16, 32, 64], 16 if inputs.gpus <= 16 else 64)
     gpu_types = b.multiselect("GPU types", gpu_ids, [chosen], format_func=state.gpu_label)
-    # the defaults, and the sidebar's formats (a user serving int4 or an fp8 cache searches them too)
-    dtypes = c.multiselect("Weight dtypes", DTYPES, [d for d in DTYPES if d in DEFAULT_DTYPES or d == inputs.dtype],
+    # the defaults, the sidebar's formats (a user serving int4 or an fp8 cache searches them too) and the
+    # format a model released only quantised comes in (searched whatever is chosen: Budget.released)
+    released = serve_command.released_formats(inputs.model) if inputs.model in catalog.model_ids() else ()
+    dtypes = c.multiselect("Weight dtypes", DTYPES, [d for d in DTYPES if d in DEFAULT_DTYPES or d == inputs.dtype
+                                                     or d in released],
                            help="fp8 halves the weight bytes; int4 (AWQ/GPTQ, group 128) takes about a quarter, at "
-                                "some accuracy cost. GPUs without FP8 support skip fp8.")
+                                "some accuracy cost. GPUs without FP8 support skip fp8. A model released only "
+                                "quantised (gpt-oss's MXFP4 experts, DeepSeek's fp8) is searched in its release "
+                                "whatever is chosen.")
     kv_dtypes = c.multiselect("KV cache dtypes", KV_DTYPES,
                               [k for k in KV_DTYPES if k in DEFAULT_KV_DTYPES or k == inputs.kv_dtype],
                               help="An fp8 cache holds twice the tokens in the same memory (GPUs with FP8 support).")
