@@ -63,7 +63,7 @@ def test_serving_a_quantised_release_in_another_format_says_it_needs_a_conversio
     assert (repo, flags, notes) == ("openai/gpt-oss-120b", [], [])
     for dtype in ("fp8", "bf16"):
         _, _, notes = serve_command.checkpoint("gpt-oss-120b", dtype)
-        assert any("released in MXFP4" in n and "conversion" in n for n in notes), dtype
+        assert any("released in mxfp4" in n and "conversion" in n for n in notes), dtype
     cfg = to_config(Deployment("h200", 8, 1, "fp8"), Workload("qwen3-235b-a22b", WorkloadSpec(n_requests=50)))
     line = serve_command.commands(cfg)
     assert "vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 " in line and "--quantization" not in line

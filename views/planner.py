@@ -37,7 +37,7 @@ with st.form("budget"):
     gpu_types = b.multiselect("GPU types", gpu_ids, [chosen], format_func=state.gpu_label)
     # the defaults, the sidebar's formats (a user serving int4 or an fp8 cache searches them too) and the
     # format a model released only quantised comes in (searched whatever is chosen: Budget.released)
-    released = serve_command.released_formats(inputs.model) if inputs.model in catalog.model_ids() else ()
+    released = serve_command.released_formats(inputs.model)
     dtypes = c.multiselect("Weight dtypes", DTYPES, [d for d in DTYPES if d in DEFAULT_DTYPES or d == inputs.dtype
                                                      or d in released],
                            help="fp8 halves the weight bytes; int4 (AWQ/GPTQ, group 128) takes about a quarter, at "

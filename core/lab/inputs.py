@@ -268,7 +268,7 @@ def needs_more_gpus(inputs: LabInputs, need: int) -> NeedsShape:
     """The sidebar's GPUs hold no replica: name the smallest shape that can be set, and offer it; a
     model released only quantised (gpt-oss, DeepSeek) whose release fits them is offered that first."""
     model, gpu = catalog.get_model(inputs.model), catalog.get_gpu(inputs.gpu)
-    for fmt in serve_command.released_formats(inputs.model) if inputs.model in catalog.model_ids() else ():
+    for fmt in serve_command.released_formats(inputs.model):
         fits = min_tp(replace(inputs, dtype=fmt))
         if fmt != inputs.dtype and fits is not None and fits <= inputs.gpus:
             return NeedsShape(f"{model.label()} in {inputs.dtype} does not fit the sidebar's {inputs.gpus} {gpu.name} "

@@ -95,5 +95,6 @@ def why(c: Deployment, r: ShapeResult, budget: Budget) -> str:
     if cost_c >= cost_r - 1e-9:
         return (f"The recipe's shape costs the same (${cost_r:,.2f}/h); the cheapest is preferred at equal cost "
                 f"for its simpler stage or its lighter quantisation (or the model's own released format).")
-    return (f"The cheapest costs ${cost_c:,.2f}/h against the recipe's ${cost_r:,.2f}/h ({c.gpus} GPU{'s' if c.gpus > 1 else ''} "
-            f"against {conv.gpus}) because {because}.")
+    gpus = f"{c.gpus} GPU{'s' if c.gpus > 1 else ''}"
+    return (f"The cheapest costs ${cost_c:,.2f}/h against the recipe's ${cost_r:,.2f}/h ({gpus} against "
+            f"{conv.gpus}) because {because}.")

@@ -488,4 +488,3 @@ def preference(d: Deployment, cost: float, released: tuple[str, ...] = ()) -> tu
     parallelism before expert parallelism (no busiest rank, no all-to-all to run)."""
     return (round(cost, 6), d.stage, d.dtype not in released, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0,
             d.kv_dtype != "bf16", d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention)
-

@@ -62,13 +62,13 @@ def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
     shipped = recipes()["fp8_checkpoints"].get(model.id)
     notes = [] if model.id in hf_repos() else [f"{model.id} has no Hugging Face release in the catalog: serve your "
                                                f"own checkpoint of it in place of '{model.id}'"]
-    mxfp4 = recipes()["mxfp4_checkpoints"].get(model.id)
+    released = released_formats(model.id)
     if dtype == "fp8":
         if shipped:
             return shipped["repo"], [], notes
-        if mxfp4 and mxfp4["repo"] == repo:  # no 16-bit release to quantise as it loads
-            notes.append(f"{repo} is released in MXFP4: fp8 weights need a 16-bit conversion of it, quantised as "
-                         f"it loads")
+        if released:  # no 16-bit release to quantise as it loads
+            notes.append(f"{repo} is released in {released[0]}: fp8 weights need a 16-bit conversion of it, "
+                         f"quantised as it loads")
         return repo, ["--quantization", "fp8"], notes
     if dtype == "int4":
         return repo, [], notes + [f"int4: serve an AWQ or GPTQ (int4, group 128) checkpoint of {repo} in its place; "
@@ -77,13 +77,12 @@ def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
         return repo, [], notes + [f"fp4: serve an NVFP4 checkpoint of {repo} in its place (NVIDIA ModelOpt or "
                                   f"llm-compressor quantise one); vLLM reads the method from its config"]
     if dtype == "mxfp4":
-        if mxfp4:  # the release itself carries MXFP4 experts: vLLM reads the method from its config
-            return mxfp4["repo"], [], notes
+        if "mxfp4" in released:  # the release itself carries MXFP4 experts: vLLM reads the method from its config
+            return repo, [], notes
         return repo, [], notes + [f"mxfp4: serve an MXFP4 checkpoint of {repo} in its place (gpt-oss ships its "
                                   f"experts in MXFP4); vLLM reads the method from its config"]
-    for fmt, release in (("fp8", shipped), ("MXFP4", mxfp4)):
-        if release and release["repo"] == repo:  # the release itself is quantised: 16-bit weights are a conversion
-            notes.append(f"{repo} is released in {fmt}: bf16 weights need a bf16 conversion of it")
+    if released:  # the release itself is quantised: 16-bit weights are a conversion
+        notes.append(f"{repo} is released in {released[0]}: bf16 weights need a bf16 conversion of it")
     return repo, [], notes
 
 
