@@ -76,7 +76,17 @@ def test_parametric_model_by_id():
     assert catalog.get_model("dense-70b").params() == pytest.approx(70e9, rel=0.03)
 
 
-@pytest.mark.parametrize("bad", ["gpt-9", "dense-0.1b", "dense-5t", "dense-abc"])
+@pytest.mark.parametrize("repo, model_id", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("meta-llama/Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"), ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b"), ("openai/gpt-oss-120b", "gpt-oss-120b")])
+def test_a_hugging_face_repo_of_a_catalog_model_or_its_instruction_tuned_release_names_it(repo, model_id):
+    assert catalog.get_model(repo).id == model_id  # a fine-tune keeps its base model's shape
+
+
+@pytest.mark.parametrize("bad", ["gpt-9", "dense-0.1b", "dense-5t", "dense-abc", "meta-llama/Llama-5-1T-Instruct",
+                                 "../../etc/passwd"])
 def test_unknown_models_raise_value_errors_that_say_what_to_do(bad):
     with pytest.raises(ValueError, match="choose|cannot read|range"):
         catalog.get_model(bad)

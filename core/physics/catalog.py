@@ -434,9 +434,22 @@ def _registered(key: str) -> GPU | None:
     return gpu
 
 
+# An instruction-tuned or chat release keeps its base model's shape, so a Hugging Face repo's name
+# resolves to the catalog model it fine-tunes: 'meta-llama/Meta-Llama-3.1-70B-Instruct' is llama-3.1-70b
+RELEASE_WORDS = ("-instruct", "-chat", "-hf")
+
+
+def _release_name(key: str) -> str:
+    name = key.rsplit("/", 1)[-1].removeprefix("meta-")
+    for word in RELEASE_WORDS:
+        name = name.replace(word, "")
+    return name
+
+
 def get_model(model_id: str) -> Model:
-    """A catalog model by id, a registered one (from a Hugging Face config.json: see
-    register_model), or a parametric dense model from an id like 'dense-70b'."""
+    """A catalog model by id (or by the name of a Hugging Face repo of it or of its instruction-tuned
+    release), a registered one (from a Hugging Face config.json: see register_model), or a parametric
+    dense model from an id like 'dense-70b'."""
     key = str(model_id).strip().lower()
     if key in _model_table():
         return _model_table()[key]
@@ -445,8 +458,11 @@ def get_model(model_id: str) -> Model:
         return registered
     if key.startswith(PARAMETRIC_PREFIX):
         return parametric_model(parse_param_count(key[len(PARAMETRIC_PREFIX):]))
-    raise ValueError(f"unknown model '{model_id}': choose one of {', '.join(model_ids())}, "
-                     f"or a parameter count such as 'dense-30b' (1b to 1t)")
+    for name in (key.rsplit("/", 1)[-1], _release_name(key)):
+        if name in _model_table():
+            return _model_table()[name]
+    raise ValueError(f"unknown model '{model_id}': choose one of {', '.join(model_ids())} (or a Hugging Face "
+                     f"repo of one), or a parameter count such as 'dense-30b' (1b to 1t)")
 
 
 # Models of one's own (physics/hfconfig.py parses their config.json) live in this process and, as
