@@ -187,6 +187,33 @@ def test_a_quantised_checkpoint_says_the_format_it_is_stored_in(quantization, dt
     assert (p.suggested_dtype, p.model.fp8_block_scales) == (dtype, blocks)
 
 
+# Kimi K2's language model, written from its published values: the Kimi-K2 README's table (61 layers of
+# which 1 dense, attention hidden 7,168, experts of 2,048, 64 heads, 384 experts with 8 a token and 1
+# shared, vocabulary 160K, MLA) and DeepSeek-V3's latent ranks its config.json carries
+KIMI_K2 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168,
+           "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
+           "num_attention_heads": 64, "num_key_value_heads": 64, "kv_lora_rank": 512, "q_lora_rank": 1536,
+           "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 384,
+           "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 1, "topk_method": "noaux_tc",
+           "num_nextn_predict_layers": 0, "vocab_size": 163840, "max_position_embeddings": 131072,
+           "tie_word_embeddings": False,
+           "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}
+
+
+def test_kimi_k2_and_its_k2_6_wrapper_read_as_deepseek_v3s_layers():
+    # the README: '1T' total, '32B' activated (rounded: the shape counts 1.03T)
+    k2 = hfconfig.from_dict(KIMI_K2, "kimi-k2")
+    m = k2.model
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.dense_layers, m.is_mla) == (384, 8, 1, 1, True)
+    assert m.params() == pytest.approx(1e12, rel=0.03) and m.params(active=True) == pytest.approx(32e9, rel=0.03)
+    assert (k2.suggested_dtype, m.fp8_block_scales) == ("fp8", True)  # released in block fp8
+    # Kimi K2.6 wraps the same language model (model_type kimi_k25, text_config) and ships it in int4
+    text = {**KIMI_K2, "max_position_embeddings": 262144, "quantization_config": _ct(4, "int", "group")}
+    k26 = hfconfig.from_dict({"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+                              "text_config": text}, "kimi-k2.6")
+    assert k26.model.params() == m.params() and k26.suggested_dtype == "int4"
+
+
 SCOUT = ROOT / "calibration" / "configs" / "llama-4-scout-17b-16e.json"  # its text_config, transcribed
 
 

@@ -57,8 +57,8 @@ def section() -> None:
     """Draw inside the sidebar's Advanced expander."""
     st.file_uploader("Your model: its config.json (Hugging Face)", type=["json"], key="model_upload",
                      on_change=_upload, max_upload_size=1,  # MB, the least it takes; the parser refuses above 256 KB
-                     help="Llama, Mistral, Qwen2/2.5/3, Mixtral, Qwen-MoE, DeepSeek-V2/V3, gpt-oss, Llama 4, Gemma "
-                          "and Phi-3 configs. The file is read as data (JSON), never run.")
+                     help="Llama, Mistral, Qwen2/2.5/3, Mixtral, Qwen-MoE, DeepSeek-V2/V3, Kimi K2, gpt-oss, Llama 4, "
+                          "Gemma and Phi-3 configs. The file is read as data (JSON), never run.")
     # drawn only while open, as the GPU datasheet's form is (ui/yourgpu.py)
     with st.popover("Paste a config.json", icon=":material/content_paste:", key="model_paste_open",
                     on_change="rerun") as pop:

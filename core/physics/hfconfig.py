@@ -6,8 +6,9 @@ attention heads and KV heads, FFN widths, experts, multi-head latent attention),
 
 The file is parsed with json only, never executed (no trust_remote_code), and refused above
 MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
-DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers), gpt-oss, Llama 4 (its text
-model: one routed and one shared expert a token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field
+DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers) and Kimi K2 (DeepSeek-V3's
+layers; K2.5 and K2.6 wrap it), gpt-oss, Llama 4 (its text model: one routed and one shared expert a
+token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field
 names and defaults are those of each family's configuration class in transformers
 (configuration_<family>.py); where a class has a default the file may leave a field out, otherwise
 its absence is an error that names it.
@@ -31,7 +32,7 @@ FAMILIES = {
     "gemma3_text": "dense", "phi3": "dense",
     "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "llama4_text": "llama4",
-    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
+    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "kimi_k2": "deepseek",  # Kimi K2: DeepSeek-V3's layers
 }
 # transformers' defaults where its configuration class has one and a file may leave the field out
 TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}  # every other family: False
@@ -85,7 +86,8 @@ def _no_constant(word: str):
 def from_dict(raw: dict, name: str | None = None) -> Parsed:
     cfg = raw
     model_type = raw.get("model_type")
-    wrapped = {"gemma3": "gemma3_text", "llama4": "llama4_text"}  # multimodal wrappers: their language model
+    # multimodal wrappers: their language model (Kimi K2.5 and K2.6 wrap Kimi K2's)
+    wrapped = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}
     if model_type in wrapped and isinstance(raw.get("text_config"), dict):
         model_type = wrapped[model_type]
         cfg = {**raw["text_config"], "model_type": model_type}
