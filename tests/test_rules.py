@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "core" / "data"
 RULES = content.rules()
 IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur",
-       "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload", "expert_parallelism"]
+       "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload", "expert_parallelism",
+       "mxfp4_release"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
 
@@ -253,3 +254,14 @@ def test_the_validation_assumption_quotes_the_reports_overall_table_and_counts_d
                       "| r2 | E2E mean ms | 10.00 | 11.00 | +10.0% | held in |\n")
     v = validation_summary(report)
     assert v["metrics"]["E2E mean ms"] == (18, 4.6, 16.6) and v["diverging_runs"] == 1
+
+
+def test_mxfp4_demo_holds_gpt_oss_120b_on_one_gpu_which_16_bit_weights_cannot():
+    x = LabInputs(**RULES["mxfp4_release"]["demo"])
+    view = report.lab_view(x)
+    weights = next(g for g in view["gauges"] if g.id == "weights")
+    assert view["config"].tp == 1 and 0.5 < weights.ratio < 1  # most of the GPU, with room for the cache
+    assert view["result"].summary["stable"]
+    with pytest.raises(inputs.NeedsShape) as e:  # 234 GB of 16-bit weights: not one GPU, and its release offered
+        current_config(replace(x, dtype="bf16"))
+    assert e.value.settings == {"dtype": "mxfp4"}
