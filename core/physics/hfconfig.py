@@ -8,10 +8,9 @@ The file is parsed with json only, never executed (no trust_remote_code), and re
 MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
 DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers) and Kimi K2 (DeepSeek-V3's
 layers; K2.5 and K2.6 wrap it), gpt-oss, Llama 4 (its text model: one routed and one shared expert a
-token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field
-names and defaults are those of each family's configuration class in transformers
-(configuration_<family>.py); where a class has a default the file may leave a field out, otherwise
-its absence is an error that names it.
+token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field names and defaults are those of each family's
+configuration class in transformers (configuration_<family>.py); where a class has a default the
+file may leave a field out, otherwise its absence is an error that names it.
 """
 from __future__ import annotations
 
