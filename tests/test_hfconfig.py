@@ -214,7 +214,7 @@ def test_kimi_k2_and_its_k2_6_wrapper_read_as_deepseek_v3s_layers():
     assert k26.model.params() == m.params() and k26.suggested_dtype == "int4"
 
 
-SCOUT = ROOT / "calibration" / "configs" / "llama-4-scout-17b-16e.json"  # its text_config, transcribed
+SCOUT = CONFIGS / "llama-4-scout.json"  # its text_config, transcribed (the catalog's llama-4-scout)
 
 
 def test_llama_4_reads_as_one_routed_and_one_shared_expert_a_token():
