@@ -1,25 +1,32 @@
 """Public runs on GPU families the step times were not measured on, replayed through the command line.
 
-usage: python calibration/family_check.py
+usage: python calibration/family_check.py [--fit-gemv FAMILY]
 
 Each run of calibration/family_runs.json that carries a `replay` is simulated with the command it
 gives (`python -m core simulate ...`, exactly as a user would type it: the run's GPU, model, dtype,
 tp, lengths and load, and the engine settings the run used, or vLLM's own defaults for that GPU
-where the source says none) and each measured metric is set beside the simulated one. Nothing here
-is fitted: the AMD MI300X runs check the CDNA 3 factors of core/data/gpu_families.json, which come
-from microbenchmarks (calibration/CAUSES.md section 7). calibration/real_runs.py --write adds the
-table to calibration/VALIDATION.md.
+where the source says none) and each measured metric is set beside the simulated one. Nothing is
+fitted to the AMD MI300X runs: they check the CDNA 3 factors of core/data/gpu_families.json, which
+come from microbenchmarks (calibration/CAUSES.md section 7). AccelMark's runs decode one request at
+a time with one harness on every GPU; those on Ampere and Ada GPUs (`fit`: gemv) are what
+--fit-gemv fits a family's weight stream in a one-token step to (its matrix-vector products), the
+H100 and H200 ones check the fitted family in the same harness. calibration/real_runs.py --write
+adds the table to calibration/VALIDATION.md.
 """
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.cli.main import simulation_of  # noqa: E402
+from core.physics import catalog, costmodel  # noqa: E402
 from core.serving.simulate import simulate  # noqa: E402
 
 RUNS = ROOT / "calibration" / "family_runs.json"
@@ -29,18 +36,22 @@ METRICS = {
     "E2E mean ms": lambda s: s["e2e_s"]["mean"] * 1000.0,
     "TTFT mean ms": lambda s: s["ttft_ms"]["mean"],
     "TPOT mean ms": lambda s: s["tpot_ms"]["mean"],
+    "TPOT p50 ms": lambda s: s["tpot_ms"]["p50"],
     "throughput req/s": lambda s: s["throughput_req_s"],
 }
 
 
-def replays(path: Path = RUNS) -> list[dict]:
+def replays(path: Path = RUNS, eff_of=None, fit: str | None = None) -> list[dict]:
     """Every replayed metric: run id, GPU, engine version, command, metric, measured, simulated and
-    the signed error (simulated / measured - 1)."""
+    the signed error (simulated / measured - 1). eff_of(gpu) gives the cost-model constants to run a
+    GPU with (None: its own, costmodel.efficiency_for); `fit` keeps only the runs fitted as it names."""
     rows = []
     for run in json.loads(path.read_text())["entries"]:
+        if fit is not None and run.get("fit") != fit:
+            continue
         for r in run.get("replay", []):
             cfg = simulation_of(r["command"])
-            summary = simulate(cfg).summary
+            summary = simulate(cfg, eff_of(catalog.get_gpu(cfg.gpu)) if eff_of else None).summary
             measured = float(run["measured"][r["measured"]])
             simulated = float(METRICS[r["metric"]](summary))
             users = cfg.workload.concurrency
@@ -49,34 +60,86 @@ def replays(path: Path = RUNS) -> list[dict]:
                              error=simulated / measured - 1.0, label=r.get("label", ""), source=run["source"],
                              engine_name=run["engine"], gpu_id=cfg.gpu, model_id=cfg.model, tp=cfg.tp,
                              workload=(f"offline batch of {users}" if not cfg.api_server else f"{users} clients"),
-                             load=float(summary["utilisation"]), stable=bool(summary["stable"])))
+                             load=float(summary["utilisation"]), stable=bool(summary["stable"]),
+                             fitted=run.get("fit") is not None))
     return rows
 
 
+# gpt-fast's A100 80GB: 'Empirically, seems like peak bandwidth is about 1700 GB/s' (pytorch-labs/gpt-fast@0f925b5
+# README.md; BabelStream measures 1.70 TB/s on it too, gpu_families.json): no kernel streams weights faster
+A100_STREAM_CEILING_TBPS = 1.70
+
+
+def fit_gemv(family: str, quiet: bool = False) -> tuple[float, list[dict], list[dict]]:
+    """A GPU family's weight stream in a one-token step's matrix-vector products, as a factor on its
+    GEMMs' (costmodel gemv_bw_eff), on a grid against its one-request-at-a-time runs' TPOT (median
+    |log error|), up to the A100's measured memory ceiling. Returns (factor, rows before, rows after)."""
+    fitted = costmodel.fitted()
+    kernels = {arch: entry.get("same_as", arch) for arch, entry in costmodel.families()["families"].items()}
+    members = {g.id for g in map(catalog.get_gpu, catalog.gpu_ids()) if kernels.get(g.arch) == family}
+
+    def eff_of(g):
+        return lambda gpu: replace(costmodel.family_scaled(fitted, gpu), gemv_bw_eff=g)
+
+    def score(g):
+        rows = [r for r in replays(eff_of=eff_of(g), fit="gemv") if r["gpu_id"] in members]
+        return float(np.median([abs(np.log1p(r["error"])) for r in rows])), rows
+
+    if not score(1.0)[1]:
+        raise ValueError(f"no one-request-at-a-time run on a {family} GPU to fit its matrix-vector stream to")
+    a100 = catalog.get_gpu("a100-80gb")
+    cap = A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * costmodel.family_scaled(fitted, a100).eta_bw)
+    grid = [round(1.0 + 0.01 * i, 2) for i in range(int((cap - 1.0) / 0.01) + 1)]
+    scored = {g: score(g) for g in grid}
+    best = min(grid, key=lambda g: scored[g][0])
+    if not quiet:
+        for g in grid:
+            print(f"  {family} gemv_bw_eff {g:.2f}: median |log error| {scored[g][0]:.4f}", flush=True)
+        print(f"  ceiling: {cap:.3f} ({A100_STREAM_CEILING_TBPS} TB/s on an A100 80GB)")
+    return best, scored[1.0][1], scored[best][1]
+
+
 def lines(rows: list[dict]) -> list[str]:
-    """The section calibration/VALIDATION.md shows: one line a replayed metric, and the worst error."""
+    """The section calibration/VALIDATION.md shows: one line a replayed metric, and the worst error
+    of those nothing was fitted to."""
     if not rows:
         return []
-    worst = max(rows, key=lambda r: abs(r["error"]))
-    out = ["**Public runs on AMD MI300X (vLLM on ROCm; calibration/family_runs.json, replayed by "
-           "`python calibration/family_check.py` with the command each gives; nothing fitted to them)**", "",
-           f"{len(rows)} metrics; worst {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).", "",
-           "| run | metric | measured | simulated | error | engine |", "|---|---|---|---|---|---|"]
+    checks = [r for r in rows if not r["fitted"]] or rows
+    worst = max(checks, key=lambda r: abs(r["error"]))
+    out = ["**Public runs on other GPU families (calibration/family_runs.json, replayed by "
+           "`python calibration/family_check.py` with the command each gives)**: AMD MI300X (vLLM on ROCm; nothing "
+           "fitted to them), and AccelMark's decode of one request at a time, one harness on every GPU; the Ampere and "
+           "Ada ones fit their family's matrix-vector stream (`--fit-gemv Ampere`: fitted = yes), the H100 and H200 "
+           "ones check the fitted family in the same harness", "",
+           f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
+           "", "| run | metric | measured | simulated | error | engine | fitted |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         engine = r["engine"].split(" (")[0] if not r["engine"].startswith("unknown") else "vLLM, build not pinned"
         out.append(f"| {r['id']}{' ' + r['label'] if r['label'] else ''} | {r['metric']} | {r['measured']:.2f} | "
-                   f"{r['simulated']:.2f} | {r['error']:+.1%} | {engine} |")
+                   f"{r['simulated']:.2f} | {r['error']:+.1%} | {engine} | {'yes' if r['fitted'] else 'no'} |")
     return out + [""]
 
 
-def main() -> int:
-    rows = replays()
-    for r in rows:
+def main(argv: list[str]) -> int:
+    if "--fit-gemv" in argv:
+        family = argv[argv.index("--fit-gemv") + 1]
+        g, before, after = fit_gemv(family)
+        path = ROOT / "core" / "data" / "gpu_families.json"
+        raw = json.loads(path.read_text())
+        raw["families"][family].setdefault("gemv_bw_eff", {})["value"] = g
+        path.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+        costmodel.families.cache_clear()
+        for b, a in zip(before, after):
+            print(f"  {b['id'][:58]:<58} {b['metric']:<12} measured {b['measured']:7.2f}  "
+                  f"{b['error']:+6.1%} -> {a['error']:+6.1%}")
+        print(f"{family}: gemv_bw_eff x {g:.2f} written to {path.relative_to(ROOT)}")
+        return 0
+    for r in replays():
         print(f"{r['id'][:62]:62s} {r['label']:4s} {r['metric']:16s} measured {r['measured']:10.2f} "
-              f"simulated {r['simulated']:10.2f} {r['error']:+7.1%}")
+              f"simulated {r['simulated']:10.2f} {r['error']:+7.1%}{'  (fitted)' if r['fitted'] else ''}")
         print(f"    {r['command']}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -342,7 +342,7 @@ def family_validation_runs(family, arch) -> dict:
     (nothing was fitted to them; trust.family_margin widens the band by their worst error)."""
     runs = {}
     for f in family:
-        if f["metric"] not in ("E2E mean ms", "TTFT mean ms"):
+        if f["metric"] not in ("E2E mean ms", "TTFT mean ms") or f["fitted"]:
             continue
         key = f["id"] + (f" {f['label']}" if f["label"] else "")
         model, gpu = catalog.get_model(f["model_id"]), catalog.get_gpu(f["gpu_id"])

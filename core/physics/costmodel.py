@@ -5,7 +5,8 @@ traffic overlap, so each operator takes about the larger of its FLOP time and it
 (their quadrature sum: near the ridge point neither unit runs at its peak). Per GPU of a replica of
 `tp` GPUs:
 
-  linear       weight streaming vs GEMM FLOPs of the projections and MLP, every layer
+  linear       weight streaming vs GEMM FLOPs of the projections and MLP, every layer (a step of
+               one token streams 16-bit weights through matrix-vector products, at their own rate)
   experts      MoE layers (the fused-MoE kernel): only the experts the step's tokens route to are
                read; their grouped GEMMs compute each expert's tokens padded to whole tiles, at a
                fitted share of the dense GEMMs' rate; the kernel's scratch rows per routed token
@@ -126,7 +127,11 @@ SPEC_TABLE = SPEC_PER_DRAFT + 1
 # sliding-window attention (gpt-oss, Gemma): WINDOW_LAYERS of the LAYERS attend to the last WINDOW tokens only
 WINDOW = SPEC_TABLE + SPEC_BINS  # tokens (0: every layer attends to every token)
 WINDOW_LAYERS = WINDOW + 1
-N_PARAMS = WINDOW + 2
+# a step of one token multiplies each 16-bit weight matrix by one vector: a matrix-vector product, not
+# a GEMM, whose weight stream on some GPU families runs nearer the memory's rate (gpu_families.json)
+S_BYTE_GEMV = WINDOW + 2  # seconds per byte of a 16-bit matrix-vector product's weights
+DENSE_GEMV = WINDOW + 3  # 1: the projections and dense MLP are 16-bit (their one-token step is one); 0: quantised
+N_PARAMS = WINDOW + 4
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ENGINES = ("bare", "vllm", "sglang")  # a forward pass alone; vLLM V1's host around it; SGLang's (serving/engines.py)
@@ -170,6 +175,9 @@ class Efficiency:
     # vLLM's one-stage all-reduce over an NVLink switch: a base time and a time per peer GPU it reads from
     allreduce_base_us: float = 0.0
     allreduce_peer_us: float = 0.0
+    # a 16-bit matrix-vector product's weight stream (a one-token step) beyond the GEMMs' (eta_bw): the same
+    # kernels' on the fitted family; a family whose GEMMs stream slower than it sets its own (gpu_families.json)
+    gemv_bw_eff: float = 1.0
 
 
 @lru_cache(maxsize=1)
@@ -320,6 +328,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # rates stored as their inverses (seconds per byte, per FLOP): the engine multiplies, every step
     bw = gpu.hbm_tbps * 1e12 * eff.eta_bw
     p[S_BYTE] = 1.0 / bw
+    p[S_BYTE_GEMV] = p[S_BYTE] / eff.gemv_bw_eff
+    p[DENSE_GEMV] = 1.0 if dense_wb == EMBED_BYTES else 0.0  # fp8 and int4 run their own kernels at one token too
     p[S_CTA_BYTE] = eff.cta_saturation * gpu.sms / bw
     p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm * fmt.gemm_rate)
     s_flop_16 = 1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)
@@ -440,13 +450,15 @@ def experts_touched(p, tokens):
 
 @engine_jit
 def linear_time(p, tokens):
-    """Projection and MLP GEMMs of all layers for `tokens` new tokens."""
+    """Projection and MLP GEMMs of all layers for `tokens` new tokens: at one token, 16-bit weights
+    meet one vector each (a matrix-vector product) and stream at that product's rate."""
     if tokens <= 0:
         return 0.0
+    s_byte = p[S_BYTE_GEMV] if tokens == 1 and p[DENSE_GEMV] > 0 else p[S_BYTE]
     dense_layers = p[LAYERS] - p[MOE_LAYERS]
-    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens * p[S_FLOP], p[DENSE_W] * p[S_BYTE])
+    t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens * p[S_FLOP], p[DENSE_W] * s_byte)
     if p[MOE_LAYERS] > 0:
-        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens * p[S_FLOP], p[MOE_DENSE_W] * p[S_BYTE])
+        t += p[MOE_LAYERS] * soft_max(p[MOE_DENSE_FLOPS] * tokens * p[S_FLOP], p[MOE_DENSE_W] * s_byte)
     return t
 
 
@@ -551,7 +563,8 @@ def prefill_attention_time(p, new_tokens, cached):
 def lm_head_time(p, rows):
     if rows <= 0:
         return 0.0
-    return soft_max(p[HEAD_FLOPS] * rows * p[S_FLOP], p[HEAD_W] * p[S_BYTE])
+    s_byte = p[S_BYTE_GEMV] if rows == 1 else p[S_BYTE]  # the LM head is 16-bit whatever the weights' format
+    return soft_max(p[HEAD_FLOPS] * rows * p[S_FLOP], p[HEAD_W] * s_byte)
 
 
 @engine_jit
