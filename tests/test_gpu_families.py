@@ -144,6 +144,11 @@ def test_accelmarks_one_request_decodes_replay_within_an_eighth_on_every_family(
     # the fitted family's own run in the same harness, which nothing here was fitted to
     h100 = next(r for r in rows.values() if r["gpu_id"] == "h100")
     assert not h100["fitted"] and abs(h100["error"]) < 0.1
+    # nor to the same harness's eight-GPU runs: Llama-3-70B and Mixtral-8x7B at tp 8 on A100-40GBs and A800s,
+    # two all-reduces of one token a layer over NVLink beside each GPU's eighth of the weights
+    eight = [r for r in rows.values() if r["tp"] == 8 and r["gpu_id"].startswith("a100")]
+    assert len(eight) == 4 and not any(r["fitted"] for r in eight)
+    assert all(abs(r["error"]) < 0.1 for r in eight), [(r["id"], r["error"]) for r in eight]
     # an L4 streams 16-bit weights at a third of an A100 80GB's bandwidth: its one-token step is slower,
     # as measured (61.2 ms against 13.19 on the same build)
     l4, a100 = (next(r for r in fitted if r["gpu_id"] == g and "vllm073" in r["id"]) for g in ("l4", "a100-80gb"))
