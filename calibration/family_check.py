@@ -1,6 +1,6 @@
 """Public runs on GPU families the step times were not measured on, replayed through the command line.
 
-usage: python calibration/family_check.py [--fit-gemv FAMILY]
+usage: python calibration/family_check.py [--fit {gemv,attention} FAMILY]
 
 Each run of calibration/family_runs.json that carries a `replay` is simulated with the command it
 gives (`python -m core simulate ...`, exactly as a user would type it: the run's GPU, model, dtype,
@@ -8,9 +8,10 @@ tp, lengths and load, and the engine settings the run used, or vLLM's own defaul
 where the source says none) and each measured metric is set beside the simulated one. Nothing is
 fitted to the AMD MI300X runs: they check the CDNA 3 factors of core/data/gpu_families.json, which
 come from microbenchmarks (calibration/CAUSES.md section 7). AccelMark's runs decode one request at
-a time with one harness on every GPU; those on Ampere and Ada GPUs (`fit`: gemv) are what
---fit-gemv fits a family's weight stream in a one-token step to (its matrix-vector products), the
-H100 and H200 ones check the fitted family in the same harness. calibration/real_runs.py --write
+a time with one harness on every GPU: those on Ampere and Ada GPUs tagged `fit: gemv` are what
+`--fit gemv` fits a family's weight stream in a one-token step to (its matrix-vector products), those
+tagged `fit: attention` (prefills of 28,650-token prompts) what `--fit attention` fits its prefill
+attention's rate to; the H100 and H200 ones check the fitted family in the same harness. calibration/real_runs.py --write
 adds the table to calibration/VALIDATION.md.
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ METRICS = {
     "TTFT mean ms": lambda s: s["ttft_ms"]["mean"],
     "TPOT mean ms": lambda s: s["tpot_ms"]["mean"],
     "TPOT p50 ms": lambda s: s["tpot_ms"]["p50"],
+    "TTFT p50 ms": lambda s: s["ttft_ms"]["p50"],
     "throughput req/s": lambda s: s["throughput_req_s"],
 }
 
@@ -65,37 +67,58 @@ def replays(path: Path = RUNS, eff_of=None, fit: str | None = None) -> list[dict
     return rows
 
 
+# The ceilings a fitted factor stops at: no kernel beats what its resource was measured to reach on an A100.
 # gpt-fast's A100 80GB: 'Empirically, seems like peak bandwidth is about 1700 GB/s' (pytorch-labs/gpt-fast@0f925b5
-# README.md; BabelStream measures 1.70 TB/s on it too, gpu_families.json): no kernel streams weights faster
+# README.md; BabelStream measures 1.70 TB/s on it too, calibration/gpu_families.json); FlashAttention-2 'reaching
+# 50-73% of the theoretical maximum FLOPs/s on A100' (arXiv 2307.08691, abstract)
 A100_STREAM_CEILING_TBPS = 1.70
+A100_ATTENTION_CEILING = 0.73
 
 
-def fit_gemv(family: str, quiet: bool = False) -> tuple[float, list[dict], list[dict]]:
-    """A GPU family's weight stream in a one-token step's matrix-vector products, as a factor on its
-    GEMMs' (costmodel gemv_bw_eff), on a grid against its one-request-at-a-time runs' TPOT (median
-    |log error|), up to the A100's measured memory ceiling. Returns (factor, rows before, rows after)."""
+def _ceiling(name: str, eff: costmodel.Efficiency, a100: catalog.GPU) -> float:
+    if name == "gemv_bw_eff":  # a factor on the GEMMs' stream, eta_bw
+        return A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * eff.eta_bw)
+    return A100_ATTENTION_CEILING / eff.eta_attn  # a factor on the fitted family's fraction
+
+
+# --fit NAME FAMILY: the constant fitted and the metric of the runs tagged `fit: NAME` it is fitted against
+FITS = {
+    "gemv": ("gemv_bw_eff", "a one-token step's matrix-vector stream, on eta_bw's"),
+    "attention": ("eta_attn", "prefill attention's share of the tensor cores' peak, on the fitted family's"),
+}
+
+
+def fit_family(fit: str, family: str, quiet: bool = False) -> tuple[float, list[dict], list[dict]]:
+    """A GPU family's factor on one cost-model constant (FITS), on a grid against its runs tagged with
+    the fit (median |log error| of their replayed metric), up to what an A100 was measured to reach.
+    The family's other factors stay as they are. Returns (factor, rows at 1, rows at the factor)."""
+    name, _ = FITS[fit]
     fitted = costmodel.fitted()
     kernels = {arch: entry.get("same_as", arch) for arch, entry in costmodel.families()["families"].items()}
     members = {g.id for g in map(catalog.get_gpu, catalog.gpu_ids()) if kernels.get(g.arch) == family}
 
-    def eff_of(g):
-        return lambda gpu: replace(costmodel.family_scaled(fitted, gpu), gemv_bw_eff=g)
+    def eff_of(f):
+        def of(gpu):
+            own = costmodel.family_scaled(fitted, gpu)
+            return replace(own, **{name: getattr(fitted, name) * f}) if gpu.id in members else own
+        return of
 
-    def score(g):
-        rows = [r for r in replays(eff_of=eff_of(g), fit="gemv") if r["gpu_id"] in members]
-        return float(np.median([abs(np.log1p(r["error"])) for r in rows])), rows
+    def score(f):
+        rows = [r for r in replays(eff_of=eff_of(f), fit=fit) if r["gpu_id"] in members]
+        return (float(np.median([abs(np.log1p(r["error"])) for r in rows])) if rows else 0.0), rows
 
     if not score(1.0)[1]:
-        raise ValueError(f"no one-request-at-a-time run on a {family} GPU to fit its matrix-vector stream to")
+        raise ValueError(f"no public run on a {family} GPU tagged fit: {fit} to fit {name} to")
     a100 = catalog.get_gpu("a100-80gb")
-    cap = A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * costmodel.family_scaled(fitted, a100).eta_bw)
-    grid = [round(1.0 + 0.01 * i, 2) for i in range(int((cap - 1.0) / 0.01) + 1)]
-    scored = {g: score(g) for g in grid}
-    best = min(grid, key=lambda g: scored[g][0])
+    cap = _ceiling(name, costmodel.family_scaled(fitted, a100), a100) if name == "gemv_bw_eff" \
+        else _ceiling(name, fitted, a100)
+    grid = [round(1.0 + 0.01 * i, 2) for i in range(int((cap - 1.0) / 0.01 + 1e-9) + 1)]
+    scored = {f: score(f) for f in grid}
+    best = min(grid, key=lambda f: scored[f][0])
     if not quiet:
-        for g in grid:
-            print(f"  {family} gemv_bw_eff {g:.2f}: median |log error| {scored[g][0]:.4f}", flush=True)
-        print(f"  ceiling: {cap:.3f} ({A100_STREAM_CEILING_TBPS} TB/s on an A100 80GB)")
+        for f in grid:
+            print(f"  {family} {name} x {f:.2f}: median |log error| {scored[f][0]:.4f}", flush=True)
+        print(f"  ceiling: x {cap:.3f} (what an A100 was measured to reach)")
     return best, scored[1.0][1], scored[best][1]
 
 
@@ -108,9 +131,10 @@ def lines(rows: list[dict]) -> list[str]:
     worst = max(checks, key=lambda r: abs(r["error"]))
     out = ["**Public runs on other GPU families (calibration/family_runs.json, replayed by "
            "`python calibration/family_check.py` with the command each gives)**: AMD MI300X (vLLM on ROCm; nothing "
-           "fitted to them), and AccelMark's decode of one request at a time, one harness on every GPU; the Ampere and "
-           "Ada ones fit their family's matrix-vector stream (`--fit-gemv Ampere`: fitted = yes), the H100 and H200 "
-           "ones check the fitted family in the same harness", "",
+           "fitted to them), and AccelMark's one request at a time, one harness on every GPU: the Ampere and Ada "
+           "one-GPU decodes fit their family's matrix-vector stream (`--fit gemv Ampere`), the A100 first tokens of "
+           "28,650-token prompts its prefill attention (`--fit attention Ampere`): fitted = yes; the eight-GPU runs and "
+           "the H100 and H200 ones check them and the fitted family in the same harness", "",
            f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
            "", "| run | metric | measured | simulated | error | engine | fitted |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -121,18 +145,21 @@ def lines(rows: list[dict]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if "--fit-gemv" in argv:
-        family = argv[argv.index("--fit-gemv") + 1]
-        g, before, after = fit_gemv(family)
+    if "--fit" in argv:
+        fit, family = argv[argv.index("--fit") + 1:argv.index("--fit") + 3]
+        if fit not in FITS:
+            raise SystemExit(f"--fit takes one of {', '.join(FITS)}, not {fit!r}")
+        f, before, after = fit_family(fit, family)
+        name = FITS[fit][0]
         path = ROOT / "core" / "data" / "gpu_families.json"
         raw = json.loads(path.read_text())
-        raw["families"][family].setdefault("gemv_bw_eff", {})["value"] = g
+        raw["families"][family].setdefault(name, {})["value"] = f
         path.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
         costmodel.families.cache_clear()
         for b, a in zip(before, after):
-            print(f"  {b['id'][:58]:<58} {b['metric']:<12} measured {b['measured']:7.2f}  "
+            print(f"  {b['id'][:58]:<58} {b['metric']:<12} measured {b['measured']:8.2f}  "
                   f"{b['error']:+6.1%} -> {a['error']:+6.1%}")
-        print(f"{family}: gemv_bw_eff x {g:.2f} written to {path.relative_to(ROOT)}")
+        print(f"{family}: {name} x {f:.2f} ({FITS[fit][1]}) written to {path.relative_to(ROOT)}")
         return 0
     for r in replays():
         print(f"{r['id'][:62]:62s} {r['label']:4s} {r['metric']:16s} measured {r['measured']:10.2f} "

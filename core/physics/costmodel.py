@@ -194,10 +194,12 @@ def families() -> dict:
 
 def family_factors(arch: str) -> dict[str, float]:
     """A GPU family's factor on each fitted constant it was measured at (none: it carries the fitted
-    ones), its own or, where it runs another family's kernels, that family's (same_as)."""
+    ones), its own or, where it runs another family's kernels, that family's (same_as), for the
+    constants those kernels set (`constants`; all of them where the entry names none)."""
     entry = families()["families"].get(arch, {})
     if "same_as" in entry:
-        return family_factors(entry["same_as"])
+        theirs = family_factors(entry["same_as"])
+        return {k: f for k, f in theirs.items() if k in entry.get("constants", theirs)}
     return {k: f["value"] for k, f in entry.items()}
 
 
