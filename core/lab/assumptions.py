@@ -117,6 +117,8 @@ def values() -> dict[str, str]:
         allreduce_base_us=f"{eff.allreduce_base_us:.1f} µs", allreduce_peer_us=f"{eff.allreduce_peer_us:.2f} µs",
         # GPU families measured apart from the fitted one (data/gpu_families.json)
         ampere_bw=_pct(family["Ampere"]["eta_bw"]["value"]), cdna_bw=_pct(family["CDNA 3"]["eta_bw"]["value"]),
+        ampere_gemv=_pct(family["Ampere"]["eta_bw"]["value"] * family["Ampere"]["gemv_bw_eff"]["value"]),
+        ampere_gemm=f"{family['Ampere']['eta_gemm']['value']:.2f}x", ampere_attn=f"{family['Ampere']['eta_attn']['value']:.2f}x",
         cdna_gemm=_pct(family["CDNA 3"]["eta_gemm"]["value"]),
         nccl_pcie=f"{families['collectives']['nccl_pcie_latency_us']['value']:.0f} µs",
         # memory (core/memory.py, the engine's defaults)
