@@ -133,7 +133,7 @@ def test_one_request_at_a_time_streams_an_ampere_gpus_weights_faster_than_a_batc
     assert linear_ms(L40S, 2, "fp8") == pytest.approx(linear_ms(L40S, 1, "fp8"), rel=1e-3)
 
 
-def test_accelmarks_one_request_decodes_replay_within_an_eighth_on_every_family(family_rows):
+def test_accelmarks_one_request_decodes_replay_within_an_eighth_on_ampere_and_ada(family_rows):
     # one harness, one model, one request at a time on A100-40GB, A100-80GB, A800, L4 (vLLM 0.7.3 and
     # 0.20.1), H100 and H200: the TPOT of a one-token step, measured. The Ampere and Ada runs fit the
     # matrix-vector stream; before it (eta_bw's GEMM factor alone) the A100-40GB, the 0.20.1 A100 and
