@@ -153,19 +153,15 @@ def recommend(inputs: LabInputs) -> Recommendation:
                           shown_as=shown_as)
 
 
-# what a step reads of each weight format against 16-bit weights (data/quantisation.json's bytes per weight)
-WEIGHT_BYTES = {"bf16": "16-bit weights", "fp8": "half the bytes of 16-bit ones, on the GPU's FP8 tensor cores",
-                "fp4": "under a third of the bytes of 16-bit ones", "int4": "a quarter of the bytes of 16-bit ones",
-                "mxfp4": "its experts in under a third of the bytes of 16-bit ones"}
-
-
 def _weights_note(d: Deployment, inputs: LabInputs) -> str:
     """An answer in other weights than the sidebar's says so, and how to simulate it below."""
     if d.dtype == inputs.dtype:
         return ""
+    fmt = catalog.weight_format(d.dtype).on(catalog.get_gpu(d.gpu))
+    cores = f", on the GPU's {fmt.gemm.upper()} tensor cores" if fmt.gemm != "bf16" else ""
     released = (", the format the model is released in"
                 if d.dtype in serve_command.released_formats(inputs.model) else "")
-    return (f" It runs {d.dtype} weights ({WEIGHT_BYTES[d.dtype]}{released}), which no "
+    return (f" It runs {d.dtype} weights ({fmt.bytes_read}{cores}{released}), which no "
             f"{inputs.dtype} deployment here matches at its cost: set Weights to {d.dtype} (Advanced) to simulate it.")
 
 

@@ -49,6 +49,15 @@ class WeightFormat:
         """Bytes of a weight outside a mixture's routed experts: the format's, or 16-bit for an experts-only one."""
         return EMBED_BYTES if self.experts_only else self.bytes_per_weight
 
+    @property
+    def bytes_read(self) -> str:
+        """What a step reads of weights in this format against 16-bit ones, in words."""
+        share = self.bytes_per_weight / EMBED_BYTES
+        if share >= 1:
+            return "16-bit weights"
+        amount = "half the" if share == 0.5 else f"{share:.0%} of the"
+        return f"{'its experts in ' if self.experts_only else ''}{amount} bytes of 16-bit ones"
+
     def on(self, gpu: "GPU") -> "WeightFormat":
         """The format as this GPU runs it: natively, or weight-only where it lacks FP4 tensor cores."""
         return self.without_fp4 if self.without_fp4 and self.needs_fp4 and not gpu.supports_fp4 else self

@@ -67,11 +67,10 @@ def why(c: Deployment, r: ShapeResult, budget: Budget) -> str:
     reasons = []
     conv = r.deployment if r.best is not None else r.shape
     if c.dtype != conv.dtype:
-        reasons.append({"fp8": "fp8 weights halve the bytes each step reads",
-                        "fp4": "fp4 weights read under a third of the bytes each step and multiply at the FP4 rate",
-                        "mxfp4": "mxfp4 weights read under a third of the bytes each step",
-                        "int4": "int4 weights read a quarter of the bytes each step",
-                        "bf16": "16-bit weights avoid the quantisation the recipe needs"}[c.dtype])
+        fmt = catalog.weight_format(c.dtype).on(catalog.get_gpu(c.gpu))
+        reasons.append("16-bit weights avoid the quantisation the recipe needs" if fmt.bytes_per_weight >= 2 else
+                       f"{c.dtype} weights read {fmt.bytes_read} each step"
+                       + (" and multiply at the FP4 rate" if fmt.gemm == "fp4" else ""))
     if c.kv_dtype == "fp8" and conv.kv_dtype != "fp8":
         reasons.append("an fp8 KV cache holds twice the tokens, so batches grow larger")
     if c.disagg:
