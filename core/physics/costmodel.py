@@ -129,8 +129,8 @@ WINDOW = SPEC_TABLE + SPEC_BINS  # tokens (0: every layer attends to every token
 WINDOW_LAYERS = WINDOW + 1
 # a step of one token multiplies each 16-bit weight matrix by one vector: a matrix-vector product, not
 # a GEMM, whose weight stream on some GPU families runs nearer the memory's rate (gpu_families.json)
-S_BYTE_GEMV = WINDOW + 2  # seconds per byte of a 16-bit matrix-vector product's weights
-DENSE_GEMV = WINDOW + 3  # 1: the projections and dense MLP are 16-bit (their one-token step is one); 0: quantised
+S_BYTE_GEMV = WINDOW + 2  # seconds per byte of a 16-bit matrix-vector product's weights (the LM head's)
+S_BYTE_ONE = WINDOW + 3  # seconds per byte of the projections and MLP in a one-token step: S_BYTE_GEMV if 16-bit
 N_PARAMS = WINDOW + 4
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
@@ -331,7 +331,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     bw = gpu.hbm_tbps * 1e12 * eff.eta_bw
     p[S_BYTE] = 1.0 / bw
     p[S_BYTE_GEMV] = p[S_BYTE] / eff.gemv_bw_eff
-    p[DENSE_GEMV] = 1.0 if dense_wb == EMBED_BYTES else 0.0  # fp8 and int4 run their own kernels at one token too
+    # fp8 and int4 weights run their own kernels at one token too, at the GEMMs' stream
+    p[S_BYTE_ONE] = p[S_BYTE_GEMV] if dense_wb == EMBED_BYTES else p[S_BYTE]
     p[S_CTA_BYTE] = eff.cta_saturation * gpu.sms / bw
     p[S_FLOP] = 1.0 / (gpu.peak_flops(dtype) * eff.eta_gemm * fmt.gemm_rate)
     s_flop_16 = 1.0 / (gpu.peak_flops("bf16") * eff.eta_gemm)
@@ -456,7 +457,7 @@ def linear_time(p, tokens):
     meet one vector each (a matrix-vector product) and stream at that product's rate."""
     if tokens <= 0:
         return 0.0
-    s_byte = p[S_BYTE_GEMV] if tokens == 1 and p[DENSE_GEMV] > 0 else p[S_BYTE]
+    s_byte = p[S_BYTE_ONE] if tokens == 1 else p[S_BYTE]
     dense_layers = p[LAYERS] - p[MOE_LAYERS]
     t = dense_layers * soft_max(p[DENSE_FLOPS] * tokens * p[S_FLOP], p[DENSE_W] * s_byte)
     if p[MOE_LAYERS] > 0:
