@@ -75,24 +75,21 @@ A100_STREAM_CEILING_TBPS = 1.70
 A100_ATTENTION_CEILING = 0.73
 
 
-def _ceiling(name: str, eff: costmodel.Efficiency, a100: catalog.GPU) -> float:
-    if name == "gemv_bw_eff":  # a factor on the GEMMs' stream, eta_bw
-        return A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * eff.eta_bw)
-    return A100_ATTENTION_CEILING / eff.eta_attn  # a factor on the fitted family's fraction
-
-
-# --fit NAME FAMILY: the constant fitted and the metric of the runs tagged `fit: NAME` it is fitted against
+# --fit NAME FAMILY: the constant fitted to the runs tagged `fit: NAME`, and the factor on it an A100's measured
+# ceiling allows (from the fitted constants and the A100's datasheet)
 FITS = {
-    "gemv": ("gemv_bw_eff", "a one-token step's matrix-vector stream, on eta_bw's"),
-    "attention": ("eta_attn", "prefill attention's share of the tensor cores' peak, on the fitted family's"),
+    "gemv": ("gemv_bw_eff", "a one-token step's matrix-vector stream, on eta_bw's",
+             lambda eff, a100: A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * costmodel.family_scaled(eff, a100).eta_bw)),
+    "attention": ("eta_attn", "prefill attention's share of the tensor cores' peak, on the fitted family's",
+                  lambda eff, a100: A100_ATTENTION_CEILING / eff.eta_attn),
 }
 
 
-def fit_family(fit: str, family: str, quiet: bool = False) -> tuple[float, list[dict], list[dict]]:
+def fit_factor(fit: str, family: str, quiet: bool = False) -> tuple[float, list[dict], list[dict]]:
     """A GPU family's factor on one cost-model constant (FITS), on a grid against its runs tagged with
     the fit (median |log error| of their replayed metric), up to what an A100 was measured to reach.
     The family's other factors stay as they are. Returns (factor, rows at 1, rows at the factor)."""
-    name, _ = FITS[fit]
+    name, _, ceiling = FITS[fit]
     fitted = costmodel.fitted()
     kernels = {arch: entry.get("same_as", arch) for arch, entry in costmodel.families()["families"].items()}
     members = {g.id for g in map(catalog.get_gpu, catalog.gpu_ids()) if kernels.get(g.arch) == family}
@@ -107,19 +104,27 @@ def fit_family(fit: str, family: str, quiet: bool = False) -> tuple[float, list[
         rows = [r for r in replays(eff_of=eff_of(f), fit=fit) if r["gpu_id"] in members]
         return (float(np.median([abs(np.log1p(r["error"])) for r in rows])) if rows else 0.0), rows
 
-    if not score(1.0)[1]:
-        raise ValueError(f"no public run on a {family} GPU tagged fit: {fit} to fit {name} to")
-    a100 = catalog.get_gpu("a100-80gb")
-    cap = _ceiling(name, costmodel.family_scaled(fitted, a100), a100) if name == "gemv_bw_eff" \
-        else _ceiling(name, fitted, a100)
+    cap = ceiling(fitted, catalog.get_gpu("a100-80gb"))
     grid = [round(1.0 + 0.01 * i, 2) for i in range(int((cap - 1.0) / 0.01 + 1e-9) + 1)]
     scored = {f: score(f) for f in grid}
+    if not scored[1.0][1]:
+        raise ValueError(f"no public run on a {family} GPU tagged fit: {fit} to fit {name} to")
     best = min(grid, key=lambda f: scored[f][0])
     if not quiet:
         for f in grid:
             print(f"  {family} {name} x {f:.2f}: median |log error| {scored[f][0]:.4f}", flush=True)
         print(f"  ceiling: x {cap:.3f} (what an A100 was measured to reach)")
     return best, scored[1.0][1], scored[best][1]
+
+
+def write_factor(family: str, name: str, value: float) -> Path:
+    """Set a GPU family's factor on one constant in core/data/gpu_families.json (its how and evidence kept)."""
+    path = ROOT / "core" / "data" / "gpu_families.json"
+    raw = json.loads(path.read_text())
+    raw["families"].setdefault(family, {}).setdefault(name, {})["value"] = value
+    path.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+    costmodel.families.cache_clear()
+    return path
 
 
 def lines(rows: list[dict]) -> list[str]:
@@ -149,13 +154,9 @@ def main(argv: list[str]) -> int:
         fit, family = argv[argv.index("--fit") + 1:argv.index("--fit") + 3]
         if fit not in FITS:
             raise SystemExit(f"--fit takes one of {', '.join(FITS)}, not {fit!r}")
-        f, before, after = fit_family(fit, family)
+        f, before, after = fit_factor(fit, family)
         name = FITS[fit][0]
-        path = ROOT / "core" / "data" / "gpu_families.json"
-        raw = json.loads(path.read_text())
-        raw["families"][family].setdefault(name, {})["value"] = f
-        path.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
-        costmodel.families.cache_clear()
+        path = write_factor(family, name, f)
         for b, a in zip(before, after):
             print(f"  {b['id'][:58]:<58} {b['metric']:<12} measured {b['measured']:8.2f}  "
                   f"{b['error']:+6.1%} -> {a['error']:+6.1%}")

@@ -430,13 +430,8 @@ def main(argv):
         costmodel.fitted.cache_clear()
     if arch:
         f, before, after = fit_family(points, arch)
-        path_f = ROOT / "core" / "data" / "gpu_families.json"
-        raw = json.loads(path_f.read_text())
-        fam = raw["families"].setdefault(arch, {})
-        fam.setdefault("eta_bw", {})["value"] = f
-        fam.setdefault("moe_bw_eff", {})["value"] = round(1.0 / f, 3)
-        path_f.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
-        costmodel.families.cache_clear()
+        family_check.write_factor(arch, "eta_bw", f)
+        path_f = family_check.write_factor(arch, "moe_bw_eff", round(1.0 / f, 3))
         for (i, m, real, _, e0, _), (_, _, _, pred, e1, _) in zip(before, after):
             print(f"  {i[:50]:<50} {m:<12} real {real:8.2f}  {e0:+6.1%} -> {e1:+6.1%}")
         print(f"{arch}: eta_bw x {f:.2f} (moe_bw_eff x {1 / f:.3f}) written to {path_f.relative_to(ROOT)}")
