@@ -11,12 +11,15 @@ come from microbenchmarks (calibration/CAUSES.md section 7). AccelMark's runs de
 a time with one harness on every GPU: those on Ampere and Ada GPUs tagged `fit: gemv` are what
 `--fit gemv` fits a family's weight stream in a one-token step to (its matrix-vector products), those
 tagged `fit: attention` (prefills of 28,650-token prompts) what `--fit attention` fits its prefill
-attention's rate to; the H100 and H200 ones check the fitted family in the same harness. calibration/real_runs.py --write
-adds the table to calibration/VALIDATION.md.
+attention's rate to; the H100 and H200 ones check the fitted family in the same harness. The rest check without
+a fit: an A100 80GB serving Qwen2-7B with vLLM 0.10.1.1 from one prompt to 200 sent at once (TPOT; TTFT only
+where the server's prefix cache hit under 10% of the prompts), and SGLang 0.3.0 serving Llama-3.1-8B on an
+A100 (its profile, `--engine sglang`). calibration/real_runs.py --write adds the table to calibration/VALIDATION.md.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +42,7 @@ METRICS = {
     "TPOT mean ms": lambda s: s["tpot_ms"]["mean"],
     "TPOT p50 ms": lambda s: s["tpot_ms"]["p50"],
     "TTFT p50 ms": lambda s: s["ttft_ms"]["p50"],
+    "E2E p50 ms": lambda s: s["e2e_s"]["p50"] * 1000.0,
     "throughput req/s": lambda s: s["throughput_req_s"],
 }
 
@@ -139,11 +143,14 @@ def lines(rows: list[dict]) -> list[str]:
            "fitted to them), and AccelMark's one request at a time, one harness on every GPU: the Ampere and Ada "
            "one-GPU decodes fit their family's matrix-vector stream (`--fit gemv Ampere`), the A100 first tokens of "
            "28,650-token prompts its prefill attention (`--fit attention Ampere`): fitted = yes; the eight-GPU runs and "
-           "the H100 and H200 ones check them and the fitted family in the same harness", "",
+           "the H100 and H200 ones check them and the fitted family in the same harness; an A100 80GB serving Qwen2-7B "
+           "with vLLM 0.10.1.1 (V1) from one prompt to 200 at once, and SGLang 0.3.0 serving Llama-3.1-8B on an A100 "
+           "at 4 and 8 req/s (replayed with `--engine sglang`): checks, nothing fitted", "",
            f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
            "", "| run | metric | measured | simulated | error | engine | fitted |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        engine = r["engine"].split(" (")[0] if not r["engine"].startswith("unknown") else "vLLM, build not pinned"
+        engine = re.split(r" \(|, ", r["engine"])[0] if not r["engine"].startswith("unknown") else "vLLM, build not pinned"
+        engine = f"SGLang {engine}" if r["engine_name"].startswith("SGLang") else engine
         out.append(f"| {r['id']}{' ' + r['label'] if r['label'] else ''} | {r['metric']} | {r['measured']:.2f} | "
                    f"{r['simulated']:.2f} | {r['error']:+.1%} | {engine} | {'yes' if r['fitted'] else 'no'} |")
     return out + [""]
