@@ -1,8 +1,9 @@
 """Check the fused-MoE kernel's grouped-GEMM rate against public MoE serving runs
 (calibration/moe_runs.json), one weight format at a time.
 
-The dense constants come from H200 step times (fit_costmodel.py) and the host ones, the MoE
-routing kernels' time per layer among them, from real vLLM runs (real_runs.py); what a mixture of
+The dense constants come from H200 step times (fit_costmodel.py) and the host ones from real vLLM runs
+(real_runs.py), among them an MoE layer's fixed kernels and its experts' stream rate, fitted to the Mixtral
+runs and this file's runs marked fit_moe_layer (small batches on Hopper); what a mixture of
 experts adds is the grouped GEMMs' FLOP rate on full tiles as a share of the dense GEMMs'
 (moe_gemm_eff; the padding of each expert's tokens to whole tiles and the kernel's scratch rows
 are physics, not fitted). Each run is replayed as its benchmark ran it (vLLM 0.11's defaults on an
@@ -93,6 +94,13 @@ def errors(run: dict, eff: costmodel.Efficiency) -> dict:
     total = cfg.workload.n_requests * (run["prompt_mean"] + run["output_mean"]) / s["makespan_s"]
     p = dict(total_tok_s=total, mean_tpot_ms=s["tpot_ms"]["mean"], mean_ttft_ms=s["ttft_ms"]["mean"])
     return {m: p[m] / run["measured"][m] - 1 for m in METRICS}
+
+
+def vllm_kernels_tpot(run: dict, eff: costmodel.Efficiency) -> float:
+    """The run's mean TPOT with vLLM's fitted MoE and latent-attention kernel times in place of SGLang's."""
+    cfg = config(run)
+    e = replace(eff, sglang_moe_layer_us=eff.t_moe_layer_us, sglang_mla_layer_us=eff.t_mla_layer_us)
+    return simulate(cfg, eff=costmodel.family_scaled(e, catalog.get_gpu(cfg.gpu))).summary["tpot_ms"]["mean"]
 
 
 def loss(runs_errs: list[tuple[dict, dict]]) -> float:
@@ -193,7 +201,8 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
         out += ["First, a served latent-attention layer's small kernels beyond a grouped-query layer's "
                 "(`t_mla_layer_us`), fitted to the mean TPOT of the DeepSeek-R1 runs at a fixed concurrency, where a "
                 "decode step is mostly small kernels (at 4 concurrent requests a step reads about a tenth of the "
-                "experts): the cost model's 11 kernels of a Llama layer at 4.6 µs each left the step 35% short. "
+                "experts): the cost model's 11 kernels of a Llama layer at 4.6 µs each (and its MoE layer's "
+                f"routing kernels) left the step {1 - math.exp(-math.sqrt(mla_scores[0.0])):.0%} short. "
                 "DeepSeek's layer runs more: norms of its compressed query and latent KV, the absorbed per-head "
                 "products, and a quantisation kernel before each block-fp8 GEMM. Loss (mean squared log error of "
                 "mean TPOT) by the time:", "", "| t_mla_layer_us | loss |", "|---|---|"]
@@ -222,11 +231,15 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
                        f"{max(e):+.0%} in the simulator at the format's {best[(k[0], None)]:g}.")
     out.append("- The Qwen3 runs are on H100, which carries the H200-fitted constants at tp 4-8; calibration/CAUSES.md "
                "finds that carry 7-18% slow on dense models, so the kernel's share on H200 may be lower still.")
+    c1 = {catalog.get_model(model_id(r)).is_mla: r for r, _ in per_run
+          if r.get("fit_sglang") and catalog.get_gpu(r["gpu"]).vendor == "NVIDIA"}
+    as_vllm = {mla: vllm_kernels_tpot(r, chosen) for mla, r in c1.items()}
     out += ["", "## SGLang's own kernels and host issue", "",
             "SGLang replays a CUDA graph for a decode batch only, and runs a prompt's step op by op from Python "
             "(its piecewise graphs for prompts were opt-in up to v0.5; core/data/engines.json, `cuda_graphs`). Its "
             "runs at one request at a time show both: on 8x B200, DeepSeek-R1 decodes at 9.2 ms a token and "
-            "Qwen3-235B at 10.1 ms, where vLLM's fitted kernels (above, and `t_moe_layer_us`) would take 16 and 14; "
+            f"Qwen3-235B at 10.1 ms, where vLLM's fitted kernels (above, and `t_moe_layer_us`) would take "
+            f"{as_vllm[True]:.0f} and {as_vllm[False]:.0f}; "
             "and the first token of a 610-token prompt takes 126-153 ms (DeepSeek) and 99-111 ms (Qwen3), 155-166 "
             "and 140 ms for 4,194 tokens: a time the prompt's length barely moves is the host issuing each "
             "layer's ops, not the GPU. Four constants, each fitted in turn to one metric of the runs of the "
@@ -243,7 +256,8 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
     out += ["", "Errors at these rates (simulated / measured - 1):", "",
             "| run | fitted | dtype | ep | " + " | ".join(METRICS) + " |", "|---|---|---|---|" + "---|" * len(METRICS)]
     for r, e in per_run:
-        fitted = "yes" if r["fit"] else "SGLang's" if r.get("fit_sglang") else "no"
+        fitted = ("yes" if r["fit"] else "SGLang's" if r.get("fit_sglang") else
+                  "the MoE layer's" if r.get("fit_moe_layer") else "no")
         out.append(f"| {r['id']} | {fitted} | {r['dtype']} | {r['ep']} | "
                    + " | ".join(f"{e[m]:+.1%}" for m in METRICS) + " |")
     out += ["", "Not fitted:"] + [f"- {r['id']}: {r['why']}" for r, _ in per_run if not r["fit"]]

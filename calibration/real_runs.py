@@ -11,8 +11,8 @@ and whose model it holds or whose config.json the point names (model_config_sim,
 reads an uploaded one), are replayed.
 
 --fit   fits the host-side constants the GPU step measurements cannot see (vLLM's host time per
-        step and per scheduled sequence, the MoE routing kernels' time per layer, the API
-        server's share of TTFT) to the HELD-IN runs only, and stores them in
+        step and per scheduled sequence, an MoE layer's fixed time and its experts' stream rate, the
+        API server's share of TTFT) to the HELD-IN runs only, and stores them in
         core/data/costmodel_fit.json
 --fit-family ARCH  fits a GPU family's factor on the weight-stream fraction (eta_bw) to its dense
         runs' decode (an Ampere A100's: the vLLM CI batch-of-8 runs and the vLLM 0.6 TPOT) and stores
@@ -44,8 +44,13 @@ from core.physics import catalog, costmodel, hfconfig  # noqa: E402
 from core.serving.simulate import SimConfig, simulate  # noqa: E402
 from core.serving.workload import WorkloadSpec, generate  # noqa: E402
 import family_check  # noqa: E402 (calibration/, this script's folder)
+import fit_moe  # noqa: E402
 
-ENGINE_FITTED = ("engine_step_us", "engine_seq_us", "t_moe_layer_us", "api_ms")
+ENGINE_FITTED = ("engine_step_us", "engine_seq_us", "t_moe_layer_us", "moe_bw_eff", "api_ms")
+# An MoE layer's fixed kernels (router, top-k, token sort, activation, top-k sum) and its experts' weight stream,
+# fitted together: the Mixtral runs alone cannot tell them apart (one expert size); runs whose experts' bytes a
+# layer differ fifty-fold can (calibration/moe_runs.json, fit_moe_layer)
+MOE_LAYER_GRID = tuple((t, b) for t in (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0) for b in (0.8, 0.85, 0.9, 0.95, 1.0))
 # Held out of every fit: the 70B-class runs (Llama-2-70B and Llama-3.x-70B, tp4; BLIS and CI).
 # They check that constants fitted on 7-8B models on one GPU carry to a model ten times larger
 # on four GPUs (tensor-parallel all-reduces, 80 layers). And every A100 run: the host constants
@@ -213,14 +218,21 @@ def errors(rows, metric):
     return np.array([e for _, m, _, _, e, _ in rows if m == metric])
 
 
-def fit(points, base=None, seq=True, quiet=False):
+def moe_layer_runs() -> list[dict]:
+    """The public MoE runs at a fixed concurrency that fit an MoE layer's two constants beside the Mixtral
+    runs (calibration/moe_runs.json, fit_moe_layer)."""
+    return [r for r in json.loads(fit_moe.RUNS.read_text())["runs"] if r.get("fit_moe_layer")]
+
+
+def fit(points, base=None, seq=True, quiet=False, moe_runs=None):
     """Fit vLLM's host constants to `points` (V1 runs): the host time per step and per sequence
-    on a small grid against mean E2E and decode time per token (median |log error|), the MoE
-    routing time per layer to the MoE runs, then the API server's TTFT share in closed form (the
+    on a small grid against mean E2E and decode time per token (median |log error|), an MoE layer's
+    fixed time and its experts' stream rate to the MoE runs, then the API server's TTFT share in closed form (the
     median TTFT shortfall). A grid, not a gradient: every evaluation replays every run.
     The host times are an engine version's own: the per-step time and the API share are fitted to the
-    vLLM 0.15 runs (BLIS), the version the Lab simulates, wherever `points` hold any; the MoE routing time
-    to the Mixtral runs, the only MoE runs of a catalog model."""
+    vLLM 0.15 runs (BLIS), the version the Lab simulates, wherever `points` hold any; the MoE layer's two
+    to the Mixtral runs (their E2E) and the public MoE runs at a fixed concurrency on Hopper that
+    calibration/moe_runs.json marks fit_moe_layer (their TPOT), mean squared log error."""
     base = base or costmodel.fitted()
     pts = [p for p in points if (config_for(p) or (0, ""))[1] in V1_KINDS]
     host = [p for p in pts if p["id"].startswith("blis")] or pts
@@ -242,10 +254,18 @@ def fit(points, base=None, seq=True, quiet=False):
             if best is None or sc < best[0]:
                 best = (sc, eff)
     eff = best[1]
+    # the Mixtral runs among `points` and `moe_runs` (default: all of moe_layer_runs); a leave-one-group-out fit
+    # passes what its group leaves
     moe = [p for p in pts if "mixtral" in model_id(p)]
-    if moe:
-        grid = (0.0, 30.0, 60.0, 90.0, 120.0)
-        eff = min((dataclasses.replace(eff, t_moe_layer_us=t) for t in grid), key=lambda e: score(e, moe)[0])
+    fixed = moe_layer_runs() if moe_runs is None else moe_runs
+
+    def moe_loss(e):  # mean squared log error of the Mixtral runs' E2E and the others' TPOT
+        errs = [err for _, m, _, _, err, _ in replay(moe, e, quiet=True, scale=FIT_SCALE) if m == "E2E mean ms"]
+        errs += [fit_moe.errors(r, e)["mean_tpot_ms"] for r in fixed]
+        return sum(math.log1p(x) ** 2 for x in errs) / len(errs)
+    if moe or fixed:
+        eff = min((dataclasses.replace(eff, t_moe_layer_us=t, moe_bw_eff=b) for t, b in MOE_LAYER_GRID),
+                  key=moe_loss)
     rows = replay(host, dataclasses.replace(eff, api_ms=0.0), quiet=True, scale=FIT_SCALE)
     short = [real - pred for _, m, real, pred, _, _ in rows if m == "TTFT mean ms"]
     if short:
@@ -310,7 +330,9 @@ def false_overloads(rows):
 
 
 def leave_one_group_out(points, eff):
-    """Refit the per-step host time and the API share without each group; predict the group."""
+    """Refit the per-step host time, the MoE layer's two constants and the API share without each group;
+    predict the group. The MoE layer's other runs (moe_layer_runs) stay in the fit unless they ran on the GPU
+    or family left out: left out, the Mixtral runs leave the MoE layer to the others."""
     v1 = [p for p in points if (config_for(p) or (0, ""))[1] in V1_KINDS]
     out = []
     for key in ("model", "GPU", "GPU family", "workload"):
@@ -319,7 +341,10 @@ def leave_one_group_out(points, eff):
             left = [p for p in v1 if group_keys(p)[key] == value]
             if not rest or not left:
                 continue
-            e = fit(rest, eff, seq=False, quiet=True)
+            on_left_gpu = {"GPU": lambda g: g.id == catalog.get_gpu(value).id,
+                           "GPU family": lambda g: g.arch == value}.get(key, lambda g: False)
+            others = [r for r in moe_layer_runs() if not on_left_gpu(catalog.get_gpu(r["gpu"]))]
+            e = fit(rest, eff, seq=False, quiet=True, moe_runs=others)
             rows = replay(left, e, quiet=True)
             out.append((key, value, len(left), rows))
             print(f"  leave out {key} = {value}: {len(left)} runs", flush=True)
@@ -454,8 +479,10 @@ def main(argv):
              f"{time.perf_counter() - t0:.0f} s). Source data: `calibration/real_runs_public.json` "
              "(conventions in `calibration/real_runs_README.md`); causes and model: `calibration/CAUSES.md`.", "",
              "Host constants are fitted (`--fit`) to the held-in runs only: the per-step time and the API share to "
-             "the vLLM 0.15 BLIS runs of 7B models (the engine version the Lab simulates), the MoE routing time "
-             "to the vLLM CI latency runs of Mixtral-8x7B on H100 and H200. Held out of "
+             "the vLLM 0.15 BLIS runs of 7B models (the engine version the Lab simulates), an MoE layer's fixed time "
+             "and its experts' stream rate to the vLLM CI latency runs of Mixtral-8x7B on H100 and H200 with three "
+             "public runs at a fixed concurrency (gpt-oss-120b on one and two H100s, Qwen3-30B-A3B on one; "
+             "calibration/moe_runs.json). Held out of "
              "every fit: all 70B-class runs (Llama-2-70B and Llama-3.x-70B on four GPUs), all A100 runs (a GPU "
              "family the host constants never saw; the Ampere weight-stream factor of core/data/gpu_families.json is "
              "fitted to their decode, `--fit-family Ampere`) and the runs of models outside the catalog, replayed from "
@@ -471,8 +498,8 @@ def main(argv):
                                 "dense CI latency runs)")
     logo = leave_one_group_out(points, costmodel.fitted()) if "--logo" in argv else []
     if logo:
-        lines += ["**Leave one group out** (the per-step host time and the API share refitted without the "
-                  "group, then the group predicted)", "",
+        lines += ["**Leave one group out** (the per-step host time, an MoE layer's two constants and the API "
+                  "share refitted without the group, then the group predicted)", "",
                   "| left out | runs | E2E mean: median abs error | TTFT mean: median abs error | overloads |",
                   "|---|---|---|---|---|"]
         for key, value, n, rows in logo:
