@@ -14,7 +14,8 @@ tagged `fit: attention` (prefills of 28,650-token prompts) what `--fit attention
 attention's rate to; the H100 and H200 ones check the fitted family in the same harness. The rest check without
 a fit: an A100 80GB serving Qwen2-7B with vLLM 0.10.1.1 from one prompt to 200 sent at once (TPOT; TTFT only
 where the server's prefix cache hit under 10% of the prompts), and SGLang 0.3.0 serving Llama-3.1-8B on an
-A100 (its profile, `--engine sglang`). calibration/real_runs.py --write adds the table to calibration/VALIDATION.md.
+A100 (its profile, `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine at a Poisson rate
+(vLLM PR #20759's baseline). calibration/real_runs.py --write adds the table to calibration/VALIDATION.md.
 """
 from __future__ import annotations
 
@@ -145,7 +146,8 @@ def lines(rows: list[dict]) -> list[str]:
            "28,650-token prompts its prefill attention (`--fit attention Ampere`): fitted = yes; the eight-GPU runs and "
            "the H100 and H200 ones check them and the fitted family in the same harness; an A100 80GB serving Qwen2-7B "
            "with vLLM 0.10.1.1 (V1) from one prompt to 200 at once, and SGLang 0.3.0 serving Llama-3.1-8B on an A100 "
-           "at 4 and 8 req/s (replayed with `--engine sglang`): checks, nothing fitted", "",
+           "at 4 and 8 req/s (replayed with `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine "
+           "at 1, 5 and 10 req/s: checks, nothing fitted", "",
            f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
            "", "| run | metric | measured | simulated | error | engine | fitted |", "|---|---|---|---|---|---|---|"]
     for r in rows:

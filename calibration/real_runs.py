@@ -361,13 +361,17 @@ def carried_rows(points):
     return replay(pts, quiet=True, family=False)
 
 
+# the family_check metrics validation_errors.json keeps (core/lab/trust.py METRIC_WORDS names them)
+FAMILY_METRICS = ("E2E mean ms", "TTFT mean ms", "TPOT mean ms")
+
+
 def family_validation_runs(family, arch) -> dict:
     """calibration/family_check.py's replays as validated runs of their GPU family (the Lab's nearest
-    run and its band's margin on that family): their E2E and TTFT errors, flagged `family_check`
-    (nothing was fitted to them; trust.family_margin widens the band by their worst error)."""
+    run and its band's margin on that family): their E2E, TTFT and TPOT mean errors, flagged
+    `family_check` (nothing was fitted to them; trust.family_margin widens the band by their worst error)."""
     runs = {}
     for f in family:
-        if f["metric"] not in ("E2E mean ms", "TTFT mean ms") or f["fitted"]:
+        if f["metric"] not in FAMILY_METRICS or f["fitted"]:
             continue
         key = f["id"] + (f" {f['label']}" if f["label"] else "")
         model, gpu = catalog.get_model(f["model_id"]), catalog.get_gpu(f["gpu_id"])

@@ -114,7 +114,7 @@ def test_the_trust_cards_figures_fit_a_card_and_the_nearest_run_shows_its_larges
     assert len(near["note"]) <= 40, near["note"]  # the note under it holds about 40 characters
 
 
-@pytest.mark.parametrize("gpu", ["l40s", "b200"])  # Ada Lovelace and Blackwell: no validated run
+@pytest.mark.parametrize("gpu", ["l40s", "l4"])  # Ada Lovelace: no validated run
 def test_the_band_widens_on_a_gpu_family_no_validated_run_covers_and_says_why(gpu):
     runs = trust.validation()["runs"]
     assert trust.family_margin(catalog.get_gpu("h100"), runs)[0] == 0  # Hopper runs are validated
@@ -142,16 +142,20 @@ def test_the_band_widens_on_a_gpu_family_no_validated_run_covers_and_says_why(gp
     assert "no " not in trust.trust(cfg, res.summary)[1]["note"]
 
 
-def test_an_mi300x_setting_is_judged_by_amd_s_public_runs_and_widened_by_their_worst_error():
+@pytest.mark.parametrize("gpu, gpus", [("mi300x", 8), ("b200", 4)])  # AMD's runs; vLLM's B200 runs at tp 4
+def test_a_setting_on_a_family_only_public_runs_cover_is_widened_by_their_worst_error(gpu, gpus):
     runs = trust.validation()["runs"]
-    mine = [r for r in runs if r["arch"] == catalog.get_gpu("mi300x").arch]
+    arch = catalog.get_gpu(gpu).arch
+    mine = [r for r in runs if r["arch"] == arch]
     assert mine and all(r.get("family_check") for r in mine)  # public runs, nothing fitted to them
-    margin, seen = trust.family_margin(catalog.get_gpu("mi300x"), runs)
-    assert seen == "CDNA 3" and margin == max(abs(e) for r in mine for e in r["errors"].values()) > 0
+    margin, seen = trust.family_margin(catalog.get_gpu(gpu), runs)
+    # their worst error of any metric, TPOT too: a family whose first tokens come out right and whose
+    # decode does not is not to be trusted by its first tokens
+    assert seen == arch and margin == max(abs(e) for r in mine for e in r["errors"].values()) > 0
     # they never stand in for the carry onto a family with no run at all
-    assert trust.family_margin(catalog.get_gpu("b200"), runs)[1] != "CDNA 3"
-    cfg, res = current(LabInputs(gpu="mi300x", model="llama-3.1-70b", tensor_parallel=True, gpus=8, rate=1.0,
+    assert trust.family_margin(catalog.get_gpu("l40s"), runs)[1] != arch
+    cfg, res = current(LabInputs(gpu=gpu, model="llama-3.1-70b", tensor_parallel=True, gpus=gpus, rate=1.0,
                                  requests=300))
     cards = trust.trust(cfg, res.summary)
-    assert "CDNA 3 unfitted" in cards[0]["note"] and f"{margin:.1%}" in cards[0]["help"]
-    assert "MI300X" in cards[-1]["note"] and "same GPU family (CDNA 3)" in cards[-1]["help"]
+    assert f"{arch} unfitted" in cards[0]["note"] and f"{margin:.1%}" in cards[0]["help"]
+    assert gpu.upper() in cards[-1]["note"] and f"same GPU family ({arch})" in cards[-1]["help"]
