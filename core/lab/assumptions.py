@@ -109,6 +109,8 @@ def values() -> dict[str, str]:
         sglang_moe_layer_us=f"{eff.sglang_moe_layer_us:.0f} µs",
         sglang_mla_layer_us=f"{eff.sglang_mla_layer_us:.0f} µs",
         t_moe_layer_us=f"{eff.t_moe_layer_us:.0f} µs", t_issue_engine_us=f"{eff.t_issue_engine_us:.0f} µs",
+        # vLLM's speculative step beyond the proposer's GPU work (calibration/fit_spec.py)
+        t_draft_pass_us=f"{eff.t_draft_pass_us:.0f} µs", t_spec_step_us=f"{eff.t_spec_step_us:.0f} µs",
         sglang_issue_moe_us=f"{eff.sglang_issue_moe_us / 1e3:.2f} ms",
         sglang_issue_mla_us=f"{eff.sglang_issue_mla_us / 1e3:.2f} ms",
         sglang_rocm_layer_us=f"{eff.sglang_rocm_layer_us:.0f} µs",
