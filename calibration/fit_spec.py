@@ -6,7 +6,7 @@ times. The cost model prices both passes' GPU work (weights, FLOPs, KV reads: co
 what the host adds is not in the H200 step times: vLLM V1's drafting loop prepares each proposal's
 positions, slot mappings and attention metadata and samples its draft from Python (`t_draft_pass_us`, a
 pass of a draft model or head), and a speculative step rejection-samples its drafts and books the
-accepted tokens (`t_spec_step_us`). Each run is replayed at its measured mean acceptance length (the
+accepted tokens (`t_spec_step_us`); SGLang's drafting loop takes them too, checked on one SGLang run. Each run is replayed at its measured mean acceptance length (the
 constant acceptance rate a with (1 - a^(k+1)) / (1 - a) equal to it), so that only the step's cost is
 fitted; the loss is the mean squared log error of mean TPOT over the speculative runs, on a grid.
 
@@ -46,9 +46,11 @@ def acceptance(length: float, k: int) -> float:
 
 
 def command(doc: dict, run: dict) -> str:
-    w = doc["workload"]
+    """The replay of a run: the fitted runs' workload, or the one a check gives (its GPU, model, engine)."""
+    w = run.get("workload", doc["workload"])
     cmd = (f"python -m core simulate --gpu {w['gpu']} --model {w['model']} --concurrency {w['concurrency']} "
-           f"--requests {w['requests']} --prompt {w['prompt']} --output {w['output']} --length-dist fixed")
+           f"--requests {w['requests']} --prompt {w['prompt']} --output {w['output']} --length-dist fixed"
+           + "".join(f" {flag}" for flag in w.get("flags", ())))
     if run["method"]:
         a = acceptance(run["measured"]["mean_acceptance_length"], run["k"])
         cmd += f" --spec-method {run['method']} --spec-tokens {run['k']} --spec-acceptance {a:.4f}"
@@ -56,12 +58,13 @@ def command(doc: dict, run: dict) -> str:
 
 
 def speedups(doc: dict, eff: costmodel.Efficiency) -> dict[str, float]:
-    """The checks' simulated output tokens/s with speculation over without, offline at one sequence."""
+    """The checks' simulated output tokens/s with speculation over without, at one sequence (offline
+    where the check ran vLLM's offline script)."""
     def rate(run):
-        return simulate(simulation_of(command(doc, run) + " --offline"), eff).summary["throughput_tok_s"]
-    plain = rate({"method": None})
-    return {c["id"]: rate(dict(c, measured={"mean_acceptance_length": c["mean_acceptance_length"]})) / plain
-            for c in doc["checks"]["runs"]}
+        offline = " --offline" if run.get("offline", True) else ""
+        return simulate(simulation_of(command(doc, run) + offline), eff).summary["throughput_tok_s"]
+    return {c["id"]: rate(dict(c, measured={"mean_acceptance_length": c["mean_acceptance_length"]}))
+            / rate(dict(c, method=None)) for c in doc["checks"]["runs"]}
 
 
 def tpot(doc: dict, run: dict, eff: costmodel.Efficiency) -> float:
@@ -124,8 +127,8 @@ def write_report(doc, scores, d, s, before, after, checks) -> None:
     for dp in DRAFT_PASS_US:
         out.append(f"| {dp:g} | " + " | ".join(f"{scores[dp, sp]:.4f}" for sp in SPEC_STEP_US) + " |")
     near = sorted((k for k, v in scores.items() if v <= 1.03 * scores[d, s]), key=lambda k: (k[0], k[1]))
-    out += ["", f"The cost model takes {d:g} µs a proposal pass and {s:g} µs a speculative step (vLLM only: SGLang's "
-            "drafting keeps the proposer's GPU work alone). The two trade along a ridge: every pair within 3% of the "
+    out += ["", f"The cost model takes {d:g} µs a proposal pass and {s:g} µs a speculative step, under SGLang's profile "
+            "too (its drafting loop is checked below). The two trade along a ridge: every pair within 3% of the "
             "best loss (" + ", ".join(f"{a:g}/{b:g}" for a, b in near) + " µs) has a pass of "
             f"{min(a for a, _ in near):g}-{max(a for a, _ in near):g} µs, so the runs say what a draft costs better "
             "than what a step's own share is.", "",

@@ -131,8 +131,8 @@ WINDOW_LAYERS = WINDOW + 1
 # a GEMM, whose weight stream on some GPU families runs nearer the memory's rate (gpu_families.json)
 S_BYTE_GEMV = WINDOW + 2  # seconds per byte of a 16-bit matrix-vector product's weights (the LM head's)
 S_BYTE_ONE = WINDOW + 3  # seconds per byte of the projections and MLP in a one-token step: S_BYTE_GEMV if 16-bit
-# vLLM's drafting loop: each proposal of a model proposer is a pass whose inputs the host prepares (positions,
-# slot mappings, attention metadata) and whose draft it samples; a speculative step also rejection-samples
+# a serving engine's drafting loop: each proposal of a model proposer is a pass whose inputs the host prepares
+# (positions, slot mappings, attention metadata) and whose draft it samples; a speculative step also rejection-samples
 T_DRAFT_PASS = WINDOW + 4  # host time of one proposal pass of a draft model or head, s
 T_SPEC_STEP = WINDOW + 5  # a speculative step's own time (rejection sampling, the accepted tokens' bookkeeping), s
 N_PARAMS = WINDOW + 6
@@ -182,8 +182,8 @@ class Efficiency:
     # a 16-bit matrix-vector product's weight stream (a one-token step) beyond the GEMMs' (eta_bw): the same
     # kernels' on the fitted family; a family whose GEMMs stream slower than it sets its own (gpu_families.json)
     gemv_bw_eff: float = 1.0
-    # vLLM's speculative decoding beyond the proposer's GPU work (fit_spec.py): the host's time for each
-    # proposal pass of a draft model or head, and a speculative step's own (rejection sampling)
+    # speculative decoding beyond the proposer's GPU work (fit_spec.py, to vLLM's runs): the host's time for
+    # each proposal pass of a draft model or head, and a speculative step's own (rejection sampling)
     t_draft_pass_us: float = 0.0
     t_spec_step_us: float = 0.0
 
@@ -395,9 +395,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[DRAFT_ALLREDUCE] = prop.allreduce_bytes if atp > 1 else 0.0
         p[DRAFT_MOE] = 1.0 if prop.moe_layer else 0.0
         p[T_PROPOSE_SEQ] = prop.host_s_per_seq
-        vllm = served and not sglang  # fitted to vLLM V1's drafting loop
-        p[T_DRAFT_PASS] = eff.t_draft_pass_us * 1e-6 if vllm and prop.layers > 0 else 0.0
-        p[T_SPEC_STEP] = eff.t_spec_step_us * 1e-6 if vllm else 0.0
+        # fitted to vLLM V1's drafting loop, checked on SGLang's (calibration/SPEC_FIT.md)
+        p[T_DRAFT_PASS] = eff.t_draft_pass_us * 1e-6 if served and prop.layers > 0 else 0.0
+        p[T_SPEC_STEP] = eff.t_spec_step_us * 1e-6 if served else 0.0
         p[SPEC_SURV:SPEC_SURV + spec.tokens] = spec.survival
         p[SPEC_PER_DRAFT] = 1.0 / spec.tokens
         tops = np.arange(1, SPEC_BINS + 1) / SPEC_BINS
