@@ -5,6 +5,8 @@ from dataclasses import replace
 
 import pytest
 
+import calibration_script
+
 from core.physics import catalog, costmodel
 from core.physics.costmodel import steptime
 
@@ -90,20 +92,9 @@ def test_a_calibrated_profile_keeps_its_own_constants_whatever_its_family():
     assert costmodel.efficiency_for(A100).eta_bw < costmodel.fitted().eta_bw
 
 
-def _family_check():
-    """calibration/family_check.py, a script beside the public runs it replays."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "calibration" / "family_check.py"
-    spec = importlib.util.spec_from_file_location("family_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def family_rows():
-    return _family_check().replays()
+    return calibration_script.load("family_check").replays()
 
 
 def test_amd_s_public_mi300x_runs_replayed_from_their_commands_are_within_a_quarter(family_rows):

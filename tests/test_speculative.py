@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import calibration_script
+
 from core.engine import layout as L
 from core.physics import catalog, speculative
 from core.physics.speculative import expected_tokens
@@ -213,23 +215,12 @@ def test_the_serving_command_carries_the_proposer_vllm_runs():
 
 # ---------------------------------------------------------------- against vLLM's public runs
 
-def _fit_spec():
-    """calibration/fit_spec.py, a script beside the public runs it replays."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "calibration" / "fit_spec.py"
-    spec = importlib.util.spec_from_file_location("fit_spec", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_vllms_measured_speedups_at_one_sequence_replay_within_a_tenth():
     # not fitted: vLLM's own offline EAGLE runs at one sequence (PRs #16035 and #16937), each at its
     # measured acceptance length. With the proposer's GPU work alone they read 19-30% too fast: the
     # host's drafting loop is what a draft costs beyond its head's one layer and vocabulary projection
     from core.physics import costmodel
-    fit_spec = _fit_spec()
+    fit_spec = calibration_script.load("fit_spec")
     doc = fit_spec.json.loads(fit_spec.RUNS.read_text())
     simulated = fit_spec.speedups(doc, costmodel.fitted())
     for c in doc["checks"]["runs"]:
