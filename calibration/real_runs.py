@@ -334,6 +334,7 @@ def leave_one_group_out(points, eff):
     predict the group. The MoE layer's other runs (moe_layer_runs) stay in the fit unless they ran on the GPU
     or family left out: left out, the Mixtral runs leave the MoE layer to the others."""
     v1 = [p for p in points if (config_for(p) or (0, ""))[1] in V1_KINDS]
+    gpus = [(r, catalog.get_gpu(r["gpu"])) for r in moe_layer_runs()]
     out = []
     for key in ("model", "GPU", "GPU family", "workload"):
         for value in sorted({group_keys(p)[key] for p in v1}):
@@ -341,9 +342,8 @@ def leave_one_group_out(points, eff):
             left = [p for p in v1 if group_keys(p)[key] == value]
             if not rest or not left:
                 continue
-            on_left_gpu = {"GPU": lambda g: g.id == catalog.get_gpu(value).id,
-                           "GPU family": lambda g: g.arch == value}.get(key, lambda g: False)
-            others = [r for r in moe_layer_runs() if not on_left_gpu(catalog.get_gpu(r["gpu"]))]
+            others = [r for r, g in gpus if not (key == "GPU" and g.id == catalog.get_gpu(value).id
+                                                 or key == "GPU family" and g.arch == value)]
             e = fit(rest, eff, seq=False, quiet=True, moe_runs=others)
             rows = replay(left, e, quiet=True)
             out.append((key, value, len(left), rows))
