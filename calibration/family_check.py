@@ -1,13 +1,15 @@
 """Public runs on GPU families the step times were not measured on, replayed through the command line.
 
-usage: python calibration/family_check.py [--fit {gemv,attention} FAMILY]
+usage: python calibration/family_check.py [--fit {gemv,attention,decode} FAMILY]
 
 Each run of calibration/family_runs.json that carries a `replay` is simulated with the command it
 gives (`python -m core simulate ...`, exactly as a user would type it: the run's GPU, model, dtype,
 tp, lengths and load, and the engine settings the run used, or vLLM's own defaults for that GPU
-where the source says none) and each measured metric is set beside the simulated one. Nothing is
-fitted to the AMD MI300X runs: they check the CDNA 3 factors of core/data/gpu_families.json, which
-come from microbenchmarks (calibration/CAUSES.md section 7). AccelMark's runs decode one request at
+where the source says none) and each measured metric is set beside the simulated one. AMD's MI300X
+runs check the CDNA 3 factors of core/data/gpu_families.json, which come from microbenchmarks
+(calibration/CAUSES.md section 7), bar one: its August 2025 sweep of batch sizes (vLLM 0.10.0, V1),
+tagged `fit: decode`, is what `--fit decode 'CDNA 3'` fits the link rate of a decoding sequence's
+all-reduced bytes to; the same sweep on the January 2025 build checks it. AccelMark's runs decode one request at
 a time with one harness on every GPU: those on Ampere and Ada GPUs tagged `fit: gemv` are what
 `--fit gemv` fits a family's weight stream in a one-token step to (its matrix-vector products), those
 tagged `fit: attention` (prefills of 28,650-token prompts) what `--fit attention` fits its prefill
@@ -80,21 +82,36 @@ A100_STREAM_CEILING_TBPS = 1.70
 A100_ATTENTION_CEILING = 0.73
 
 
-# --fit NAME FAMILY: the constant fitted to the runs tagged `fit: NAME`, and the factor on it an A100's measured
-# ceiling allows (from the fitted constants and the A100's datasheet)
+# --fit NAME FAMILY: the constant fitted to the runs tagged `fit: NAME`, and the factors on it the grid tries
+# (from the fitted constants): up to what an A100 was measured to reach, or, for a rate that nothing measured
+# bounds from below, down from the fitted family's
+def up_to(ceiling: float) -> list[float]:
+    return [round(1.0 + 0.01 * i, 2) for i in range(int((ceiling - 1.0) / 0.01 + 1e-9) + 1)]
+
+
+def gemv_grid(eff) -> list[float]:
+    a100 = catalog.get_gpu("a100-80gb")
+    return up_to(A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * costmodel.family_scaled(eff, a100).eta_bw))
+
+
+def share_grid(eff) -> list[float]:
+    return [round(0.05 + 0.01 * i, 2) for i in range(26)] + [round(0.35 + 0.05 * i, 2) for i in range(14)]
+
+
 FITS = {
-    "gemv": ("gemv_bw_eff", "a one-token step's matrix-vector stream, on eta_bw's",
-             lambda eff, a100: A100_STREAM_CEILING_TBPS / (a100.hbm_tbps * costmodel.family_scaled(eff, a100).eta_bw)),
+    "gemv": ("gemv_bw_eff", "a one-token step's matrix-vector stream, on eta_bw's", gemv_grid),
     "attention": ("eta_attn", "prefill attention's share of the tensor cores' peak, on the fitted family's",
-                  lambda eff, a100: A100_ATTENTION_CEILING / eff.eta_attn),
+                  lambda eff: up_to(A100_ATTENTION_CEILING / eff.eta_attn)),
+    "decode": ("decode_allreduce_share", "the link rate a decoding sequence's all-reduced bytes take, on link_eff's",
+               share_grid),
 }
 
 
 def fit_factor(fit: str, family: str, quiet: bool = False) -> tuple[float, list[dict], list[dict]]:
     """A GPU family's factor on one cost-model constant (FITS), on a grid against its runs tagged with
-    the fit (median |log error| of their replayed metric), up to what an A100 was measured to reach.
-    The family's other factors stay as they are. Returns (factor, rows at 1, rows at the factor)."""
-    name, _, ceiling = FITS[fit]
+    the fit (median |log error| of their replayed metric). The family's other factors stay as they
+    are. Returns (factor, rows at 1, rows at the factor)."""
+    name, _, grid_of = FITS[fit]
     fitted = costmodel.fitted()
     kernels = {arch: entry.get("same_as", arch) for arch, entry in costmodel.families()["families"].items()}
     members = {g.id for g in map(catalog.get_gpu, catalog.gpu_ids()) if kernels.get(g.arch) == family}
@@ -109,8 +126,7 @@ def fit_factor(fit: str, family: str, quiet: bool = False) -> tuple[float, list[
         rows = [r for r in replays(eff_of=eff_of(f), fit=fit) if r["gpu_id"] in members]
         return (float(np.median([abs(np.log1p(r["error"])) for r in rows])) if rows else 0.0), rows
 
-    cap = ceiling(fitted, catalog.get_gpu("a100-80gb"))
-    grid = [round(1.0 + 0.01 * i, 2) for i in range(int((cap - 1.0) / 0.01 + 1e-9) + 1)]
+    grid = grid_of(fitted)
     scored = {f: score(f) for f in grid}
     if not scored[1.0][1]:
         raise ValueError(f"no public run on a {family} GPU tagged fit: {fit} to fit {name} to")
@@ -118,7 +134,7 @@ def fit_factor(fit: str, family: str, quiet: bool = False) -> tuple[float, list[
     if not quiet:
         for f in grid:
             print(f"  {family} {name} x {f:.2f}: median |log error| {scored[f][0]:.4f}", flush=True)
-        print(f"  ceiling: x {cap:.3f} (what an A100 was measured to reach)")
+        print(f"  grid: x {grid[0]:.2f} to x {grid[-1]:.2f}")
     return best, scored[1.0][1], scored[best][1]
 
 
@@ -140,8 +156,11 @@ def lines(rows: list[dict]) -> list[str]:
     checks = [r for r in rows if not r["fitted"]] or rows
     worst = max(checks, key=lambda r: abs(r["error"]))
     out = ["**Public runs on other GPU families (calibration/family_runs.json, replayed by "
-           "`python calibration/family_check.py` with the command each gives)**: AMD MI300X (vLLM on ROCm; nothing "
-           "fitted to them), and AccelMark's one request at a time, one harness on every GPU: the Ampere and Ada "
+           "`python calibration/family_check.py` with the command each gives)**: AMD MI300X (vLLM on ROCm): the "
+           "batch-size sweep of Llama-3.1-70B and 405B on the August 2025 build (vLLM 0.10.0, V1, its prompts from "
+           "the prefix cache) fits the link rate of a decoding sequence's all-reduced bytes (`--fit decode "
+           "'CDNA 3'`: fitted = yes), the same sweep on the January 2025 build (V0) and AMD's other runs check it; "
+           "AccelMark's one request at a time, one harness on every GPU: the Ampere and Ada "
            "one-GPU decodes fit their family's matrix-vector stream (`--fit gemv Ampere`), the A100 first tokens of "
            "28,650-token prompts its prefill attention (`--fit attention Ampere`): fitted = yes; the eight-GPU runs and "
            "the H100 and H200 ones check them and the fitted family in the same harness; an A100 80GB serving Qwen2-7B "
@@ -150,11 +169,12 @@ def lines(rows: list[dict]) -> list[str]:
            "at 1, 5 and 10 req/s: checks, nothing fitted", "",
            f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
            "", "| run | metric | measured | simulated | error | engine | fitted |", "|---|---|---|---|---|---|---|"]
+    # an error as validation_errors.json keeps it (six places), so that the two read alike at a rounding edge
     for r in rows:
         engine = re.split(r" \(|, ", r["engine"])[0] if not r["engine"].startswith("unknown") else "vLLM, build not pinned"
         engine = f"SGLang {engine}" if r["engine_name"].startswith("SGLang") else engine
         out.append(f"| {r['id']}{' ' + r['label'] if r['label'] else ''} | {r['metric']} | {r['measured']:.2f} | "
-                   f"{r['simulated']:.2f} | {r['error']:+.1%} | {engine} | {'yes' if r['fitted'] else 'no'} |")
+                   f"{r['simulated']:.2f} | {round(r['error'], 6):+.1%} | {engine} | {'yes' if r['fitted'] else 'no'} |")
     return out + [""]
 
 
@@ -164,12 +184,12 @@ def main(argv: list[str]) -> int:
         if fit not in FITS:
             raise SystemExit(f"--fit takes one of {', '.join(FITS)}, not {fit!r}")
         f, before, after = fit_factor(fit, family)
-        name = FITS[fit][0]
+        name, what, _ = FITS[fit]
         path = write_factor(family, name, f)
         for b, a in zip(before, after):
             print(f"  {b['id'][:58]:<58} {b['metric']:<12} measured {b['measured']:8.2f}  "
                   f"{b['error']:+6.1%} -> {a['error']:+6.1%}")
-        print(f"{family}: {name} x {f:.2f} ({FITS[fit][1]}) written to {path.relative_to(ROOT)}")
+        print(f"{family}: {name} x {f:.2f} ({what}) written to {path.relative_to(ROOT)}")
         return 0
     for r in replays():
         print(f"{r['id'][:62]:62s} {r['label']:4s} {r['metric']:16s} measured {r['measured']:10.2f} "

@@ -93,7 +93,7 @@ def errors(run: dict, eff: costmodel.Efficiency) -> dict:
     # the benchmark's figure: every token of every request over the run's duration
     total = cfg.workload.n_requests * (run["prompt_mean"] + run["output_mean"]) / s["makespan_s"]
     p = dict(total_tok_s=total, mean_tpot_ms=s["tpot_ms"]["mean"], mean_ttft_ms=s["ttft_ms"]["mean"])
-    return {m: p[m] / run["measured"][m] - 1 for m in METRICS}
+    return {m: p[m] / run["measured"][m] - 1 for m in METRICS if m in run["measured"]}
 
 
 def vllm_kernels_tpot(run: dict, eff: costmodel.Efficiency) -> float:
@@ -101,6 +101,11 @@ def vllm_kernels_tpot(run: dict, eff: costmodel.Efficiency) -> float:
     cfg = config(run)
     e = replace(eff, sglang_moe_layer_us=eff.t_moe_layer_us, sglang_mla_layer_us=eff.t_mla_layer_us)
     return simulate(cfg, eff=costmodel.family_scaled(e, catalog.get_gpu(cfg.gpu))).summary["tpot_ms"]["mean"]
+
+
+def signed(errs: dict, metric: str) -> str:
+    """A run's error in a metric, or '-' where its source gives no figure for it."""
+    return f"{errs[metric]:+.1%}" if metric in errs else "-"
 
 
 def loss(runs_errs: list[tuple[dict, dict]]) -> float:
@@ -164,7 +169,7 @@ def main() -> None:
     chosen, sglang_scores = fit_sglang(chosen, runs)
     per_run = [(r, errors(r, chosen)) for r in runs]
     for r, e in per_run:
-        print(f"{r['id']:<75} " + "  ".join(f"{m} {e[m]:+.1%}" for m in METRICS))
+        print(f"{r['id']:<75} " + "  ".join(f"{m} {signed(e, m)}" for m in METRICS))
     if args.write:
         fit = json.loads(FIT.read_text())
         for fmt, (name, dtypes) in FORMATS.items():
@@ -259,7 +264,7 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
         fitted = ("yes" if r["fit"] else "SGLang's" if r.get("fit_sglang") else
                   "the MoE layer's" if r.get("fit_moe_layer") else "no")
         out.append(f"| {r['id']} | {fitted} | {r['dtype']} | {r['ep']} | "
-                   + " | ".join(f"{e[m]:+.1%}" for m in METRICS) + " |")
+                   + " | ".join(signed(e, m) for m in METRICS) + " |")
     out += ["", "Not fitted:"] + [f"- {r['id']}: {r['why']}" for r, _ in per_run if not r["fit"]]
     REPORT.write_text("\n".join(out) + "\n")
 

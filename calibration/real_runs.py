@@ -368,7 +368,8 @@ FAMILY_METRICS = ("E2E mean ms", "TTFT mean ms", "TPOT mean ms")
 def family_validation_runs(family, arch) -> dict:
     """calibration/family_check.py's replays as validated runs of their GPU family (the Lab's nearest
     run and its band's margin on that family): their E2E, TTFT and TPOT mean errors, flagged
-    `family_check` (nothing was fitted to them; trust.family_margin widens the band by their worst error)."""
+    `family_check` (checks: the runs a family factor was fitted to are left out; trust.family_margin widens
+    the band by their worst error)."""
     runs = {}
     for f in family:
         if f["metric"] not in FAMILY_METRICS or f["fitted"]:
@@ -427,8 +428,9 @@ def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict
                  "utilisation: throughput against the roofline capacity). errors_model_left_out: the same "
                  "run predicted by host constants fitted without its model class. errors_family_carried: a run on a "
                  "GPU family other than the fitted one predicted with the fitted fractions carried unchanged "
-                 "(data/gpu_families.json's factor left out). family_check: a public run on a GPU family nothing "
-                 "was fitted to (calibration/family_check.py), by whose worst error the Lab widens its band there. "
+                 "(data/gpu_families.json's factor left out). family_check: a public run on another GPU family that "
+                 "checks the cost model, nothing fitted to it (calibration/family_check.py); where only such runs "
+                 "cover a family, the Lab widens its band there by their worst error. "
                  "step_time_errors: "
                  "predicted / measured - 1 of step times a fit did not see (H200 leave-one-out) and of the "
                  "real runs' decode time per token (model class left out where known).",

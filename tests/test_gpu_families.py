@@ -29,8 +29,12 @@ def test_every_factor_is_a_sourced_measurement_of_a_constant_the_model_has():
             assert entry["how"] and own and all(theirs[k] == f for k, f in own.items())
             assert set(entry.get("constants", theirs)) <= set(theirs)
             continue
+        fitted_to_runs = {name for name, *_ in calibration_script.load("family_check").FITS.values()}
         for name, f in entry.items():
-            assert name in names and 0.3 < f["value"] < 2.0 and f["how"], (arch, name)
+            assert name in names and f["how"], (arch, name)
+            # a factor far from the fitted family's is one fitted to that family's own public runs
+            assert 0.3 < f["value"] < 2.0 or (name in fitted_to_runs and "family_check.py --fit" in f["how"]), \
+                (arch, name)
 
 
 def test_an_a100_never_streams_its_weights_faster_than_measured():
@@ -98,17 +102,42 @@ def family_rows():
 
 
 def test_amd_s_public_mi300x_runs_replayed_from_their_commands_are_within_a_quarter(family_rows):
-    # nothing is fitted to these runs (the CDNA 3 factors come from microbenchmarks): latency of
-    # batches of 1 to 32 of Llama-3.1-70B and 405B fp8 on eight MI300X, and a served Qwen3-8B
+    # what checks the CDNA 3 factors, nothing fitted to it: the January 2025 build's latency of batches of 1
+    # to 128 of Llama-3.1-70B and 405B fp8, vLLM 0.10.2's batches of 1 to 4, and a served Qwen3-8B
     rows = [r for r in family_rows if r["gpu"] == "MI300X"]
-    assert not any(r["fitted"] for r in rows) and len(rows) >= 10
-    assert {"E2E mean ms", "TTFT mean ms", "TPOT mean ms"} <= {r["metric"] for r in rows}
-    worst = max(rows, key=lambda r: abs(r["error"]))
+    checks = [r for r in rows if not r["fitted"]]
+    assert len(checks) >= 30 and len(rows) - len(checks) >= 30
+    assert {"E2E mean ms", "TTFT mean ms", "TPOT mean ms"} <= {r["metric"] for r in checks}
+    worst = max(checks, key=lambda r: abs(r["error"]))
     assert abs(worst["error"]) < 0.25, worst
-    # a batch of 32 takes longer than a batch of one on the same build, as measured
-    e2e = {(r["id"], r["label"]): r["simulated"] for r in rows if r["metric"] == "E2E mean ms"}
-    assert e2e[("mi300x-llama31-70b-fp8-tp8-bs32-in128-out2048-rocmblog", "")] > \
-        e2e[("mi300x-llama31-70b-fp8-tp8-bs1-in128-out2048-rocmblog", "")]
+
+
+def test_an_mi300x_decode_step_grows_with_its_batch_as_amds_sweeps_measure(family_rows):
+    # from a batch of 1 to 128 the measured latency grows 2.2-2.7 times on both builds (January 2025, V0;
+    # August 2025, V1): the replayed growth is within a third of it for 70B and 405B alike, where the link's
+    # rate alone made it 1.4-1.6 times
+    e2e = {r["id"]: r for r in family_rows if r["gpu"] == "MI300X" and r["metric"] == "E2E mean ms"}
+    for build in ("rocmblog", "rocmvllm-0812"):
+        for size in ("70b", "405b"):
+            one, full = (e2e[f"mi300x-llama31-{size}-fp8-tp8-bs{b}-in128-out2048-{build}"] for b in (1, 128))
+            measured, simulated = full["measured"] / one["measured"], full["simulated"] / one["simulated"]
+            assert measured > 2.2 and simulated == pytest.approx(measured, rel=1 / 3), (build, size)
+
+
+def test_a_decode_share_slows_decoding_sequences_all_reduces_not_a_prompts():
+    # CDNA 3's decode steps grow with the batch faster than its link's rate says; a prompt's all-reduces keep
+    # that rate, which RCCL's measured large-message bandwidth is near (calibration/CAUSES.md section 7)
+    own, link_only = costmodel.efficiency_for(MI300X), replace(costmodel.efficiency_for(MI300X), decode_allreduce_share=1.0)
+    assert own.decode_allreduce_share < 0.5
+    decode = dict(decode_batch=128, context=1024, engine="vllm", dtype="fp8")
+    prompt = dict(prefill_tokens=2048, engine="vllm", dtype="fp8")
+    assert steptime(MI300X, L70, 8, eff=own, **decode)["comm_ms"] > \
+        1.5 * steptime(MI300X, L70, 8, eff=link_only, **decode)["comm_ms"]
+    assert steptime(MI300X, L70, 8, eff=own, **prompt)["comm_ms"] == \
+        steptime(MI300X, L70, 8, eff=link_only, **prompt)["comm_ms"]
+    # one GPU all-reduces nothing, and NVIDIA's GPUs keep the link's rate
+    assert steptime(MI300X, L70, 1, eff=own, **decode)["comm_ms"] == 0.0
+    assert costmodel.efficiency_for(H100).decode_allreduce_share == 1.0
 
 
 def test_one_request_at_a_time_streams_an_ampere_gpus_weights_faster_than_a_batch_does():

@@ -147,7 +147,7 @@ def test_a_setting_on_a_family_only_public_runs_cover_is_widened_by_their_worst_
     runs = trust.validation()["runs"]
     arch = catalog.get_gpu(gpu).arch
     mine = [r for r in runs if r["arch"] == arch]
-    assert mine and all(r.get("family_check") for r in mine)  # public runs, nothing fitted to them
+    assert mine and all(r.get("family_check") for r in mine)  # public runs it is checked against
     margin, seen = trust.family_margin(catalog.get_gpu(gpu), runs)
     # their worst error of any metric, TPOT too: a family whose first tokens come out right and whose
     # decode does not is not to be trusted by its first tokens
@@ -157,5 +157,5 @@ def test_a_setting_on_a_family_only_public_runs_cover_is_widened_by_their_worst_
     cfg, res = current(LabInputs(gpu=gpu, model="llama-3.1-70b", tensor_parallel=True, gpus=gpus, rate=1.0,
                                  requests=300))
     cards = trust.trust(cfg, res.summary)
-    assert f"{arch} unfitted" in cards[0]["note"] and f"{margin:.1%}" in cards[0]["help"]
+    assert f"{arch} public runs" in cards[0]["note"] and f"{margin:.1%}" in cards[0]["help"]
     assert gpu.upper() in cards[-1]["note"] and f"same GPU family ({arch})" in cards[-1]["help"]

@@ -128,12 +128,12 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
            f"errors on step times it was not fitted to ({n_step} H200 step times each predicted by a fit that did "
            f"not see it, {n_dec} real vLLM runs' decode time per token)")
     if margin:
-        own = seen == gpu.arch  # its family's own public runs, nothing fitted to them; else another's carry
+        own = seen == gpu.arch  # its family's own public runs, each a check; else another's carry
         # a card's note holds about 40 characters: "steps -27% to +31%: no Ada Lovelace run"
         spread = (f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: "
-                  + (f"{gpu.arch} unfitted" if own else f"no {gpu.arch} run"))
-        because = (f"nothing was fitted to a {gpu.arch} run: the largest error on its public runs "
-                   f"(calibration/family_check.py)" if own else
+                  + (f"{gpu.arch} public runs" if own else f"no {gpu.arch} run"))
+        because = (f"its {gpu.arch} runs are public ones the cost model is checked against, not fitted to: the "
+                   f"largest error on them (calibration/family_check.py)" if own else
                    f"no {gpu.arch} GPU has a validated run: the largest end-to-end error on {seen} GPUs, a family "
                    f"the cost model was not fitted on")
         why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "

@@ -135,7 +135,10 @@ S_BYTE_ONE = WINDOW + 3  # seconds per byte of the projections and MLP in a one-
 # (positions, slot mappings, attention metadata) and whose draft it samples; a speculative step also rejection-samples
 T_DRAFT_PASS = WINDOW + 4  # host time of one proposal pass of a draft model or head, s
 T_SPEC_STEP = WINDOW + 5  # a speculative step's own time (rejection sampling, the accepted tokens' bookkeeping), s
-N_PARAMS = WINDOW + 6
+# a decoding sequence's all-reduced bytes beyond the link's rate, where a GPU family's decode steps grow with the
+# batch faster than the link's measured rate says (ROCm's: gpu_families.json decode_allreduce_share)
+S_DECODE_LINK_BYTE = WINDOW + 6  # extra seconds per byte a decoding sequence all-reduces, on its link
+N_PARAMS = WINDOW + 7
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ENGINES = ("bare", "vllm", "sglang")  # a forward pass alone; vLLM V1's host around it; SGLang's (serving/engines.py)
@@ -179,6 +182,9 @@ class Efficiency:
     # vLLM's one-stage all-reduce over an NVLink switch: a base time and a time per peer GPU it reads from
     allreduce_base_us: float = 0.0
     allreduce_peer_us: float = 0.0
+    # the link rate a decoding sequence's all-reduced bytes take, as a share of link_eff's: 1 on the fitted
+    # family, whose decode steps the link's rate accounts for; a family whose do not sets a factor on it
+    decode_allreduce_share: float = 1.0
     # a 16-bit matrix-vector product's weight stream (a one-token step) beyond the GEMMs' (eta_bw): the same
     # kernels' on the fitted family; a family whose GEMMs stream slower than it sets its own (gpu_families.json)
     gemv_bw_eff: float = 1.0
@@ -365,6 +371,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[LAUNCH] = LAUNCH_MODES[launch]
     p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
     p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
+    p[S_DECODE_LINK_BYTE] = p[S_LINK_BYTE] * (1.0 / eff.decode_allreduce_share - 1.0)
     p[LINK_LAT] = allreduce_latency_us(gpu, atp, eff) * 1e-6
     p[T_STEP] = eff.engine_step_us * 1e-6 if served else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
@@ -582,14 +589,28 @@ def lm_head_time(p, rows):
 
 
 @engine_jit
-def allreduce_time(p, tokens):
-    """Ring all-reduce of the activations after attention and after the MLP, every layer."""
+def allreduce_once(p, bytes_):
+    """One ring all-reduce of `bytes_` over the tp GPUs: its fixed time and 2(tp - 1)/tp of the message
+    over each GPU's link."""
     tp = p[TP]
-    if tp <= 1 or tokens <= 0:
+    return p[LINK_LAT] + 2.0 * (tp - 1.0) / tp * bytes_ * p[S_LINK_BYTE]
+
+
+@engine_jit
+def allreduce_time(p, tokens):
+    """All-reduce of the activations after attention and after the MLP, every layer."""
+    if p[TP] <= 1 or tokens <= 0:
         return 0.0
-    bytes_ = tokens * p[ALLREDUCE_BYTES]
-    one = p[LINK_LAT] + 2.0 * (tp - 1.0) / tp * bytes_ * p[S_LINK_BYTE]
-    return 2.0 * p[LAYERS] * one
+    return 2.0 * p[LAYERS] * allreduce_once(p, tokens * p[ALLREDUCE_BYTES])
+
+
+@engine_jit
+def decode_allreduce_time(p, n_decode):
+    """What `n_decode` decoding sequences' bytes of those all-reduces take beyond the link's rate, where
+    a family's decode steps grow with the batch faster than it (0 elsewhere)."""
+    if p[TP] <= 1 or n_decode <= 0:
+        return 0.0
+    return 2.0 * p[LAYERS] * 2.0 * (p[TP] - 1.0) / p[TP] * n_decode * p[ALLREDUCE_BYTES] * p[S_DECODE_LINK_BYTE]
 
 
 @engine_jit
@@ -620,8 +641,7 @@ def proposer_fixed(p, seqs):
     one += soft_max(p[DRAFT_HEAD_FLOPS] * seqs * p[S_FLOP], p[DRAFT_HEAD_W] * p[S_BYTE])
     one += p[DRAFT_LAYERS] * p[T_LAYER]
     if p[TP] > 1 and p[DRAFT_ALLREDUCE] > 0:
-        bytes_ = seqs * p[DRAFT_ALLREDUCE]
-        one += 2.0 * p[DRAFT_LAYERS] * (p[LINK_LAT] + 2.0 * (p[TP] - 1.0) / p[TP] * bytes_ * p[S_LINK_BYTE])
+        one += 2.0 * p[DRAFT_LAYERS] * allreduce_once(p, seqs * p[DRAFT_ALLREDUCE])
     return one
 
 
@@ -668,7 +688,7 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
     out[B_ATTN_PREFILL] = prefill_attn
     out[B_LM_HEAD] = lm_head_time(p, rows)
-    out[B_COMM] = allreduce_time(p, tokens)
+    out[B_COMM] = allreduce_time(p, tokens) + decode_allreduce_time(p, n_decode)
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
     out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
     if drafts > 0:

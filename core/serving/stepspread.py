@@ -41,7 +41,8 @@ def step_scales(errors: np.ndarray | None = None, quantiles: tuple[float, float]
 def family_margin(gpu: catalog.GPU, runs: list[dict] | None = None) -> tuple[float, str]:
     """(how much further out both edges of the band go, the family that error was measured on): 0
     for a GPU family a fitted validated run covers; the worst error of its public runs for a family
-    only runs nothing was fitted to cover (calibration/family_check.py: MI300X); else carried_margin."""
+    only public runs cover (calibration/family_check.py's checks, the runs a family factor was fitted to
+    left out: MI300X, B200); else carried_margin."""
     runs = validation()["runs"] if runs is None else runs
     own = [r for r in runs if gpu.arch and r["arch"] == gpu.arch]
     if own and not all(r.get("family_check") for r in own):
