@@ -15,7 +15,8 @@ a time with one harness on every GPU: those on Ampere and Ada GPUs tagged `fit: 
 tagged `fit: attention` (prefills of 28,650-token prompts) what `--fit attention` fits its prefill
 attention's rate to; the H100 and H200 ones check the fitted family in the same harness. The rest check without
 a fit: an A100 80GB serving Qwen2-7B with vLLM 0.10.1.1 from one prompt to 200 sent at once (TPOT; TTFT only
-where the server's prefix cache hit under 10% of the prompts), and SGLang 0.3.0 serving Llama-3.1-8B on an
+where the server's prefix cache hit under 10% of the prompts) and Qwen3-32B with vLLM 0.11.0, 500 prompts of 2,000 and
+4,000 tokens at once (GPUStack's performance lab), and SGLang 0.3.0 serving Llama-3.1-8B on an
 A100 (its profile, `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine at a Poisson rate
 (vLLM PR #20759's baseline). calibration/real_runs.py --write adds the table to calibration/VALIDATION.md.
 """
@@ -164,7 +165,8 @@ def lines(rows: list[dict]) -> list[str]:
            "one-GPU decodes fit their family's matrix-vector stream (`--fit gemv Ampere`), the A100 first tokens of "
            "28,650-token prompts its prefill attention (`--fit attention Ampere`): fitted = yes; the eight-GPU runs and "
            "the H100 and H200 ones check them and the fitted family in the same harness; an A100 80GB serving Qwen2-7B "
-           "with vLLM 0.10.1.1 (V1) from one prompt to 200 at once, and SGLang 0.3.0 serving Llama-3.1-8B on an A100 "
+           "with vLLM 0.10.1.1 (V1) from one prompt to 200 at once and Qwen3-32B with vLLM 0.11.0, 500 prompts of 2,000 "
+           "and 4,000 tokens at once, and SGLang 0.3.0 serving Llama-3.1-8B on an A100 "
            "at 4 and 8 req/s (replayed with `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine "
            "at 1, 5 and 10 req/s: checks, nothing fitted", "",
            f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
