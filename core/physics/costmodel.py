@@ -597,20 +597,14 @@ def allreduce_once(p, bytes_):
 
 
 @engine_jit
-def allreduce_time(p, tokens):
-    """All-reduce of the activations after attention and after the MLP, every layer."""
+def allreduce_time(p, tokens, n_decode):
+    """All-reduce of the activations after attention and after the MLP, every layer; the bytes of the
+    `n_decode` decoding sequences take longer where a family's decode steps grow with the batch faster
+    than the link's rate says (S_DECODE_LINK_BYTE, 0 elsewhere)."""
     if p[TP] <= 1 or tokens <= 0:
         return 0.0
-    return 2.0 * p[LAYERS] * allreduce_once(p, tokens * p[ALLREDUCE_BYTES])
-
-
-@engine_jit
-def decode_allreduce_time(p, n_decode):
-    """What `n_decode` decoding sequences' bytes of those all-reduces take beyond the link's rate, where
-    a family's decode steps grow with the batch faster than it (0 elsewhere)."""
-    if p[TP] <= 1 or n_decode <= 0:
-        return 0.0
-    return 2.0 * p[LAYERS] * 2.0 * (p[TP] - 1.0) / p[TP] * n_decode * p[ALLREDUCE_BYTES] * p[S_DECODE_LINK_BYTE]
+    decode_extra = 2.0 * (p[TP] - 1.0) / p[TP] * n_decode * p[ALLREDUCE_BYTES] * p[S_DECODE_LINK_BYTE]
+    return 2.0 * p[LAYERS] * (allreduce_once(p, tokens * p[ALLREDUCE_BYTES]) + decode_extra)
 
 
 @engine_jit
@@ -688,7 +682,7 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
     out[B_ATTN_PREFILL] = prefill_attn
     out[B_LM_HEAD] = lm_head_time(p, rows)
-    out[B_COMM] = allreduce_time(p, tokens) + decode_allreduce_time(p, n_decode)
+    out[B_COMM] = allreduce_time(p, tokens, n_decode)
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
     out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
     if drafts > 0:
