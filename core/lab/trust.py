@@ -132,8 +132,8 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
         # a card's note holds about 40 characters: "steps -27% to +31%: no Ada Lovelace run"
         spread = (f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: "
                   + (f"{gpu.arch} public runs" if own else f"no {gpu.arch} run"))
-        because = (f"its {gpu.arch} runs are public ones the cost model is checked against, not fitted to: the "
-                   f"largest error on them (calibration/family_check.py)" if own else
+        because = (f"only public runs cover {gpu.arch}: the largest error on those the cost model is checked "
+                   f"against and was not fitted to (calibration/family_check.py)" if own else
                    f"no {gpu.arch} GPU has a validated run: the largest end-to-end error on {seen} GPUs, a family "
                    f"the cost model was not fitted on")
         why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "
