@@ -214,6 +214,28 @@ def test_kimi_k2_and_its_k2_6_wrapper_read_as_deepseek_v3s_layers():
     assert k26.model.params() == m.params() and k26.suggested_dtype == "int4"
 
 
+GLM = ROOT / "calibration" / "configs" / "glm-4.6.json"  # zai-org/GLM-4.6's config.json (its _source)
+
+
+def test_glm_4_reads_as_deepseek_experts_behind_grouped_query_attention():
+    # the GLM-4.5 report: 355B total, 32B active (GLM-4.6 and 4.7 keep the layers)
+    glm = hfconfig.parse(GLM.read_bytes(), GLM.name)
+    m = glm.model
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.dense_layers) == (160, 8, 1, 3)
+    assert not m.is_mla and m.qkv_bias and m.router_bias
+    # 8 KV heads of 128 a layer, keys and values in 16 bits: the cache is the GQA one, not a latent
+    assert m.kv_bytes_per_token() == 92 * 2 * 8 * 128 * 2
+    assert m.params() == pytest.approx(355e9, rel=0.02) and m.params(active=True) == pytest.approx(32e9, rel=0.07)
+    assert m.mtp_layers == 1 and any("query and key norms" in n for n in glm.notes)
+    assert glm.card is not None and "GLM" in glm.card["name"]
+    # its 160 experts split over eight GPUs; over six they do not, and the error says which ep to choose
+    model = catalog.register_model(m).id
+    r = simulate(SimConfig(gpu="h200", model=model, tp=8, ep=8, workload=WorkloadSpec(rate=1, n_requests=20)))
+    assert r.summary["requests"] == 20
+    with pytest.raises(ValueError, match="ep"):
+        simulate(SimConfig(gpu="h200", model=model, tp=6, ep=6, workload=WorkloadSpec(rate=1, n_requests=20)))
+
+
 SCOUT = CONFIGS / "llama-4-scout.json"  # its text_config, transcribed (the catalog's llama-4-scout)
 
 

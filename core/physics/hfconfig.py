@@ -32,6 +32,7 @@ FAMILIES = {
     "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "llama4_text": "llama4",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "kimi_k2": "deepseek",  # Kimi K2: DeepSeek-V3's layers
+    "glm4_moe": "glm_moe",  # GLM-4.5, 4.6, 4.7: DeepSeek-V3's MoE layers behind grouped-query attention
 }
 # transformers' defaults where its configuration class has one and a file may leave the field out
 TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}  # every other family: False
@@ -151,21 +152,26 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
         if f.int("attention_chunk_size", default=0, lo=0, nullable=True):
             notes.append("chunked local attention (attention_chunk_size tokens on the layers with rotary "
                          "embeddings) is taken as full attention: exact below one chunk, more KV cache above it")
-    else:  # deepseek
+    else:  # deepseek's MoE layers, behind its latent attention or (GLM-4.x) grouped-query attention
         experts = f.int("n_routed_experts", hi=4096)
         if f.int("moe_layer_freq", default=1) != 1:
             raise ValueError("'moe_layer_freq' other than 1 is not modelled: the simulator's MoE layers follow "
                              "the dense ones")
-        q_lora = f.int("q_lora_rank", default=0, lo=0, nullable=True)
         shape.update(ffn=f.int("intermediate_size"), experts=experts, moe_ffn=f.int("moe_intermediate_size"),
                      experts_per_token=f.int("num_experts_per_tok", hi=experts),
                      shared_experts=f.int("n_shared_experts", default=0, lo=0),
                      dense_layers=f.int("first_k_dense_replace", default=0, lo=0, hi=layers - 1),
-                     router_bias=cfg.get("topk_method") == "noaux_tc",  # e_score_correction_bias
-                     mla_kv_lora_rank=f.int("kv_lora_rank"), mla_rope_dim=f.int("qk_rope_head_dim"),
-                     mla_q_lora_rank=q_lora, mla_qk_nope_dim=f.int("qk_nope_head_dim"),
-                     mla_v_dim=f.int("v_head_dim"))
-        shape.update(kv_heads=heads, head_dim=shape["mla_qk_nope_dim"])
+                     # e_score_correction_bias: DeepSeek-V3 names it by noaux_tc; transformers' Glm4MoeTopkRouter
+                     # always holds one
+                     router_bias=family == "glm_moe" or cfg.get("topk_method") == "noaux_tc")
+        if family == "deepseek":
+            q_lora = f.int("q_lora_rank", default=0, lo=0, nullable=True)
+            shape.update(mla_kv_lora_rank=f.int("kv_lora_rank"), mla_rope_dim=f.int("qk_rope_head_dim"),
+                         mla_q_lora_rank=q_lora, mla_qk_nope_dim=f.int("qk_nope_head_dim"),
+                         mla_v_dim=f.int("v_head_dim"))
+            shape.update(kv_heads=heads, head_dim=shape["mla_qk_nope_dim"])
+        elif f.bool("use_qk_norm", False):
+            notes.append("the per-head query and key norms (2 x head_dim weights a layer) are left out of the count")
         mtp = f.int("num_nextn_predict_layers", default=0, lo=0)
         if mtp:  # it serves speculative decoding (--spec-method mtp), whose proposer cost counts it there
             shape["mtp_layers"] = mtp
