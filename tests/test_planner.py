@@ -15,17 +15,18 @@ import pytest
 from core.lab import content
 from core.lab.inputs import LabInputs
 from core.lab.recommend import lab_budget, planner_workload, recommend
-from core.physics import catalog
+from core.physics import catalog, hfconfig
 from core.physics.memory import MEM_UTIL, plan_memory
 from core.planner import executors
 from core.planner.bounds import bound, prompt_quantile
 from core.planner.plan import cheapest, plan
 from core.planner.search import check_config, highest_rate, outcome
 from core.planner.space import Budget, Deployment, Targets, Workload, shapes, to_config
-from core.serving.simulate import simulate
+from core.serving.simulate import SimConfig, simulate
 from core.serving.stepspread import family_margin
 from core.serving.workload import WorkloadSpec
 
+GLM = Path(__file__).resolve().parent.parent / "calibration" / "configs" / "glm-4.6.json"
 EIGHT_B_44 = LabInputs(rate=44, output_tokens=256)  # Llama-3.1-8B, 512/256 tokens, on H100s
 EIGHT_B_60 = LabInputs(rate=60, output_tokens=256)  # beyond one H100 even in fp8 weights
 
@@ -62,6 +63,21 @@ def test_405b_on_8_h100_is_told_fp8():
     assert "set Weights to fp8" in rec.reason
     best, _ = cheapest(planner_workload(inputs), lab_budget(inputs, dtypes=("bf16",)))
     assert best is None
+
+
+def test_a_recommendation_splits_the_kv_heads_as_vllm_can():
+    # GLM-4.6: 96 query heads but 8 KV heads. vLLM gives each GPU kv_heads / tp of them or copies each to
+    # tp / kv_heads GPUs, so tp=3 (96 / 3 = 32) is refused at start-up; its smallest fitting tp in bf16 on
+    # H200s is 3 by the query heads alone
+    glm = catalog.register_model(hfconfig.parse(GLM.read_bytes(), GLM.name).model).id
+    inputs = LabInputs(gpu="h200", model=glm, gpus=8, rate=2, tensor_parallel=True)
+    rec = recommend(inputs)
+    assert rec.met
+    kv = catalog.get_model(glm).kv_heads
+    tp = rec.deployment.tp
+    assert (kv % tp == 0) if tp <= kv else (tp % kv == 0)
+    with pytest.raises(ValueError, match="8 KV heads.*choose tp among 1, 2, 4, 8"):
+        simulate(SimConfig(gpu="h200", model=glm, tp=3, workload=WorkloadSpec(rate=1, n_requests=10)))
 
 
 def test_a_recommendation_resimulated_meets_the_targets():

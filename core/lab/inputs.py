@@ -231,10 +231,10 @@ def min_tp(inputs: LabInputs) -> int | None:
 def tp_choices(inputs: LabInputs) -> list[int]:
     """Tensor-parallel degrees a sharded replica can take here: from the smallest that fits (at
     least 2), doubling, each dividing the GPU count and the model's attention heads."""
-    heads = catalog.get_model(inputs.model).heads
+    model = catalog.get_model(inputs.model)
     tp, out = max(2, min_tp(inputs) or 2), []
     while tp <= inputs.gpus:
-        if inputs.gpus % tp == 0 and heads % tp == 0:
+        if inputs.gpus % tp == 0 and model.splits_over(tp):
             out.append(tp)
         tp *= 2
     return out
@@ -256,7 +256,7 @@ def sharded_shape(inputs: LabInputs, need: int) -> tuple[int, int, int]:
     model, gpu = catalog.get_model(inputs.model), catalog.get_gpu(inputs.gpu)
     tp, pp = replica_shape(replace(inputs, pp=0), 2 ** max(1, math.ceil(math.log2(need))))
     size = tp * pp
-    if model.heads % tp == 0:
+    if model.splits_over(tp):
         for g in bounds.sidebar_options("gpus"):
             if g >= size and g % size == 0:
                 return g, tp, pp
@@ -318,8 +318,7 @@ def replica_shape(inputs: LabInputs, tp: int) -> tuple[int, int]:
     if inputs.pp:
         return tp, inputs.pp
     per_node = catalog.get_gpu(inputs.gpu).gpus_per_node
-    heads = catalog.get_model(inputs.model).heads
-    if tp > per_node and tp % per_node == 0 and heads % per_node == 0:
+    if tp > per_node and tp % per_node == 0 and catalog.get_model(inputs.model).splits_over(per_node):
         return per_node, tp // per_node
     return tp, 1
 
@@ -413,7 +412,7 @@ def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:
     base = min_tp(inputs)
     if base is None:
         raise ValueError(f"{model.label()} does not fit {catalog.get_gpu(inputs.gpu).name}s at any tensor-parallel degree")
-    tps = [t for t in (base, 2 * base) if model.heads % t == 0]
+    tps = [t for t in (base, 2 * base) if model.splits_over(t)]
     out = []
     for ptp in tps:
         for dtp in tps:

@@ -75,7 +75,7 @@ def sweep_tp(inputs: LabInputs) -> list[dict]:
     gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
     rows = []
     for tp in (1, 2, 4, 8, 16):
-        if model.heads % tp:
+        if not model.splits_over(tp):
             continue
         try:
             p = plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,

@@ -57,9 +57,9 @@ def _shown(inputs: LabInputs):
         return None, None, why
 
 
-def _divisor_above(n: int, floor: int) -> int | None:
-    """Smallest divisor of n above floor (a tp that splits the heads evenly), up to 64."""
-    return next((d for d in range(floor + 1, min(n, 64) + 1) if n % d == 0), None)
+def _tp_above(model, floor: int) -> int | None:
+    """The smallest tp above floor that splits the model's attention (Model.splits_over), up to 64."""
+    return next((tp for tp in model.tp_choices() if tp > floor), None)
 
 
 @lru_cache(maxsize=32)
@@ -130,7 +130,7 @@ def facts(inputs: LabInputs) -> dict:
 
     # tensor parallelism: the shown degree, or 2 to show what sharding would do; its experts sliced (the
     # expert-parallel shapes have their own figures: _expert_numbers)
-    tp_ex = tp if tp > 1 else (2 if model.heads % 2 == 0 else None)
+    tp_ex = tp if tp > 1 else (2 if model.splits_over(2) else None)
     f["tp_ex"] = tp_ex
     tp_step = partial(steptime, replace(cfg, ep=1, dp_attention=False))
     f["tp1_d1"] = tp_step(1, decode_batch=1, context=ctx)  # priced even where one GPU cannot hold it
@@ -145,9 +145,9 @@ def facts(inputs: LabInputs) -> dict:
             f["tp_kv_tokens"] = 0
     # the other side of the node boundary: across nodes if the example fits in one, else inside one
     if (tp_ex or 1) <= gpu.gpus_per_node:
-        tp_x = _divisor_above(model.heads, gpu.gpus_per_node)
+        tp_x = _tp_above(model, gpu.gpus_per_node)
     else:
-        tp_x = max((d for d in range(2, gpu.gpus_per_node + 1) if model.heads % d == 0), default=None)
+        tp_x = max((d for d in model.tp_choices(gpu.gpus_per_node) if d > 1), default=None)
     f["tp_x"] = tp_x
     if tp_x:
         f["tp_x_dmax"] = tp_step(tp_x, decode_batch=B, context=ctx)
@@ -345,7 +345,7 @@ def _expert_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
     gpu, dtype, kv = f["gpu"], inputs.dtype, inputs.kv_dtype
     fits = None
     for tp in (2, 4, 8, 16, 32, 64):
-        if model.experts % tp or model.heads % tp or tp > max(gpu.gpus_per_node, 1):
+        if model.experts % tp or not model.splits_over(tp) or tp > max(gpu.gpus_per_node, 1):
             continue
         try:
             plans = [plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
@@ -512,7 +512,7 @@ def _pipeline_sentence(f: dict, inputs: LabInputs) -> str:
     what a hand-off between the nodes costs (core/physics/pipeline.py)."""
     model, gpu = f["model"], f["gpu"]
     tp = gpu.gpus_per_node
-    if model.heads % tp or model.layers < 2:
+    if not model.splits_over(tp) or model.layers < 2:
         return ""
     weights = weight_bytes_per_gpu(model, tp, inputs.dtype, 2)
     one = pipeline.handoff_s(gpu, model, tp, 1, True) * 1e6

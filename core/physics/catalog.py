@@ -231,6 +231,19 @@ class Model:
     def is_mla(self) -> bool:
         return self.mla_kv_lora_rank > 0
 
+    def splits_over(self, tp: int) -> bool:
+        """Whether tensor parallelism of degree tp splits this model's attention as vLLM's does: the query
+        heads evenly, and the KV heads evenly or, past their count, each on tp / kv_heads GPUs
+        (vllm/model_executor/layers/linear.py QKVParallelLinear: divide() asserts both); a latent (MLA) is
+        whole on every GPU."""
+        if tp < 1 or self.heads % tp:
+            return False
+        return self.is_mla or (self.kv_heads % tp == 0 if tp <= self.kv_heads else tp % self.kv_heads == 0)
+
+    def tp_choices(self, most: int = 64) -> list[int]:
+        """The tensor-parallel degrees up to `most` that split this model's attention (splits_over)."""
+        return [tp for tp in range(1, most + 1) if self.splits_over(tp)]
+
     @property
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers if self.is_moe else 0

@@ -415,10 +415,11 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
 def check_tp(model: Model, tp: int) -> None:
     if not isinstance(tp, (int, np.integer)) or tp < 1:
         raise ValueError(f"tensor parallelism must be a whole number of GPUs >= 1, not {tp}")
-    if model.heads % tp:
-        divisors = [d for d in range(1, model.heads + 1) if model.heads % d == 0 and d <= 64]
-        raise ValueError(f"tp={tp} does not divide {model.name}'s {model.heads} attention heads: "
-                         f"choose tp among {', '.join(map(str, divisors))}")
+    if not model.splits_over(tp):
+        heads = (f"{model.heads} attention heads" if model.heads % tp else
+                 f"{model.kv_heads} KV heads (vLLM splits them evenly, or copies each to tp / {model.kv_heads} GPUs)")
+        raise ValueError(f"tp={tp} does not divide {model.name}'s {heads}: "
+                         f"choose tp among {', '.join(map(str, model.tp_choices()))}")
 
 
 def _attn_params_per_gpu(model: Model, tp: int) -> float:

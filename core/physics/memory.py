@@ -191,12 +191,10 @@ def _smaller_weights(gpu: GPU, dtype: str) -> str:
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
                         kv_dtype: str = "bf16") -> int | None:
-    """The smallest tensor-parallel degree (a divisor of the head count, up to 64) whose
+    """The smallest tensor-parallel degree (one that splits the attention heads, up to 64) whose
     per-GPU weights and workspace leave room for at least one KV block."""
     budget = usable_bytes(gpu) * mem_util
-    for tp in range(1, 65):
-        if model.heads % tp:
-            continue
+    for tp in model.tp_choices():
         pool = (budget - weight_bytes_per_gpu(model, tp, dtype)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
         if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value):

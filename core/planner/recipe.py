@@ -26,7 +26,7 @@ def conventional_shape(w: Workload, gpu: str) -> Deployment:
     dtype = shipped[0] if shipped else "bf16"
     limit = rule["weights_share_of_memory"] * g.memory_gib * GIB
     tp = 1
-    while tp < g.gpus_per_node and (weight_bytes_per_gpu(model, tp, dtype) > limit or model.heads % tp):
+    while tp < g.gpus_per_node and (weight_bytes_per_gpu(model, tp, dtype) > limit or not model.splits_over(tp)):
         tp *= 2
     pp = 1
     while pp < 8 and weight_bytes_per_gpu(model, tp, dtype, pp) > 0.9 * g.memory_gib * GIB and model.layers >= 2 * pp:

@@ -334,15 +334,15 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
 
 def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str = "bf16") -> list[int]:
     """Tensor-parallel degrees worth trying for one replica: powers of two from the smallest whose
-    weights leave room for KV blocks, dividing the model's attention heads, within one node (tp
-    across nodes pays the inter-node link on every layer) and never more than 16."""
+    weights leave room for KV blocks, splitting the model's attention as vLLM does (Model.splits_over),
+    within one node (tp across nodes pays the inter-node link on every layer) and never more than 16."""
     g, model = catalog.get_gpu(gpu), catalog.get_model(model_id)
     first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, kv_dtype)
     if first is None:
         return []
     out, tp = [], first
     while tp <= min(16, max(g.gpus_per_node, first)):
-        if model.heads % tp == 0:
+        if model.splits_over(tp):
             out.append(tp)
         tp *= 2
     return out
@@ -449,7 +449,7 @@ def expert_shapes(g: catalog.GPU, model_id: str) -> list[tuple[int, bool]]:
     for ep in EP_SIZES:
         if model.experts % ep:
             continue
-        if ep <= g.gpus_per_node and model.heads % ep == 0:
+        if ep <= g.gpus_per_node and model.splits_over(ep):
             out.append((ep, False))
         out.append((ep, True))
     return out
@@ -467,7 +467,7 @@ def pipeline_shapes(g: catalog.GPU, w: Workload, dtype: str, kv_dtype: str = "bf
         fits = []
         tp = 1
         while tp <= g.gpus_per_node:
-            if model.heads % tp == 0:
+            if model.splits_over(tp):
                 try:
                     plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, pp,
                                 kv_dtype=kv_dtype)
