@@ -236,6 +236,17 @@ def test_glm_4_reads_as_deepseek_experts_behind_grouped_query_attention():
         simulate(SimConfig(gpu="h200", model=model, tp=6, ep=6, workload=WorkloadSpec(rate=1, n_requests=20)))
 
 
+def test_minimax_m2_reads_as_experts_without_a_shared_one_and_ships_block_fp8():
+    # its card: 230B total, 10B active (the 1.2B of embedding and head it leaves out are counted here)
+    p = parsed("minimax-m2.json")
+    m = p.model
+    assert (m.experts, m.experts_per_token, m.shared_experts, m.moe_ffn) == (256, 8, 0, 1536)
+    assert m.router_bias and not m.is_mla and m.kv_heads == 8
+    assert m.params(active=True) - 2 * m.vocab * m.hidden == pytest.approx(10e9, rel=0.03)
+    assert (p.suggested_dtype, m.fp8_block_scales) == ("fp8", True)
+    assert any("query and key norms" in n for n in p.notes)
+
+
 SCOUT = CONFIGS / "llama-4-scout.json"  # its text_config, transcribed (the catalog's llama-4-scout)
 
 

@@ -29,7 +29,7 @@ MAX_BYTES = 256 * 1024  # real config.json files are 0.5-5 KB; anything this lar
 FAMILIES = {
     "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "gemma": "dense", "gemma2": "dense",
     "gemma3_text": "dense", "phi3": "dense",
-    "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral",
+    "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral", "minimax_m2": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "llama4_text": "llama4",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "kimi_k2": "deepseek",  # Kimi K2: DeepSeek-V3's layers
     "glm4_moe": "glm_moe",  # GLM-4.5, 4.6, 4.7: DeepSeek-V3's MoE layers behind grouped-query attention
@@ -118,7 +118,8 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     elif family == "mixtral":
         experts = f.int("num_local_experts", hi=4096)
         shape.update(ffn=f.int("intermediate_size"), experts=experts, moe_ffn=f.int("intermediate_size"),
-                     experts_per_token=f.int("num_experts_per_tok", hi=experts))
+                     experts_per_token=f.int("num_experts_per_tok", hi=experts),
+                     router_bias=f.bool("use_routing_bias", False))  # MiniMax-M2's e_score_correction_bias
     elif family == "qwen_moe":
         experts = f.int("num_experts", hi=4096)
         moe_ffn = f.int("moe_intermediate_size")
@@ -170,8 +171,6 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
                          mla_q_lora_rank=q_lora, mla_qk_nope_dim=f.int("qk_nope_head_dim"),
                          mla_v_dim=f.int("v_head_dim"))
             shape.update(kv_heads=heads, head_dim=shape["mla_qk_nope_dim"])
-        elif f.bool("use_qk_norm", False):
-            notes.append("the per-head query and key norms (2 x head_dim weights a layer) are left out of the count")
         mtp = f.int("num_nextn_predict_layers", default=0, lo=0)
         if mtp:  # it serves speculative decoding (--spec-method mtp), whose proposer cost counts it there
             shape["mtp_layers"] = mtp
@@ -181,8 +180,9 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     shape["window"], shape["window_layers"] = _windows(cfg, model_type, layers, context, notes, modelled)
     if model_type == "gpt_oss":
         notes.append("the attention sinks (one weight a head) and the router's bias are left out of the count")
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):
-        notes.append("the per-head query and key norms (2 x head_dim weights a layer) are left out of the count")
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text") or f.bool("use_qk_norm", False):
+        notes.append("the query and key norms (at most (heads + KV heads) x head_dim weights a layer) are left out "
+                     "of the count")
     if model_type in ("gemma2", "gemma3_text"):
         notes.append("the extra norms after attention and MLP (2 x hidden weights a layer) are left out of the count")
     title = _name(raw, name)
