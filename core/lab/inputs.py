@@ -230,7 +230,7 @@ def min_tp(inputs: LabInputs) -> int | None:
 
 def tp_choices(inputs: LabInputs) -> list[int]:
     """Tensor-parallel degrees a sharded replica can take here: from the smallest that fits (at
-    least 2), doubling, each dividing the GPU count and the model's attention heads."""
+    least 2), doubling, each dividing the GPU count and splitting the model's attention (Model.splits_over)."""
     model = catalog.get_model(inputs.model)
     tp, out = max(2, min_tp(inputs) or 2), []
     while tp <= inputs.gpus:

@@ -191,7 +191,7 @@ def _smaller_weights(gpu: GPU, dtype: str) -> str:
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
                         kv_dtype: str = "bf16") -> int | None:
-    """The smallest tensor-parallel degree (one that splits the attention heads, up to 64) whose
+    """The smallest tensor-parallel degree (one that splits the attention as vLLM does, up to 64) whose
     per-GPU weights and workspace leave room for at least one KV block."""
     budget = usable_bytes(gpu) * mem_util
     for tp in model.tp_choices():

@@ -439,7 +439,7 @@ EP_SIZES = (2, 4, 8, 16, 32, 64)  # the expert-parallel widths searched, within 
 def expert_shapes(g: catalog.GPU, model_id: str) -> list[tuple[int, bool]]:
     """(ep, data-parallel attention) of an MoE model's expert-parallel replicas worth trying: every
     width of EP_SIZES that divides its experts; with attention tensor-parallel over the same GPUs
-    within a node (where tp divides the heads; tensor parallelism across nodes pays the network on
+    within a node (where tp splits the attention heads; tensor parallelism across nodes pays the network on
     every layer), and with attention data-parallel within and across nodes. Whether the weights
     fit is the memory bound's to say (bounds.py)."""
     model = catalog.get_model(model_id)
