@@ -1,6 +1,6 @@
 """Public runs on GPU families the step times were not measured on, replayed through the command line.
 
-usage: python calibration/family_check.py [--fit {gemv,attention,decode} FAMILY]
+usage: python calibration/family_check.py [--fit {gemv,attention,decode} FAMILY] [--offline]
 
 Each run of calibration/family_runs.json that carries a `replay` is simulated with the command it
 gives (`python -m core simulate ...`, exactly as a user would type it: the run's GPU, model, dtype,
@@ -18,7 +18,10 @@ a fit: an A100 80GB serving Qwen2-7B with vLLM 0.10.1.1 from one prompt to 200 s
 where the server's prefix cache hit under 10% of the prompts) and Qwen3-32B with vLLM 0.11.0, 500 prompts of 2,000 and
 4,000 tokens at once (GPUStack's performance lab), and SGLang 0.3.0 serving Llama-3.1-8B on an
 A100 (its profile, `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine at a Poisson rate
-(vLLM PR #20759's baseline). calibration/real_runs.py --write adds the table to calibration/VALIDATION.md.
+(vLLM PR #20759's baseline). --offline replays calibration/offline_runs.json instead: TensorRT-LLM's own offline
+throughput at large batches on B200 (FP4) and H200 and H100 (FP8), another engine's runs that check the cost model
+where a batch of thousands is compute bound. calibration/real_runs.py --write adds both tables to
+calibration/VALIDATION.md.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from core.physics import catalog, costmodel  # noqa: E402
 from core.serving.simulate import simulate  # noqa: E402
 
 RUNS = ROOT / "calibration" / "family_runs.json"
+OFFLINE = ROOT / "calibration" / "offline_runs.json"
 
 # a replay's metric: how to read it from a simulation's summary
 METRICS = {
@@ -48,6 +52,7 @@ METRICS = {
     "TTFT p50 ms": lambda s: s["ttft_ms"]["p50"],
     "E2E p50 ms": lambda s: s["e2e_s"]["p50"] * 1000.0,
     "throughput req/s": lambda s: s["throughput_req_s"],
+    "output tok/s per GPU": lambda s: s["completed_tok_s"] / s["gpus"],
 }
 
 
@@ -149,14 +154,7 @@ def write_factor(family: str, name: str, value: float) -> Path:
     return path
 
 
-def lines(rows: list[dict]) -> list[str]:
-    """The section calibration/VALIDATION.md shows: one line a replayed metric, and the worst error
-    of those nothing was fitted to."""
-    if not rows:
-        return []
-    checks = [r for r in rows if not r["fitted"]] or rows
-    worst = max(checks, key=lambda r: abs(r["error"]))
-    out = ["**Public runs on other GPU families (calibration/family_runs.json, replayed by "
+FAMILY_HEADER = ("**Public runs on other GPU families (calibration/family_runs.json, replayed by "
            "`python calibration/family_check.py` with the command each gives)**: AMD MI300X (vLLM on ROCm): the "
            "batch-size sweep of Llama-3.1-70B and 405B on the August 2025 build (vLLM 0.10.0, V1, its prompts from "
            "the prefix cache) fits the link rate of a decoding sequence's all-reduced bytes (`--fit decode "
@@ -168,7 +166,23 @@ def lines(rows: list[dict]) -> list[str]:
            "with vLLM 0.10.1.1 (V1) from one prompt to 200 at once and Qwen3-32B with vLLM 0.11.0, 500 prompts of 2,000 "
            "and 4,000 tokens at once, and SGLang 0.3.0 serving Llama-3.1-8B on an A100 "
            "at 4 and 8 req/s (replayed with `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine "
-           "at 1, 5 and 10 req/s: checks, nothing fitted", "",
+           "at 1, 5 and 10 req/s: checks, nothing fitted")
+OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs.json, replayed by `python "
+                  "calibration/family_check.py --offline`)**: its performance overview's runs of DeepSeek-R1, gpt-oss, "
+                  "Llama-3.3-70B and Qwen3-30B-A3B on B200 (FP4) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "
+                  "tokens, every request at once, and its DeepSeek-R1 blog's runs with the batch they give: another "
+                  "engine, replayed with vLLM's offline engine at TensorRT-LLM's batch and token budget; checks, nothing "
+                  "fitted")
+
+
+def lines(rows: list[dict], header: str = FAMILY_HEADER) -> list[str]:
+    """A section calibration/VALIDATION.md shows: one line a replayed metric, and the worst error
+    of those nothing was fitted to."""
+    if not rows:
+        return []
+    checks = [r for r in rows if not r["fitted"]] or rows
+    worst = max(checks, key=lambda r: abs(r["error"]))
+    out = [header, "",
            f"{len(rows)} metrics; worst of those not fitted {worst['error']:+.1%} ({worst['id']}, {worst['metric']}).",
            "", "| run | metric | measured | simulated | error | engine | fitted |", "|---|---|---|---|---|---|---|"]
     # an error as validation_errors.json keeps it (six places), so that the two read alike at a rounding edge
@@ -193,7 +207,7 @@ def main(argv: list[str]) -> int:
                   f"{b['error']:+6.1%} -> {a['error']:+6.1%}")
         print(f"{family}: {name} x {f:.2f} ({what}) written to {path.relative_to(ROOT)}")
         return 0
-    for r in replays():
+    for r in replays(OFFLINE if "--offline" in argv else RUNS):
         print(f"{r['id'][:62]:62s} {r['label']:4s} {r['metric']:16s} measured {r['measured']:10.2f} "
               f"simulated {r['simulated']:10.2f} {r['error']:+7.1%}{'  (fitted)' if r['fitted'] else ''}")
         print(f"    {r['command']}")

@@ -20,7 +20,8 @@ reads an uploaded one), are replayed.
 --write writes the comparison to calibration/VALIDATION.md: held-in and held-out errors, a
         leave-one-group-out score (each model class, GPU and workload left out of the fit in
         turn, with --logo), and every run predicted to overload where the real server was
-        stable; and core/data/validation_errors.json, each vLLM V1 run's setting (GPU family,
+        stable, the public runs on other GPU families and TensorRT-LLM's offline throughput
+        (calibration/family_check.py, its runs and --offline's); and core/data/validation_errors.json, each vLLM V1 run's setting (GPU family,
         model size, simulated load) and errors, from which the Lab shows the error of the
         validated setting nearest the user's (core/lab/trust.py)
 """
@@ -523,6 +524,7 @@ def main(argv):
                                         "family with no run of its own carries, by which the Lab widens its band)")
     family = family_check.replays()
     lines += family_check.lines(family)
+    lines += family_check.lines(family_check.replays(family_check.OFFLINE), family_check.OFFLINE_HEADER)
     lines += summary_lines(v0, "vLLM 0.6 ShareGPT runs (V0 engine, multi-step scheduling; not fitted)")
     lines += ["| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
     lines += [f"| {i} | {m} | {r:.2f} | {p:.2f} | {e:+.1%} | {'held out' if held_out(by_id[i]) else 'held in'}"

@@ -219,3 +219,27 @@ def test_accelmarks_long_prompt_first_tokens_replay_within_a_tenth_on_an_a100(fa
     a100 = next(r for r in fitted if r["gpu_id"] == "a100-40gb")
     h100 = next(r for r in hopper if r["gpu_id"] == "h100")
     assert a100["simulated"] > 2 * h100["simulated"] and a100["measured"] > 2 * h100["measured"]
+
+
+@pytest.fixture(scope="module")
+def offline_rows():
+    family_check = calibration_script.load("family_check")
+    return family_check.replays(family_check.OFFLINE)
+
+
+def test_tensorrt_llm_s_offline_deepseek_r1_with_experts_over_its_ranks_is_replayed_within_thirty_percent(offline_rows):
+    # its performance overview's FP4 runs on four B200s and FP8 runs on eight H200s, attention data-parallel
+    # and experts over the ranks, and its blog's runs at the batch they give (up to 7,168 sequences): another
+    # engine's large batches, compute bound, nothing fitted to them
+    rows = [r for r in offline_rows if r["model_id"] == "deepseek-r1"]
+    assert len(rows) >= 8 and {r["gpu_id"] for r in rows} == {"b200", "h200"}
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    assert abs(worst["error"]) < 0.30, worst
+
+
+def test_tensorrt_llm_s_offline_fp8_llama_70b_on_hopper_is_replayed_within_a_tenth(offline_rows):
+    # a dense model in FP8 on two H100s or H200s at 1K/1K, 1K/8K and 8K/1K tokens: the FP8 GEMMs' rate
+    # the Hopper fit carries, at batches of hundreds
+    rows = [r for r in offline_rows if r["model_id"] == "llama-3.1-70b" and r["gpu_id"] in ("h100", "h200")]
+    assert len(rows) >= 4
+    assert all(abs(r["error"]) < 0.10 for r in rows), [(r["id"], round(r["error"], 3)) for r in rows]

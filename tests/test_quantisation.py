@@ -163,11 +163,15 @@ def test_fp4_formats_are_four_bits_plus_their_block_scales():
     assert MIX.weight_bytes("bf16") - MIX.weight_bytes("mxfp4") == pytest.approx(routed * (2 - (4 + 8 / 32) / 8))
 
 
-def test_fp4_reads_fewer_bytes_a_decode_step_and_multiplies_at_the_fp4_rate():
-    decode = {d: steptime(B200, L70, 1, decode_batch=1, context=512, dtype=d) for d in ("fp8", "fp4")}
+def test_fp4_reads_fewer_bytes_a_decode_step_and_multiplies_at_its_kernel_s_measured_rate():
+    decode = {d: steptime(B200, L70, 1, decode_batch=1, context=512, dtype=d) for d in ("bf16", "fp8", "fp4")}
     assert decode["fp4"]["step_ms"] < 0.75 * decode["fp8"]["step_ms"]  # memory bound: 0.56 bytes a weight, not 1
-    prefill = {d: steptime(B200, L70, 1, prefill_tokens=8192, dtype=d)["breakdown_ms"]["linear"] for d in ("fp8", "fp4")}
-    assert 0.45 < prefill["fp4"] / prefill["fp8"] < 0.6  # compute bound: B200's FP4 rate is twice its FP8 rate
+    prefill = {d: steptime(B200, L70, 1, prefill_tokens=8192, dtype=d)["breakdown_ms"]["linear"]
+               for d in ("bf16", "fp8", "fp4")}
+    # compute bound: the datasheet's FP4 rate is four times bf16's, but vLLM's NVFP4 GEMM, quantising its
+    # activations, measures 2.1-2.2 times torch's bf16 GEMM on a B200 from 4,096 tokens up (PR #20646)
+    assert 2.0 < prefill["bf16"] / prefill["fp4"] < 2.4
+    assert prefill["fp4"] < prefill["fp8"]
     # MXFP4 experts: a decode step reads them at 0.53 bytes a weight, and a long prompt multiplies them against
     # 8-bit activations at the FP8 rate; attention stays 16-bit, at the 16-bit rate
     moe = {d: steptime(B200, MIX, 2, decode_batch=1, context=512, dtype=d) for d in ("fp8", "mxfp4")}
