@@ -21,9 +21,9 @@ reads an uploaded one), are replayed.
         leave-one-group-out score (each model class, GPU and workload left out of the fit in
         turn, with --logo), and every run predicted to overload where the real server was
         stable, the public runs on other GPU families and TensorRT-LLM's offline throughput
-        (calibration/family_check.py, its runs and --offline's); and core/data/validation_errors.json, each vLLM V1 run's setting (GPU family,
-        model size, simulated load) and errors, from which the Lab shows the error of the
-        validated setting nearest the user's (core/lab/trust.py)
+        (calibration/family_check.py, its runs and --offline's); and core/data/validation_errors.json,
+        each vLLM V1 run's setting (GPU family, model size, simulated load) and errors, from which the
+        Lab shows the error of the validated setting nearest the user's (core/lab/trust.py)
 """
 from __future__ import annotations
 
