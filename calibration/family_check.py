@@ -20,8 +20,8 @@ where the server's prefix cache hit under 10% of the prompts) and Qwen3-32B with
 A100 (its profile, `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine at a Poisson rate
 (vLLM PR #20759's baseline). --offline replays calibration/offline_runs.json instead: TensorRT-LLM's own offline
 throughput at large batches on B200 (FP4) and H200 and H100 (FP8), another engine's runs that check the cost model
-where a batch of thousands is compute bound. calibration/real_runs.py --write adds both tables to
-calibration/VALIDATION.md.
+where a batch of thousands is compute bound, at the limits calibration/trtllm_replay.py --write puts in their commands.
+calibration/real_runs.py --write adds both tables to calibration/VALIDATION.md.
 """
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ def replays(path: Path = RUNS, eff_of=None, fit: str | None = None) -> list[dict
                              engine_name=run["engine"], gpu_id=cfg.gpu, model_id=cfg.model, tp=cfg.tp,
                              workload=(f"offline batch of {users}" if not cfg.api_server else f"{users} clients"),
                              load=float(summary["utilisation"]), stable=bool(summary["stable"]),
+                             preemptions=int(summary["preemptions"]),
                              fitted=run.get("fit") is not None))
     return rows
 
@@ -171,8 +172,9 @@ OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs
                   "calibration/family_check.py --offline`)**: its performance overview's runs of DeepSeek-R1, gpt-oss, "
                   "Llama-3.3-70B and Qwen3-30B-A3B on B200 (FP4) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "
                   "tokens, every request at once, and its DeepSeek-R1 blog's runs with the batch they give: another "
-                  "engine, replayed with vLLM's offline engine at TensorRT-LLM's batch and token budget; checks, nothing "
-                  "fitted")
+                  "engine, replayed with vLLM's offline engine at the batch and token limits trtllm-bench runs a rank "
+                  "with, the batch capped at the requests TensorRT-LLM's pool holds whole (calibration/trtllm_replay.py); "
+                  "checks, nothing fitted")
 
 
 def lines(rows: list[dict], header: str = FAMILY_HEADER) -> list[str]:
