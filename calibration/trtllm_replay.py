@@ -48,9 +48,13 @@ GIB = 1024 ** 3
 KV_FRACTION = 0.90
 # the formats trtllm-bench sizes by its heuristic (TUNED_QUANTS: NVFP4, FP8, FP8 block scales, none); the
 # LLM API's defaults otherwise (TorchLlmArgs max_batch_size 2048, max_num_tokens 8192)
-TUNED = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0}
+TUNED = {"fp4", "fp8", "bf16", "fp16"}
 DEFAULT_LIMITS = (2048, 8192)
 BLOCK_TOKENS = 32  # KvCacheConfig tokens_per_block
+
+
+def ceil_to(x: float, step: int) -> int:
+    return step * math.ceil(x / step)
 
 
 def finetune(requests: float, isl: int, osl: int) -> tuple[int, int]:
@@ -58,18 +62,9 @@ def finetune(requests: float, isl: int, osl: int) -> tuple[int, int]:
     'slightly optimistic' upper bounds (heuristics.py finetune_setting)."""
     raw_bs = min(requests, 4096)
     raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    bs = max(64, ceil_to(raw_bs, 32)) if raw_bs < 256 else ceil_to(raw_bs, 128 if raw_bs < 1024 else 256)
+    tokens = (max(2048, ceil_to(raw_tokens, 256)) if raw_tokens < 4096
+              else ceil_to(raw_tokens, 512 if raw_tokens < 8192 else 1024))
     return bs, tokens
 
 
