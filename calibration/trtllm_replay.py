@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.physics import catalog, memory  # noqa: E402
+from core.physics import catalog, expert, memory  # noqa: E402
 from core.physics.catalog import kv_format  # noqa: E402
 from core.physics.costmodel import kv_bytes_per_token_per_gpu  # noqa: E402
 
@@ -80,9 +80,9 @@ def bench_limits(gpu_id: str, model_id: str, tp: int, ep: int, dp_attention: boo
             per_token = model.layers * (model.mla_kv_lora_rank + model.mla_rope_dim) * kv_bytes
         else:  # every GPU of the tensor-parallel group holds at least one KV head
             per_token = 2 * model.layers * max(tp, model.kv_heads) * model.head_dim * kv_bytes
-        checkpoint = memory.weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp_attention) * tp
-        gpus = 1 if dp_attention else tp  # under attention DP one rank's memory, batch and engine share
-        available = gpu.memory_gib * GIB * gpus - checkpoint / (tp if dp_attention else 1)
+        gpus = 1 if dp_attention else tp  # under attention DP one rank's memory, batch and share of the weights
+        weights = memory.weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp_attention)
+        available = gpus * (gpu.memory_gib * GIB - weights)
         requests = available * KV_FRACTION / (per_token * (isl + osl))
         bs, tokens = finetune(requests, isl, osl)
     return bs, max(tokens, isl + bs)  # chunked prefill off: a whole prompt beside a full batch
@@ -95,9 +95,9 @@ def admitted(gpu_id: str, model_id: str, tp: int, ep: int, dp_attention: bool, d
     gpu, model = catalog.get_gpu(gpu_id), catalog.get_model(model_id)
     plan = memory.plan_memory(gpu, model, tp=tp, ep=ep, dp_attention=dp_attention, dtype=dtype, kv_dtype=kv_dtype,
                               max_seqs=max_seqs, max_batched_tokens=max_tokens)
-    per_token = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
-    if dp_attention:  # a rank's own sequences whole
-        per_token *= tp
+    # a rank's own sequences: the attention's share of the GPUs it spans (its whole KV under attention DP)
+    per_token = kv_bytes_per_token_per_gpu(model, expert.attention_tp(tp, dp_attention),
+                                           kv_format(kv_dtype).bytes_per_value)
     blocks = int(plan.kv_pool_bytes // (BLOCK_TOKENS * per_token))
     return blocks // math.ceil((isl + osl) / BLOCK_TOKENS)
 
