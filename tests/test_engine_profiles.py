@@ -2,17 +2,21 @@
 paused while prompts wait), the defaults it picks for a GPU, its CUDA graphs (decode batches only),
 and the command line and the benchmark replay that take it."""
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from core.cli.main import main
-from core.physics import catalog, costmodel
+from core.physics import catalog, costmodel, hfconfig
 from core.serving import engines
 from core.serving.command import simulate_command
 from core.serving.simulate import SimConfig, simulate
 from core.serving.workload import WorkloadSpec
 from tests.test_reproduce import cli_config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROMPTS = WorkloadSpec(n_requests=400, rate=8.0, prompt_mean=2000, output_mean=200, length_dist="lognormal")
 
@@ -67,7 +71,6 @@ def test_sglangs_server_shows_in_the_clients_ttft():
 
 
 def test_an_sglang_benchmark_file_replays_with_sglangs_profile(capsys):
-    from pathlib import Path
     sgl = Path(__file__).parent / "fixtures" / "bench" / "sglang-dec2024_llama-3.3-70b_tp4_4xh200_online.jsonl"
     assert main(["calibrate", str(sgl), "--gpu", "h200", "--model", "llama-3.1-70b", "--line", "1",
                  "--compare-only"]) == 0
@@ -158,4 +161,22 @@ def test_sglang_on_rocm_decodes_deepseek_at_the_cookbooks_pace_and_cuda_gpus_kee
     b200 = tpot("b200")
     eff = costmodel.fitted()
     assert b200 == pytest.approx(9.16, rel=0.2)  # the B200 runs' figure: ROCm's constant is ROCm's alone
-    assert eff.sglang_rocm_layer_us > 0
+    assert eff.sglang_rocm_fp8_layer_us > 0
+
+
+def test_sglang_on_rocm_decodes_16_bit_layers_at_the_cuda_pace_and_block_fp8_ones_slower():
+    # SGLang cookbook on 8 MI300X, 1K/1K random at one request (calibration/moe_runs.json): Llama-4 Scout and
+    # Maverick in bf16 (SGLang 0.5.9) 7.49 and 5.95 ms mean TPOT, Qwen3-Coder-480B-A35B with block-scaled fp8
+    # weights (0.5.7) 17.06 ms. ROCm's extra a layer taken on every layer made the bf16 ones 16 ms
+    def tpot(config, dtype):
+        model = hfconfig.parse((ROOT / config).read_bytes(), config).model
+        # the fp8 checkpoint scales its weights by 128 x 128 blocks, which the BF16 model's config does not say
+        model = catalog.register_model(replace(model, fp8_block_scales=dtype == "fp8"))
+        spec = WorkloadSpec(n_requests=50, rate=math.inf, concurrency=1, prompt_mean=610.1, output_mean=422.0,
+                            length_dist="uniform", spread=1.0)
+        return simulate(SimConfig(gpu="mi300x", model=model.id, tp=8, dtype=dtype, workload=spec,
+                                  **engines.sglang_defaults(catalog.get_gpu("mi300x"), 8))).summary["tpot_ms"]["mean"]
+    assert tpot("calibration/configs/llama-4-scout-17b-16e.json", "bf16") == pytest.approx(7.49, rel=0.25)
+    assert tpot("calibration/configs/llama-4-maverick-17b-128e.json", "bf16") == pytest.approx(5.95, rel=0.25)
+    coder = "calibration/configs/qwen3-coder-480b-a35b.json"
+    assert tpot(coder, "fp8") == pytest.approx(17.06, rel=0.3)

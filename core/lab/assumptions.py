@@ -113,7 +113,7 @@ def values() -> dict[str, str]:
         t_draft_pass_us=f"{eff.t_draft_pass_us:.0f} µs", t_spec_step_us=f"{eff.t_spec_step_us:.0f} µs",
         sglang_issue_moe_us=f"{eff.sglang_issue_moe_us / 1e3:.2f} ms",
         sglang_issue_mla_us=f"{eff.sglang_issue_mla_us / 1e3:.2f} ms",
-        sglang_rocm_layer_us=f"{eff.sglang_rocm_layer_us:.0f} µs",
+        sglang_rocm_fp8_layer_us=f"{eff.sglang_rocm_fp8_layer_us:.0f} µs",
         moe_bw_eff=_pct(eff.moe_bw_eff), moe_gemm=_pct(eff.moe_gemm_eff), moe_gemm_fp8=_pct(eff.moe_gemm_eff_fp8, 1),
         link_eff=_pct(eff.link_eff), link_latency_us=f"{eff.link_latency_us:.0f} µs",
         allreduce_base_us=f"{eff.allreduce_base_us:.1f} µs", allreduce_peer_us=f"{eff.allreduce_peer_us:.2f} µs",

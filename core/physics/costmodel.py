@@ -178,7 +178,7 @@ class Efficiency:
     sglang_mla_layer_us: float = 0.0
     sglang_issue_moe_us: float = 0.0
     sglang_issue_mla_us: float = 0.0
-    sglang_rocm_layer_us: float = 0.0
+    sglang_rocm_fp8_layer_us: float = 0.0  # ROCm's kernels a block-fp8 layer beyond CUDA's (SGLang on AMD GPUs)
     # vLLM's one-stage all-reduce over an NVLink switch: a base time and a time per peer GPU it reads from
     allreduce_base_us: float = 0.0
     allreduce_peer_us: float = 0.0
@@ -362,8 +362,11 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # kernels for both, and its MoE routing, are its own (fused top-k and alignment: fitted apart)
     sglang = engine == "sglang"
     mla = (eff.sglang_mla_layer_us if sglang else eff.t_mla_layer_us) if model.is_mla else 0.0
-    # SGLang on an AMD GPU runs ROCm's kernels (aiter), and its small ones take longer a layer (fit_moe.py)
-    rocm = eff.sglang_rocm_layer_us if sglang and gpu.vendor == "AMD" else 0.0
+    # SGLang on an AMD GPU runs ROCm's kernels, and with block-scaled fp8 weights (each GEMM's activations
+    # quantised in groups of 128 first, its partial sums rescaled every 128 of K) they take longer a layer
+    # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
+    rocm_fp8 = sglang and gpu.vendor == "AMD" and fmt.gemm == "fp8" and model.fp8_block_scales
+    rocm = eff.sglang_rocm_fp8_layer_us if rocm_fp8 else 0.0
     p[T_LAYER] = (eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6

@@ -32,7 +32,7 @@ ROW_PAD = 8  # words past a cache table row's width: one 64-byte cache line (_pr
 TIMES = ("t_layer_us", "t_issue_decode_us", "t_issue_prefill_us", "link_latency_us", "engine_step_us",
          "t_layer_engine_us", "engine_seq_us", "t_piecewise_us", "t_issue_engine_us", "t_moe_layer_us",
          "t_mla_layer_us", "sglang_moe_layer_us", "sglang_mla_layer_us", "sglang_issue_moe_us", "sglang_issue_mla_us",
-         "sglang_rocm_layer_us", "allreduce_base_us", "allreduce_peer_us", "t_draft_pass_us", "t_spec_step_us")
+         "sglang_rocm_fp8_layer_us", "allreduce_base_us", "allreduce_peer_us", "t_draft_pass_us", "t_spec_step_us")
 RATES = ("eta_bw", "eta_gemm", "eta_attn", "link_eff")
 
 
