@@ -286,6 +286,10 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     share = atp / tp
     p[DENSE_W] = dense * dense_wb
     p[DENSE_FLOPS] = 2 * dense * share
+    # block-scaled fp8 checkpoints (DeepSeek-V3/R1, Qwen3's -FP8) scale each 128 x 128 block of weights: a GEMM
+    # rescales its partial sums every 128 of K and quantises the activations it reads in groups of 128 first;
+    # a tensor's or a channel's scale (fp8 quantised at load) costs nothing of it
+    block_fp8 = fmt.gemm == "fp8" and model.fp8_block_scales
     if model.is_moe:
         shared = model.shared_experts * model.mlp_params(model.moe_ffn) / atp
         router = h * model.experts
@@ -302,11 +306,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[EP_LOAD_VAR] = expert.load_variance(model, ep, ep_load_cv)
         p[EP_SAMPLE] = ep / model.experts_per_token
         ffn_slice = model.moe_ffn / (1 if ep > 1 else tp)  # the expert's width on one GPU
-        # block-scaled fp8 checkpoints (DeepSeek-V3/R1, Qwen3's -FP8) scale each 128 x 128 block of weights:
-        # the fused-MoE kernel rescales its partial sums every 128 of K, and quantises the activations it
-        # reads in groups of 128; a tensor's or a channel's scale (fp8 quantised at load) costs nothing of it
-        block = fmt.gemm == "fp8" and model.fp8_block_scales
-        p[MOE_GEMM_EFF] = eff.moe_gemm_eff_fp8 if block else eff.moe_gemm_eff
+        p[MOE_GEMM_EFF] = eff.moe_gemm_eff_fp8 if block_fp8 else eff.moe_gemm_eff
         tiles = expert.constants()["tile_rows"]
         p[MOE_TILE], p[MOE_TILE_SMALL] = (0.0 if fmt.marlin_moe else tiles["value"]), tiles["small_batch"]
         p[MOE_SCRATCH] = act * (6 * ffn_slice + 2 * h)  # gate/up rows, activation rows, output rows
@@ -362,11 +362,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # kernels for both, and its MoE routing, are its own (fused top-k and alignment: fitted apart)
     sglang = engine == "sglang"
     mla = (eff.sglang_mla_layer_us if sglang else eff.t_mla_layer_us) if model.is_mla else 0.0
-    # SGLang on an AMD GPU runs ROCm's kernels, and with block-scaled fp8 weights (each GEMM's activations
-    # quantised in groups of 128 first, its partial sums rescaled every 128 of K) they take longer a layer
+    # SGLang on an AMD GPU runs ROCm's kernels, and with block-scaled fp8 weights they take longer a layer
     # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
-    rocm_fp8 = sglang and gpu.vendor == "AMD" and fmt.gemm == "fp8" and model.fp8_block_scales
-    rocm = eff.sglang_rocm_fp8_layer_us if rocm_fp8 else 0.0
+    rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
     p[T_LAYER] = (eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
