@@ -17,7 +17,9 @@ attention's rate to; the H100 and H200 ones check the fitted family in the same 
 a fit: an A100 80GB serving Qwen2-7B with vLLM 0.10.1.1 from one prompt to 200 sent at once (TPOT; TTFT only
 where the server's prefix cache hit under 10% of the prompts) and Qwen3-32B with vLLM 0.11.0, 500 prompts of 2,000 and
 4,000 tokens at once (GPUStack's performance lab), and SGLang 0.3.0 serving Llama-3.1-8B on an
-A100 (its profile, `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine at a Poisson rate
+A100 (its profile, `--engine sglang`) and SGLang 0.5.6 serving Llama-3.1-70B on eight A100s at 1 to 100 clients (the
+SGLang cookbook, replayed with the requests its benchmark drew and what the server had cached of them:
+calibration/bench_serving.py), and four B200s serving Llama-3.1-70B with vLLM's V1 engine at a Poisson rate
 (vLLM PR #20759's baseline). --offline replays calibration/offline_runs.json instead: TensorRT-LLM's own offline
 throughput at large batches on B200 (FP4) and H200 and H100 (FP8), another engine's runs that check the cost model
 where a batch of thousands is compute bound, at the limits calibration/trtllm_replay.py --write puts in their commands.
@@ -36,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import bench_serving  # noqa: E402
 from core.cli.main import simulation_of  # noqa: E402
 from core.physics import catalog, costmodel  # noqa: E402
 from core.serving.simulate import simulate  # noqa: E402
@@ -61,12 +64,17 @@ def replays(path: Path = RUNS, eff_of=None, fit: str | None = None) -> list[dict
     the signed error (simulated / measured - 1). eff_of(gpu) gives the cost-model constants to run a
     GPU with (None: its own, costmodel.efficiency_for); `fit` keeps only the runs fitted as it names."""
     rows = []
-    for run in json.loads(path.read_text())["entries"]:
+    entries = json.loads(path.read_text())["entries"]
+    by_id = {run["id"]: run for run in entries}
+    for run in entries:
         if fit is not None and run.get("fit") != fit:
             continue
         for r in run.get("replay", []):
             cfg = simulation_of(r["command"])
-            summary = simulate(cfg, eff_of(catalog.get_gpu(cfg.gpu)) if eff_of else None).summary
+            # a benchmark whose draw is known replays its own requests, and what the server had cached of them
+            drawn = (bench_serving.replay(run, [by_id[i] for i in run["server_before"]], cfg)
+                     if "bench_lengths" in run else None)
+            summary = simulate(cfg, eff_of(catalog.get_gpu(cfg.gpu)) if eff_of else None, workload=drawn).summary
             measured = float(run["measured"][r["measured"]])
             simulated = float(METRICS[r["metric"]](summary))
             users = cfg.workload.concurrency
@@ -166,8 +174,10 @@ FAMILY_HEADER = ("**Public runs on other GPU families (calibration/family_runs.j
                  "the H100 and H200 ones check them and the fitted family in the same harness; an A100 80GB serving Qwen2-7B "
                  "with vLLM 0.10.1.1 (V1) from one prompt to 200 at once and Qwen3-32B with vLLM 0.11.0, 500 prompts of 2,000 "
                  "and 4,000 tokens at once, and SGLang 0.3.0 serving Llama-3.1-8B on an A100 "
-                 "at 4 and 8 req/s (replayed with `--engine sglang`), and four B200s serving Llama-3.1-70B with vLLM's V1 engine "
-                 "at 1, 5 and 10 req/s: checks, nothing fitted")
+                 "at 4 and 8 req/s (replayed with `--engine sglang`), SGLang 0.5.6 serving Llama-3.1-70B on eight A100s at 1 "
+                 "to 100 clients (the SGLang cookbook; each run's own requests, seed 1's draw, and what its warm-up and the "
+                 "earlier runs on the server left cached: calibration/bench_serving.py), and four B200s serving "
+                 "Llama-3.1-70B with vLLM's V1 engine at 1, 5 and 10 req/s: checks, nothing fitted")
 OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs.json, replayed by `python "
                   "calibration/family_check.py --offline`)**: its performance overview's runs of DeepSeek-R1, gpt-oss, "
                   "Llama-3.3-70B and Qwen3-30B-A3B on B200 (FP4) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "

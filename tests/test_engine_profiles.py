@@ -1,6 +1,7 @@
 """SGLang's engine profile: its rule on the loop (prompt chunks in steps of their own, decodes
 paused while prompts wait), the defaults it picks for a GPU, its CUDA graphs (decode batches only),
 and the command line and the benchmark replay that take it."""
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,8 @@ from core.physics import catalog, costmodel, hfconfig
 from core.serving import engines
 from core.serving.command import simulate_command
 from core.serving.simulate import SimConfig, simulate
-from core.serving.workload import WorkloadSpec
+from core.serving.workload import Workload, WorkloadSpec
+from tests import calibration_script
 from tests.test_reproduce import cli_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +95,26 @@ def test_sglang_issues_a_prompts_step_op_by_op_so_its_length_barely_moves_it():
     # a decode batch replays a graph in both: no layer's issue on its path
     decode = costmodel.steptime(gpu, model, 8, decode_batch=8, context=1000, dtype="fp8", engine="sglang")
     assert decode["breakdown_ms"]["host_issue_wait"] == 0
+
+
+def test_a_prompt_the_cache_already_holds_costs_sglang_a_prompt_step_and_vllm_a_decode():
+    # SGLang runs every prompt as an extend batch, op by op, however little of it is left to compute:
+    # the cookbook's DeepSeek-R1 on 8x B200 answers prompts an earlier run on the server had sent (its
+    # 1K/8K scenario after its 1K/1K one, sglang.bench_serving's seed 1 drawing the same prompts) after
+    # 126 ms at one request at a time, near the 141 ms of the uncached ones
+    n, prompt, output = 12, 6000, 40
+    wl = Workload(np.zeros(n), np.full(n, prompt), np.full(n, output))
+    warm = replace(wl, cached_tokens=np.full(n, prompt))  # all but the last token, which computes
+    spec = WorkloadSpec(n_requests=n, rate=math.inf, concurrency=1, prompt_mean=prompt, output_mean=output)
+    base = dict(gpu="b200", model="deepseek-v3", tp=8, dtype="fp8", workload=spec)
+    sglang = dict(base, **engines.sglang_defaults(catalog.get_gpu("b200"), 8))
+    ttft = {(k, w is warm): simulate(SimConfig(**cfg), workload=w).summary["ttft_ms"]["p50"]
+            for k, cfg in (("sglang", sglang), ("vllm", base)) for w in (wl, warm)}
+    tpot = {k: simulate(SimConfig(**base), workload=w).summary["tpot_ms"]["p50"] for k, w in (("cold", wl), ("warm", warm))}
+    assert ttft["vllm", True] < 0.25 * ttft["vllm", False]  # one token's step instead of 6,000 tokens'
+    assert ttft["sglang", True] > 0.6 * ttft["sglang", False]  # the layers' issue either way
+    assert ttft["sglang", True] > 3 * ttft["vllm", True]
+    assert tpot["warm"] == pytest.approx(tpot["cold"], rel=0.02)  # decode reads the whole context either way
 
 
 def test_under_sglang_an_moe_models_tpot_climbs_with_concurrency_as_measured():
@@ -180,3 +202,23 @@ def test_sglang_on_rocm_decodes_16_bit_layers_at_the_cuda_pace_and_block_fp8_one
     assert tpot("calibration/configs/llama-4-maverick-17b-128e.json", "bf16") == pytest.approx(5.95, rel=0.25)
     coder = "calibration/configs/qwen3-coder-480b-a35b.json"
     assert tpot(coder, "fp8") == pytest.approx(17.06, rel=0.3)
+
+
+def test_the_cookbook_runs_replay_the_requests_sglangs_benchmark_drew_and_what_the_server_had_cached():
+    # seed 1's draw is each run's own: its prompt and output token totals are the page's, to rounding
+    bench = calibration_script.load("bench_serving")
+    moe = json.loads((ROOT / "calibration" / "moe_runs.json").read_text())["runs"]
+    drawn = [r for r in moe if r["id"].startswith("sglang-cookbook") and r["dataset"] == "random"]
+    assert drawn and all("bench_lengths" in r for r in drawn)
+    for r in drawn:
+        prompt, output = bench.lengths(r["bench_lengths"], r["requests"])
+        assert prompt.mean() == pytest.approx(r["prompt_mean"], abs=0.06), r["id"]
+        assert output.mean() == pytest.approx(r["output_mean"], abs=0.06), r["id"]
+    # a run's prompts are cached as far as the runs before it on the server sent them; the warm-up's always
+    family = {r["id"]: r for r in json.loads((ROOT / "calibration" / "family_runs.json").read_text())["entries"]}
+    c100 = family["a100x8-llama31-70b-bf16-tp8-c100-random-1000in-1000out-sglang056-cookbook"]
+    earlier = [family[i] for i in c100["server_before"]]
+    wl = bench.workload(c100, earlier, pool_tokens=1e9)
+    assert (wl.cached_tokens[:80] == wl.prompt_tokens[:80]).all() and (wl.cached_tokens[80:] == 0).all()
+    tight = bench.workload(c100, earlier, pool_tokens=1.0)  # a pool that held nothing of theirs
+    assert tight.cached_tokens[0] == tight.prompt_tokens[0] and (tight.cached_tokens[1:] == 0).all()

@@ -236,12 +236,13 @@ def preempt_newest(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg):
 
 
 @engine_jit
-def add_explicit(RI, PI, SLOTS, r, q, n, p, mix):
-    """n tokens of request q in this step: one token after a cached context is a decode;
-    anything else a prefill chunk."""
+def add_explicit(RI, PI, SLOTS, r, q, n, p, mix, extend):
+    """n tokens of request q in this step: one token after a cached context is a decode, unless
+    the step is an extend batch (`extend`: SGLang runs every prompt's step as one, without CUDA
+    graphs, however few of its tokens are left); anything else a prefill chunk."""
     c = RI[q, R_COMPUTED]
     mix[M_TOKENS] += n
-    if n == 1 and c > 0:
+    if n == 1 and c > 0 and not extend:
         mix[M_DECODES] += 1
         mix[M_SUM_CTX] += c + 1
         mix[M_CTAS] += cm.decode_ctas(p, c + 1)
@@ -313,7 +314,7 @@ def serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked
             PI[g, P_USED] += grow
             if caching(PI, r, cfg):
                 register(RI, KC, PI, g, q, RI[q, R_COMPUTED] + n, cfg)
-        add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
+        add_explicit(RI, PI, SLOTS, r, q, n, p, mix, cfg[C_POLICY] == SGLANG)
         budget -= n
     return budget, preempted
 
@@ -343,7 +344,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         PI[r, P_NWAIT] -= 1
         RI[q, R_BLOCKS] += need
         PI[r, P_USED] += need
-        _admit(RI, PI, SLOTS, r, q, n, p, mix)
+        _admit(RI, PI, SLOTS, r, q, n, p, mix, False)
         budget -= n  # a landed decode is not a new prompt: not counted as admitted
     cache = paged and caching(PI, r, cfg)
     while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < cfg[C_MAX_SEQS] and budget > 0:
@@ -396,7 +397,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
             continue
         if cache:
             register(RI, KC, PI, g, q, c0 + n, cfg)
-        _admit(RI, PI, SLOTS, r, q, n, p, mix)
+        _admit(RI, PI, SLOTS, r, q, n, p, mix, cfg[C_POLICY] == SGLANG)
         budget -= n
         admitted += 1
     return budget, admitted
@@ -419,8 +420,8 @@ def load_from_host(RI, RF, PI, PF, g, q, tokens, cf, t):
 
 
 @engine_jit
-def _admit(RI, PI, SLOTS, r, q, n, p, mix):
-    """q joins the running requests, with n tokens in this step."""
+def _admit(RI, PI, SLOTS, r, q, n, p, mix, extend):
+    """q joins the running requests, with n tokens in this step (in an extend batch: add_explicit)."""
     RI[q, R_STATE] = S_PREFILL
     RI[q, R_REPLICA] = r  # its lane, in a pipeline
     run_append(RI, PI, r, q)
@@ -430,7 +431,7 @@ def _admit(RI, PI, SLOTS, r, q, n, p, mix):
     SLOTS[r, L_SCH_REQ, k] = q
     SLOTS[r, L_SCH_N, k] = n
     PI[r, P_NSCHED] = k + 1
-    add_explicit(RI, PI, SLOTS, r, q, n, p, mix)
+    add_explicit(RI, PI, SLOTS, r, q, n, p, mix, extend)
 
 
 @step_jit

@@ -371,6 +371,9 @@ def _prepare(cfg: SimConfig, eff=None, workload: Workload | None = None):
     if longest > max_len:
         raise ValueError(f"a request of {longest:,} tokens (prompt + output) is longer than the max model length of "
                          f"{max_len:,}: raise the max model length (--max-model-len) to at least {longest:,}")
+    if wl.cached_tokens is not None and (cfg.disagg or wl.prefix_id is not None or wl.conversation_id is not None):
+        raise ValueError("prompts already cached when they arrive are replayed on a colocated deployment without "
+                         "system prompts or conversations: drop disaggregation, the prefix ids and the conversations")
     pools = _pools(cfg, gpu, model, max_len, eff)
     if cfg.autoscale and not 1 <= cfg.min_replicas <= pools[0].replicas:
         raise ValueError(f"minimum replicas must be within 1..{pools[0].replicas} (GPUs / tp)")
@@ -453,6 +456,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RI = np.zeros((n, L.NRI), np.int64)
     RI[:, L.R_PROMPT] = wl.prompt_tokens
     RI[:, L.R_OUTPUT] = wl.output_tokens
+    if wl.cached_tokens is not None:  # computed already, in blocks it takes when admitted (loop.admit)
+        RI[:, L.R_COMPUTED] = np.clip(wl.cached_tokens, 0, wl.prompt_tokens - 1)
     for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS, L.R_GROUP, L.R_CONV,
                 L.R_GATE):
         RI[:, col] = -1
@@ -707,7 +712,8 @@ def _as_sent(wl: Workload, requests: dict, stream: dict):
     pick = (lambda x: None if x is None else x[order])
     wl = replace(wl, arrival_s=requests["arrival_s"], prompt_tokens=wl.prompt_tokens[order],
                  output_tokens=wl.output_tokens[order], prefix_id=pick(wl.prefix_id),
-                 prefix_tokens=pick(wl.prefix_tokens), conversation_id=pick(wl.conversation_id))
+                 prefix_tokens=pick(wl.prefix_tokens), conversation_id=pick(wl.conversation_id),
+                 cached_tokens=pick(wl.cached_tokens))
     return wl, requests, stream
 
 

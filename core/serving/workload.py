@@ -104,6 +104,10 @@ class Workload:
     prefix_id: np.ndarray | None = None
     prefix_tokens: np.ndarray | None = None
     conversation_id: np.ndarray | None = None
+    # prompt tokens the server's cache already holds when the request arrives (None: none), as a
+    # benchmark's warm-up request or an earlier run against the same server leaves them: its
+    # prefill computes the rest, and its KV cache still holds (and decode still reads) them all
+    cached_tokens: np.ndarray | None = None
 
     @property
     def n(self) -> int:
