@@ -34,12 +34,13 @@ def lengths(bench: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
     return prompt.astype(np.int64), np.maximum(output, 1).astype(np.int64)
 
 
-def replay(run: dict, earlier: list[dict], cfg) -> Workload:
-    """The requests `run` sent as `cfg` (a SimConfig) replays it, the server's pool holding what the
-    memory planner gives the replica."""
+def replay(run: dict, runs_by_id: dict, cfg) -> Workload:
+    """The requests `run` sent as `cfg` (a SimConfig) replays it, after the runs its server_before
+    names (looked up in runs_by_id), the server's pool holding what the memory planner gives the replica."""
     plan = memory.plan_memory(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), cfg.tp, cfg.block_size,
                               cfg.mem_util, cfg.max_batched_tokens, cfg.max_seqs, cfg.dtype, kv_dtype=cfg.kv_dtype,
                               ep=cfg.ep, dp_attention=cfg.dp_attention)
+    earlier = [runs_by_id[i] for i in run["server_before"]]
     return workload(run, earlier, plan.kv_blocks * cfg.block_size)
 
 

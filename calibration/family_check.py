@@ -72,8 +72,7 @@ def replays(path: Path = RUNS, eff_of=None, fit: str | None = None) -> list[dict
         for r in run.get("replay", []):
             cfg = simulation_of(r["command"])
             # a benchmark whose draw is known replays its own requests, and what the server had cached of them
-            drawn = (bench_serving.replay(run, [by_id[i] for i in run["server_before"]], cfg)
-                     if "bench_lengths" in run else None)
+            drawn = bench_serving.replay(run, by_id, cfg) if "bench_lengths" in run else None
             summary = simulate(cfg, eff_of(catalog.get_gpu(cfg.gpu)) if eff_of else None, workload=drawn).summary
             measured = float(run["measured"][r["measured"]])
             simulated = float(METRICS[r["metric"]](summary))

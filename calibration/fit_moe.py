@@ -100,10 +100,7 @@ def workload(run: dict, cfg: SimConfig) -> Workload | None:
     """The requests of a run whose benchmark's draw is known (bench_lengths), with what the server's cache
     held of each when it arrived (its warm-up, and the runs before it on the same server, server_before, as far
     as the replica's KV pool holds them); None: the run's lengths are drawn from its stated distribution."""
-    if "bench_lengths" not in run:
-        return None
-    by_id = _runs_by_id()
-    return bench_serving.replay(run, [by_id[i] for i in run["server_before"]], cfg)
+    return bench_serving.replay(run, _runs_by_id(), cfg) if "bench_lengths" in run else None
 
 
 def errors(run: dict, eff: costmodel.Efficiency) -> dict:

@@ -456,7 +456,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     RI = np.zeros((n, L.NRI), np.int64)
     RI[:, L.R_PROMPT] = wl.prompt_tokens
     RI[:, L.R_OUTPUT] = wl.output_tokens
-    if wl.cached_tokens is not None:  # computed already, in blocks it takes when admitted (loop.admit)
+    if wl.cached_tokens is not None:  # computed already, in blocks it takes when admitted (loop.admit_waiting)
         RI[:, L.R_COMPUTED] = np.clip(wl.cached_tokens, 0, wl.prompt_tokens - 1)
     for col in (L.R_NEXT, L.R_REPLICA, L.R_HOME, L.R_STREAM, L.R_RPREV, L.R_RNEXT, L.R_HPOS, L.R_GROUP, L.R_CONV,
                 L.R_GATE):
