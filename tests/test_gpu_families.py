@@ -57,6 +57,22 @@ def test_an_mi300x_computes_no_faster_than_its_best_measured_matmul():
     assert linear_flops / (r["breakdown_ms"]["linear"] * 1e-3) <= 708e12
 
 
+def test_an_mi325x_is_an_mi300x_with_more_and_faster_hbm():
+    # the same CDNA 3 die (gfx942, 304 CUs at 2.1 GHz) with 256 GiB of HBM3E at 6.0 TB/s in place of 192 GiB
+    # of HBM3 at 5.3: it takes the family's measured factors, holds more KV, and a decode step that streams
+    # the weights is faster by no more than the bandwidth's ratio, while a compute-bound prefill is no faster
+    mi325x = catalog.get_gpu("mi325x")
+    assert mi325x.arch == MI300X.arch and costmodel.efficiency_for(mi325x) == costmodel.efficiency_for(MI300X)
+    kv = [memory.plan_memory(g, L70, tp=8, dtype="fp8").kv_tokens for g in (MI300X, mi325x)]
+    assert kv[1] > kv[0] * 1.3  # 64 GiB more a GPU against 192 - 9 GiB of fp8 weights and reserve
+    step = [steptime(g, L70, 8, decode_batch=64, context=2048, dtype="fp8", engine="vllm")["step_ms"]
+            for g in (MI300X, mi325x)]
+    assert 1.0 < step[0] / step[1] <= mi325x.hbm_tbps / MI300X.hbm_tbps
+    pre = [steptime(g, L70, 8, prefill_tokens=16384, dtype="fp8", engine="vllm")["breakdown_ms"]["linear"]
+           for g in (MI300X, mi325x)]
+    assert pre[1] == pytest.approx(pre[0], rel=0.02)
+
+
 @pytest.mark.parametrize("tp", [4, 8])
 def test_more_than_two_pcie_gpus_all_reduce_through_nccl_and_pay_its_floor(tp):
     floor = costmodel.families()["collectives"]["nccl_pcie_latency_us"]["value"]
