@@ -17,6 +17,20 @@ def test_required_ids_resolve():
         assert catalog.get_model(m).id == m
 
 
+@pytest.mark.parametrize("repo, model_id, dtype", [
+    ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-r1", "fp4"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b", "fp8"),
+    ("nvidia/Llama-3.3-70B-Instruct-FP8", "llama-3.1-70b", "fp8"),
+    ("amd/Llama-3.1-405B-Instruct-FP8-KV", "llama-3.1-405b", "fp8"),
+    ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "llama-3.1-70b", "int4"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
+    ("openai/gpt-oss-120b", "gpt-oss-120b", None),
+])
+def test_a_quantised_checkpoint_is_its_models_shape_in_the_format_its_name_says(repo, model_id, dtype):
+    assert catalog.get_model(repo).id == model_id
+    assert catalog.checkpoint_format(repo) == dtype
+
+
 def test_every_gpu_value_has_a_source_and_a_dated_price():
     raw = json.loads((catalog.DATA / "gpus.json").read_text())["gpus"]
     for g in raw:

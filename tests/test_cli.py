@@ -126,3 +126,18 @@ def test_a_disaggregated_simulation_names_both_pools_in_its_text():
     # one prefill replica of 2 GPUs and six decode replicas of one: the split the user asked for, not "8 replicas"
     assert "prefill pool: 1 replica of tp=2 (2 GPUs); decode pool: 6 replicas of tp=1 (6 GPUs)" in first
     assert "7 replicas" not in first and "8 replicas" not in first
+
+
+def test_a_model_released_quantised_is_simulated_as_released_unless_told_otherwise():
+    # DeepSeek-R1's only release is fp8 (128 x 128 blocks): 671B parameters fit eight H200s as released and
+    # not in 16 bits, and a quantised repo's name says its format; --dtype still chooses
+    base = ("simulate", "--gpu", "h200", "--tp", "8", "--concurrency", "4", "--requests", "8", "--prompt", "512",
+            "--output", "64")
+    released = run(*base, "--model", "deepseek-ai/DeepSeek-R1-0528")
+    assert released.returncode == 0, released.stderr
+    assert "weights: fp8" in released.stdout
+    told = run(*base, "--model", "deepseek-ai/DeepSeek-R1-0528", "--dtype", "bf16")
+    assert told.returncode == 2 and "does not fit" in told.stderr and "Traceback" not in told.stderr
+    fp8 = json.loads(run(*base, "--model", "nvidia/Llama-3.3-70B-Instruct-FP8", "--json").stdout)
+    bf16 = json.loads(run(*base, "--model", "meta-llama/Llama-3.3-70B-Instruct", "--json").stdout)
+    assert fp8["tpot_ms"]["mean"] < bf16["tpot_ms"]["mean"]  # half the weight bytes a decode step streams

@@ -12,6 +12,7 @@ from core.cli.main import main, simulation_of
 from core.lab.inputs import LabInputs, current_config, run, stage_config
 from core.serving import export
 from core.serving.command import DEFAULTS, simulate_command
+from core.serving.simulate import SimConfig
 
 # the deployment: Llama-3.1-70B on 8 H100s with sharding on (2 x tp4), 10 req/s, 2048/256
 SEVENTY_B = LabInputs(model="llama-3.1-70b", gpu="h100", gpus=8, tensor_parallel=True, rate=10,
@@ -169,3 +170,12 @@ def test_the_lab_page_shows_the_command_of_what_it_simulated():
     expander = next(e for e in at.expander if e.label == "Reproduce on the command line")
     shown = expander.code[0].value
     assert shown == simulate_command(current_config(LabInputs())) and shown.startswith("python -m core simulate ")
+
+
+def test_weights_other_than_the_release_are_in_the_command_and_the_release_goes_unsaid():
+    # no --dtype replays a model as released (gpt-oss's MXFP4 experts): a 16-bit gpt-oss must say bf16
+    for dtype, said in (("bf16", True), ("mxfp4", False)):
+        cfg = SimConfig(gpu="h100", model="gpt-oss-120b", tp=2, dtype=dtype)
+        command = simulate_command(cfg)
+        assert ("--dtype" in command) == said
+        assert cli_config(command).dtype == dtype

@@ -8,6 +8,7 @@ import sys
 
 from .. import bounds
 from ..serving import export
+from ..serving.serve_command import release_dtype
 
 
 class Parser(argparse.ArgumentParser):
@@ -115,3 +116,13 @@ def offload_fields(args) -> dict:
 def spec_fields(args) -> dict:
     return dict(spec_method=args.spec_method, spec_tokens=args.spec_tokens, spec_acceptance=args.spec_acceptance,
                 draft_model=args.draft_model)
+
+
+def weights_as_released(args) -> None:
+    """--dtype left out: the format the model's checkpoint holds (release_dtype), as the engine reads it
+    from the checkpoint; `args.dtype_note` says so where that is not 16-bit."""
+    if not hasattr(args, "dtype") or args.dtype is not None:
+        return
+    args.dtype = release_dtype(getattr(args, "model", None))
+    args.dtype_note = (f"weights: {args.dtype}, as {args.model} is released (--dtype for another format)"
+                       if args.dtype != "bf16" else None)

@@ -11,7 +11,7 @@ import sys
 from .. import jitcache
 from ..physics import catalog, costmodel, memory
 from . import plan, simulate, sweep, yourdata
-from .args import Parser, UsageError, bounded, emit
+from .args import Parser, UsageError, bounded, emit, weights_as_released
 
 
 # ---------------------------------------------------------------- commands
@@ -72,8 +72,10 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model id, or dense-<N>b for a parametric model (or --model-config)")
     p.set_defaults(model_required=True)
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree (GPUs per replica)")
-    p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
-                   help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
+    p.add_argument("--dtype", "--weights", dest="dtype", default=None, choices=catalog.WEIGHT_DTYPES,
+                   help="weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (NVFP4, Blackwell), mxfp4 or int4 (AWQ/GPTQ, "
+                        "group 128); default: as the model is released (a quantised repo's name, gpt-oss's "
+                        "MXFP4, DeepSeek's fp8), else bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
                    help="KV cache: bf16, or fp8 (half the bytes a token, needs FP8 support)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -134,6 +136,7 @@ def simulation_of(command: str):
         raise ValueError(f"not a `python -m core simulate` command: {command}")
     args = build_parser().parse_args(words[3:])
     yourdata.apply_hardware(args)
+    weights_as_released(args)
     return simulate.config_from_args(args)
 
 
@@ -143,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if hasattr(args, "profile"):
             yourdata.apply_hardware(args)
+        weights_as_released(args)
         args.func(args)
     except UsageError as e:
         print(e, file=sys.stderr)

@@ -33,8 +33,10 @@ def add_shape_args(p) -> None:
     p.add_argument("--gpu", default=None, help="GPU id; h100@1.85 for your price per GPU-hour")
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree of a replica")
     p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp x pp, one replica)")
-    p.add_argument("--dtype", "--weights", dest="dtype", default="bf16", choices=catalog.WEIGHT_DTYPES,
-                   help="weights: bf16, fp8 (W8A8, needs FP8 support) or int4 (AWQ/GPTQ, group 128)")
+    p.add_argument("--dtype", "--weights", dest="dtype", default=None, choices=catalog.WEIGHT_DTYPES,
+                   help="weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (NVFP4, Blackwell), mxfp4 or int4 (AWQ/GPTQ, "
+                        "group 128); default: as the model is released (a quantised repo's name, gpt-oss's "
+                        "MXFP4, DeepSeek's fp8), else bf16")
 
 
 def add_expert_args(p) -> None:
@@ -276,9 +278,9 @@ def cmd_simulate(args) -> None:
         lines.append(f"  speculative decoding ({sp['method']}, {sp['spec_tokens']} draft tokens): "
                      f"{sp['acceptance_rate']:.1%} of drafts accepted, {sp['tokens_per_step']:.2f} tokens a sequence "
                      f"a step")
-    note = vllm_defaults_note(cfg, args)
-    if note:
-        lines.append(f"  {note}")
+    for note in (getattr(args, "dtype_note", None), vllm_defaults_note(cfg, args)):
+        if note:
+            lines.append(f"  {note}")
     lines += [
         f"  cost: {s['gpu_hours']:.3f} GPU-hours, ${s['cost_per_1m_tokens_usd']:.3f} per 1M output tokens "
         f"(${s['price_usd_per_gpu_hour']:.2f}/GPU-h, {s['price_date']})",

@@ -55,8 +55,8 @@ def register(sub) -> None:
     p.add_argument("--tp", type=_list("tp", lambda x: bounds.parse("tp", x)), default=(1,),
                    help="tensor-parallel degrees, comma-separated: one deployment each")
     p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp x pp, one replica)")
-    p.add_argument("--dtype", "--weights", dest="dtype", type=_list("weight dtype", _dtype), default=("bf16",),
-                   help="weight dtypes, comma-separated: one deployment each")
+    p.add_argument("--dtype", "--weights", dest="dtype", type=_list("weight dtype", _dtype), default=None,
+                   help="weight dtypes, comma-separated: one deployment each (default: as the model is released)")
     add_args(p)
     p.set_defaults(requests=500)  # each level sends at least 10 a user (frontier.REQUESTS_PER_USER)
     p.add_argument("--csv", default=None, metavar="DIR", help="write sweep.csv and sweep.json here")
@@ -70,7 +70,8 @@ def deployments(args) -> list:
         raise ValueError("give --gpu (a catalog id, e.g. h100, or several: h100,h200)")
     levels = args.concurrency
     out = []
-    for gpu, tp, dtype in itertools.product(args.gpu, args.tp, args.dtype):
+    dtypes = (args.dtype,) if isinstance(args.dtype, str) else args.dtype  # one, as released (weights_as_released)
+    for gpu, tp, dtype in itertools.product(args.gpu, args.tp, dtypes):
         one = argparse.Namespace(**vars(args))
         one.gpu, one.tp, one.dtype, one.concurrency = gpu, tp, dtype, levels[0]
         out.append(config_from_args(one))

@@ -468,6 +468,29 @@ def _release_name(key: str) -> str:
     return name
 
 
+# A quantised checkpoint keeps its model's shape and names its weights' format after the model's name,
+# with what else it holds after that ('nvidia/DeepSeek-R1-0528-FP4-v2', 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8',
+# 'amd/Llama-3.1-405B-Instruct-FP8-KV', 'hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4'): the first
+# such word, as vLLM reads the format from the checkpoint's own quantization config
+CHECKPOINT_WORDS = {"nvfp4": "fp4", "fp4": "fp4", "mxfp4": "mxfp4", "fp8": "fp8", "awq": "int4", "gptq": "int4",
+                    "int4": "int4", "w4a16": "int4"}
+
+
+def _checkpoint_split(key: str) -> tuple[str, str | None]:
+    """(the repo's name up to its format word, the format that word names), or (the name, None)."""
+    words = key.rsplit("/", 1)[-1].replace("_", "-").split("-")
+    for i, word in enumerate(words):
+        if i and word in CHECKPOINT_WORDS:
+            return "-".join(words[:i]), CHECKPOINT_WORDS[word]
+    return "-".join(words), None
+
+
+def checkpoint_format(model_id: str) -> str | None:
+    """The weight format a Hugging Face repo's name says its checkpoint holds (fp8, fp4, mxfp4, int4),
+    or None where it names none."""
+    return _checkpoint_split(str(model_id).strip().lower())[1]
+
+
 def get_model(model_id: str) -> Model:
     """A catalog model by id (or by the name of a Hugging Face repo of it or of its instruction-tuned
     release), a registered one (from a Hugging Face config.json: see register_model), or a parametric
@@ -480,7 +503,8 @@ def get_model(model_id: str) -> Model:
         return registered
     if key.startswith(PARAMETRIC_PREFIX):
         return parametric_model(parse_param_count(key[len(PARAMETRIC_PREFIX):]))
-    for name in (key.rsplit("/", 1)[-1], _release_name(key)):
+    stem = _checkpoint_split(key)[0]
+    for name in (key.rsplit("/", 1)[-1], _release_name(key), stem, _release_name(stem)):
         if name in _model_table():
             return _model_table()[name]
     raise ValueError(f"unknown model '{model_id}': choose one of {', '.join(model_ids())} (or a Hugging Face "

@@ -21,6 +21,7 @@ import shlex
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL
 from . import engines
+from .serve_command import release_dtype
 from .simulate import SimConfig, fitted_max_model_len
 
 # The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
@@ -143,7 +144,8 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
         flag("--dp-attention")
     if cfg.ep_load_cv is not None:
         flag("--ep-load-cv", cfg.ep_load_cv)
-    differs("dtype", cfg.dtype)
+    if cfg.dtype != release_dtype(cfg.model):  # no --dtype means the weights as the model is released
+        flag("--dtype", cfg.dtype)
     differs("kv-dtype", cfg.kv_dtype)
 
     # the load: an open loop at a rate, or a closed loop of users (a rate of inf: as fast as answered)

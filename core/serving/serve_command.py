@@ -40,6 +40,22 @@ def released_formats(model_id: str) -> tuple[str, ...]:
     return tuple(d for d in ("mxfp4", "fp8") if recipes()[f"{d}_checkpoints"].get(model, {}).get("repo") == own)
 
 
+def release_dtype(model_id: str | None) -> str:
+    """The weights' format a model is served in as released, as vLLM and SGLang read it from the
+    checkpoint: what a quantised repo's name says (catalog.checkpoint_format), else a catalog model's
+    only release (gpt-oss's MXFP4 experts, DeepSeek's fp8), else 16-bit."""
+    if not model_id:
+        return "bf16"
+    named = catalog.checkpoint_format(model_id)
+    if named:
+        return named
+    try:
+        released = released_formats(model_id)
+    except ValueError:  # an unknown model: the simulation says so in its own words
+        return "bf16"
+    return released[0] if released else "bf16"
+
+
 def release_note(model_id: str, dtype: str) -> str | None:
     """One sentence where `dtype` is not the format the model is released in (it has no 16-bit
     release): what the release holds and how to serve it as released."""
