@@ -31,6 +31,21 @@ def test_a_quantised_checkpoint_is_its_models_shape_in_the_format_its_name_says(
     assert catalog.checkpoint_format(repo) == dtype
 
 
+@pytest.mark.parametrize("name, gpu_id", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("h100-sxm", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("h200-sxm", "h200"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("A100-SXM4-80GB", "a100-80gb"),
+    ("NVIDIA B200", "b200"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"),
+    # boards the catalog lacks, and a chip sold in two memory sizes with none named, are no catalog GPU
+    ("NVIDIA H100 NVL", None), ("NVIDIA A100 80GB PCIe", None), ("a100", None), ("GB200", None),
+])
+def test_a_gpu_resolves_by_the_name_nvidia_smi_or_a_benchmark_page_gives_it(name, gpu_id):
+    if gpu_id is None:
+        with pytest.raises(ValueError, match="choose one of"):
+            catalog.get_gpu(name)
+    else:
+        assert catalog.get_gpu(name).id == gpu_id
+
+
 def test_every_gpu_value_has_a_source_and_a_dated_price():
     raw = json.loads((catalog.DATA / "gpus.json").read_text())["gpus"]
     for g in raw:

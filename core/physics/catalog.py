@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import tempfile
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -373,7 +374,8 @@ def model_ids() -> list[str]:
 
 def get_gpu(gpu_id: str) -> GPU:
     """A catalog GPU, a registered one (a datasheet or a calibrated profile: see register_gpu),
-    or any of those at another price: '<id>@<usd per GPU-hour>', e.g. 'h100@1.85'."""
+    or any of those at another price: '<id>@<usd per GPU-hour>', e.g. 'h100@1.85'; a catalog GPU also
+    by the name nvidia-smi or a benchmark gives it ('NVIDIA H100 80GB HBM3': _named_gpu)."""
     key = str(gpu_id).strip().lower()
     gpu = _gpu_table().get(key) or _registered(key)
     if gpu is not None:
@@ -381,8 +383,34 @@ def get_gpu(gpu_id: str) -> GPU:
     base, sep, price = key.rpartition("@")
     if sep and base:
         return with_price(get_gpu(base), _price(price, gpu_id))
+    named = _named_gpu(key)
+    if named is not None:
+        return _gpu_table()[named]
     raise ValueError(f"unknown GPU '{gpu_id}': choose one of {', '.join(gpu_ids())}, a GPU of your own "
                      f"(its datasheet as JSON) or a calibrated profile") from None
+
+
+# A GPU as nvidia-smi, a benchmark's metadata or a cloud's instance page names it ('NVIDIA H100 80GB HBM3',
+# 'A100-SXM4-80GB', 'h200-sxm', 'AMD Instinct MI300X'): its chip, and for the chips the catalog holds in
+# two forms, the one its memory size or board names; a board the catalog lacks (H100 NVL, A100 PCIe) is none
+NAMED_CHIPS = ("mi325x", "mi300x", "l40s", "l4", "h200", "h100", "b200", "a100")
+
+
+def _named_gpu(key: str) -> str | None:
+    words = [w for w in re.split(r"[^a-z0-9]+", key) if w not in ("nvidia", "amd", "instinct", "tesla")]
+    chips = [c for c in NAMED_CHIPS if c in words]
+    if len(chips) != 1 or "nvl" in words:
+        return None
+    chip = chips[0]
+    if chip == "h100":
+        return "h100-pcie" if "pcie" in words else "h100"
+    if chip == "a100":
+        if "pcie" in words:
+            return None
+        sizes = {w for w in words if w in ("40gb", "80gb", "40g", "80g", "40", "80")}
+        size = {s.rstrip("gb") for s in sizes}
+        return f"a100-{size.pop()}gb" if len(size) == 1 else None
+    return chip
 
 
 def _price(text: str, gpu_id: str) -> float:
