@@ -11,7 +11,7 @@ import sys
 from .. import jitcache
 from ..physics import catalog, costmodel, memory
 from . import plan, simulate, sweep, yourdata
-from .args import Parser, UsageError, bounded, emit, weights_as_released
+from .args import DTYPE_HELP, Parser, UsageError, bounded, emit, weights_as_released
 
 
 # ---------------------------------------------------------------- commands
@@ -73,9 +73,7 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(model_required=True)
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree (GPUs per replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default=None, choices=catalog.WEIGHT_DTYPES,
-                   help="weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (NVFP4, Blackwell), mxfp4 or int4 (AWQ/GPTQ, "
-                        "group 128); default: as the model is released (a quantised repo's name, gpt-oss's "
-                        "MXFP4, DeepSeek's fp8), else bf16")
+                   help=DTYPE_HELP)
     p.add_argument("--kv-dtype", default="bf16", choices=catalog.KV_DTYPES,
                    help="KV cache: bf16, or fp8 (half the bytes a token, needs FP8 support)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -13,7 +13,7 @@ from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from ..text import count
-from .args import (add_client_args, add_offload_args, add_spec_args, bounded, client_fields, emit, offload_fields,
+from .args import (DTYPE_HELP, add_client_args, add_offload_args, add_spec_args, bounded, client_fields, emit, offload_fields,
                    spec_fields)
 from .yourdata import add_hardware_args, write_simulation_csv
 
@@ -34,9 +34,7 @@ def add_shape_args(p) -> None:
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel degree of a replica")
     p.add_argument("--gpus", type=bounded("gpus"), default=None, help="GPUs in all (default: tp x pp, one replica)")
     p.add_argument("--dtype", "--weights", dest="dtype", default=None, choices=catalog.WEIGHT_DTYPES,
-                   help="weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (NVFP4, Blackwell), mxfp4 or int4 (AWQ/GPTQ, "
-                        "group 128); default: as the model is released (a quantised repo's name, gpt-oss's "
-                        "MXFP4, DeepSeek's fp8), else bf16")
+                   help=DTYPE_HELP)
 
 
 def add_expert_args(p) -> None:
