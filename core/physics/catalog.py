@@ -391,26 +391,16 @@ def get_gpu(gpu_id: str) -> GPU:
 
 
 # A GPU as nvidia-smi, a benchmark's metadata or a cloud's instance page names it ('NVIDIA H100 80GB HBM3',
-# 'A100-SXM4-80GB', 'h200-sxm', 'AMD Instinct MI300X'): its chip, and for the chips the catalog holds in
-# two forms, the one its memory size or board names; a board the catalog lacks (H100 NVL, A100 PCIe) is none
-NAMED_CHIPS = ("mi325x", "mi300x", "l40s", "l4", "h200", "h100", "b200", "a100")
+# 'A100-SXM4-80GB', 'h200-sxm', 'AMD Instinct MI300X'): the one catalog id whose words it holds (its chip, and
+# the memory size or board that tells two of a chip apart). A board the id does not name is another GPU
+# (H100 NVL, A100 PCIe), and a chip the catalog holds in two sizes needs its size (an A100 of 40 or 80 GB)
+BOARD_WORDS = {"pcie", "nvl"}
 
 
 def _named_gpu(key: str) -> str | None:
-    words = [w for w in re.split(r"[^a-z0-9]+", key) if w not in ("nvidia", "amd", "instinct", "tesla")]
-    chips = [c for c in NAMED_CHIPS if c in words]
-    if len(chips) != 1 or "nvl" in words:
-        return None
-    chip = chips[0]
-    if chip == "h100":
-        return "h100-pcie" if "pcie" in words else "h100"
-    if chip == "a100":
-        if "pcie" in words:
-            return None
-        sizes = {w for w in words if w in ("40gb", "80gb", "40g", "80g", "40", "80")}
-        size = {s.rstrip("gb") for s in sizes}
-        return f"a100-{size.pop()}gb" if len(size) == 1 else None
-    return chip
+    words = set(re.split(r"[^a-z0-9]+", key))
+    found = [g for g in gpu_ids() if set(g.split("-")) <= words and not (words & BOARD_WORDS) - set(g.split("-"))]
+    return found[0] if len(found) == 1 else None
 
 
 def _price(text: str, gpu_id: str) -> float:
