@@ -11,8 +11,8 @@ from ..serving import export
 from ..serving.serve_command import release_dtype
 
 
-DTYPE_HELP = ("weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (NVFP4, Blackwell), mxfp4 or int4 (AWQ/GPTQ, "
-              "group 128); default: as the model is released (a quantised repo's name, gpt-oss's MXFP4, "
+DTYPE_HELP = ("weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (4-bit W4A4: Blackwell, MI355X), mxfp4 or int4 "
+              "(AWQ/GPTQ, group 128); default: as the model is released (a quantised repo's name, gpt-oss's MXFP4, "
               "DeepSeek's fp8), else bf16")
 
 

@@ -122,6 +122,7 @@ def values() -> dict[str, str]:
         ampere_gemv=_pct(family["Ampere"]["eta_bw"]["value"] * family["Ampere"]["gemv_bw_eff"]["value"]),
         ampere_gemm=f"{family['Ampere']['eta_gemm']['value']:.2f}x", ampere_attn=f"{family['Ampere']['eta_attn']['value']:.2f}x",
         cdna_gemm=_pct(family["CDNA 3"]["eta_gemm"]["value"]),
+        cdna4_gemm=_pct(family["CDNA 4"]["eta_gemm"]["value"]),
         nccl_pcie=f"{families['collectives']['nccl_pcie_latency_us']['value']:.0f} µs",
         # memory (core/memory.py, the engine's defaults)
         mem_util=_pct(sim.mem_util), driver_reserved=f"{memory.DRIVER_RESERVED_GIB:g} GiB",

@@ -32,7 +32,7 @@ class WeightFormat:
     gemm_rate: float  # share of that rate reached when compute bound (a dequantising kernel's cost)
     needs_fp8: bool
     source: str = field(default="", compare=False, hash=False)
-    needs_fp4: bool = False  # FP4 tensor cores (Blackwell)
+    needs_fp4: bool = False  # FP4 tensor cores (Blackwell, CDNA 4)
     # how a GPU without FP4 tensor cores runs these weights (None: it cannot): weight-only, dequantised
     without_fp4: "WeightFormat | None" = field(default=None, compare=False, hash=False)
     experts_only: bool = False  # only a mixture's routed experts take the format; every other layer stays 16-bit
@@ -117,8 +117,12 @@ def check_formats(gpu: "GPU", dtype: str = "bf16", kv_dtype: str = "bf16") -> No
     w, kv = weight_format(dtype).on(gpu), kv_format(kv_dtype)
     if w.needs_fp4 and not gpu.supports_fp4:
         fp8 = "fp8, " if gpu.supports_fp8 else ""
-        raise ValueError(f"{gpu.name} has no FP4 tensor cores (FP4 needs Blackwell: B200), so it cannot run {w.id} "
-                         f"weights: choose {fp8}int4 or bf16 weights, or a Blackwell GPU")
+        by_family: dict[str, list[str]] = {}
+        for g in (g for g in gpu_ids() if get_gpu(g).supports_fp4):
+            by_family.setdefault(get_gpu(g).arch, []).append(g)
+        fp4_gpus = "; ".join(f"{arch}: {', '.join(ids)}" for arch, ids in by_family.items())
+        raise ValueError(f"{gpu.name} has no FP4 tensor cores, so it cannot run {w.id} weights: choose {fp8}int4 "
+                         f"or bf16 weights, or a GPU with FP4 tensor cores ({fp4_gpus})")
     wanted = [what for what, fmt in (("fp8 weights", w), ("an fp8 KV cache", kv)) if fmt.needs_fp8]
     if wanted and not gpu.supports_fp8:
         raise ValueError(f"{gpu.name} has no FP8 support (FP8 needs compute capability 8.9 or later: Ada, Hopper, "
@@ -158,7 +162,7 @@ class GPU:
 
     @property
     def supports_fp4(self) -> bool:
-        """FP4 tensor cores (Blackwell): the catalog's fp4_tflops, sourced per GPU."""
+        """FP4 tensor cores (Blackwell, CDNA 4): the catalog's fp4_tflops, sourced per GPU."""
         return bool(self.fp4_tflops)
 
     def runs(self, fmt: "WeightFormat | KVFormat") -> bool:

@@ -208,13 +208,14 @@ def families() -> dict:
 
 def family_factors(arch: str) -> dict[str, float]:
     """A GPU family's factor on each fitted constant it was measured at (none: it carries the fitted
-    ones), its own or, where it runs another family's kernels, that family's (same_as), for the
+    ones): its own and, where it runs another family's kernels, that family's (same_as) for the
     constants those kernels set (`constants`; all of them where the entry names none)."""
     entry = families()["families"].get(arch, {})
+    own = {k: f["value"] for k, f in entry.items() if isinstance(f, dict) and "value" in f}
     if "same_as" in entry:
         theirs = family_factors(entry["same_as"])
-        return {k: f for k, f in theirs.items() if k in entry.get("constants", theirs)}
-    return {k: f["value"] for k, f in entry.items()}
+        return {**{k: f for k, f in theirs.items() if k in entry.get("constants", theirs)}, **own}
+    return own
 
 
 def family_scaled(eff: Efficiency, gpu: GPU) -> Efficiency:
