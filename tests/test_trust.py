@@ -63,7 +63,8 @@ def test_steps_slow_enough_tip_a_loaded_deployment_into_overload(loaded):
 RUNS = [dict(id=i, arch=a, params_b=p, moe=False, load=l, engine=e) for i, a, p, l, e in
         (("hopper-7b-light", "Hopper", 7.0, 0.2, "vLLM"), ("hopper-7b-heavy", "Hopper", 7.0, 0.9, "vLLM"),
          ("hopper-70b", "Hopper", 70.0, 0.5, "vLLM"), ("ampere-8b", "Ampere", 8.0, 0.5, "vLLM"),
-         ("ada-70b-sglang", "Ada Lovelace", 70.0, 0.5, "SGLang"), ("ada-13b", "Ada Lovelace", 13.0, 0.5, "vLLM (offline)"))]
+         ("ada-70b-sglang", "Ada Lovelace", 70.0, 0.5, "SGLang"), ("ada-13b", "Ada Lovelace", 13.0, 0.5, "vLLM (offline)"),
+         ("cdna3-405b", "CDNA 3", 405.0, 0.5, "vLLM"))]
 
 
 @pytest.mark.parametrize("gpu,model,load,want", [
@@ -72,6 +73,8 @@ RUNS = [dict(id=i, arch=a, params_b=p, moe=False, load=l, engine=e) for i, a, p,
     ("h100", "llama-3.1-8b", 0.5, "hopper-7b-light"),  # a 10x size gap counts more than a load gap
     ("a100-80gb", "llama-3.1-70b", 0.5, "ampere-8b"),  # the GPU family first
     ("l40s", "llama-3.1-70b", 0.5, "ada-13b"),  # the engine the Lab simulates before a nearer size
+    ("mi355x", "llama-3.1-70b", 0.5, "cdna3-405b"),  # no run of its own: the family whose factors it carries
+    ("mi355x", "llama-3.1-8b", 0.5, "ampere-8b"),  # ... but not across nearly two decades of size
 ])
 def test_the_nearest_validated_run_is_same_family_then_size_then_load(gpu, model, load, want):
     assert trust.nearest(catalog.get_gpu(gpu), catalog.get_model(model), load, RUNS)["id"] == want

@@ -16,7 +16,7 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
-from ..physics import catalog
+from ..physics import catalog, costmodel
 from ..serving.simulate import SimConfig, simulate
 # the error spread lives below the planner, which checks its answers at the slower edge
 from ..serving.stepspread import (QUANTILES, VALIDATION_FILE, family_margin, step_errors, step_scales,  # noqa: F401
@@ -58,14 +58,16 @@ def size_distance(model: catalog.Model, params_b: float, moe: bool) -> float:
 
 def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict] | None = None) -> dict:
     """The validated run nearest the setting: same GPU family first (a different family counts
-    more than any size or load gap in the set), then the model's size class and the engine (the
-    Lab simulates vLLM: another engine's run counts as a decade of size apart), then the load."""
+    more than any size or load gap in the set; the family whose measured factors it carries, half
+    as much), then the model's size class and the engine (the Lab simulates vLLM: another engine's
+    run counts as a decade of size apart), then the load."""
     runs = validation()["runs"] if runs is None else runs
     if not runs:
         raise ValueError("no validated runs: run calibration/real_runs.py --write --logo")
+    kin = costmodel.families()["families"].get(gpu.arch, {}).get("same_as")
 
     def distance(r):
-        family = 0.0 if gpu.arch and gpu.arch == r["arch"] else 4.0
+        family = 0.0 if gpu.arch and gpu.arch == r["arch"] else 2.0 if kin and kin == r["arch"] else 4.0
         engine = 0.0 if r["engine"].startswith("vLLM") else 2.0
         return family + 2.0 * size_distance(model, r["params_b"], r["moe"]) + engine + abs(load - r["load"])
     return min(runs, key=distance)
