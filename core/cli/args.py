@@ -7,13 +7,14 @@ import json
 import sys
 
 from .. import bounds
+from ..physics import catalog
 from ..serving import export
 from ..serving.serve_command import release_dtype
 
 
-DTYPE_HELP = ("weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (4-bit W4A4: Blackwell, MI355X), mxfp4 or int4 "
-              "(AWQ/GPTQ, group 128); default: as the model is released (a quantised repo's name, gpt-oss's MXFP4, "
-              "DeepSeek's fp8), else bf16")
+DTYPE_HELP = ("weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (4-bit W4A4 on FP4 tensor cores, "
+              f"{catalog.fp4_gpus()}), mxfp4 or int4 (AWQ/GPTQ, group 128); default: as the model is released "
+              "(a quantised repo's name, gpt-oss's MXFP4, DeepSeek's fp8), else bf16")
 
 
 class Parser(argparse.ArgumentParser):

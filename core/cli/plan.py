@@ -12,6 +12,7 @@ from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
 from ..serving import export
 from .. import bounds
+from ..physics import catalog
 from .args import acceptance_arg, add_client_args, bounded, client_fields, emit
 from .yourdata import add_hardware_args
 
@@ -61,7 +62,7 @@ def register(sub) -> None:
                         "split), so that it still meets them with N lost (default 0)")
     p.add_argument("--max-gpus", type=bounded("max_gpus"), default=16)
     p.add_argument("--dtypes", "--weights", dest="dtypes", default=",".join(DEFAULT_DTYPES),
-                   help=f"weight dtypes to search, comma-separated, of {','.join(DTYPES)} (fp4: NVFP4 and mxfp4 on Blackwell and MI355X; int4: AWQ/GPTQ, group 128)")
+                   help=f"weight dtypes to search, comma-separated, of {','.join(DTYPES)} (fp4: NVFP4 and mxfp4 on FP4 tensor cores, {catalog.fp4_gpus()}. int4: AWQ/GPTQ, group 128)")
     p.add_argument("--kv-dtypes", default=",".join(DEFAULT_KV_DTYPES),
                    help=f"KV cache dtypes to search, comma-separated, of {','.join(KV_DTYPES)} (fp8: twice the blocks)")
     p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
@@ -127,7 +128,7 @@ def cmd_plan(args) -> None:
              f"size, {c['simulated']} simulated (+{c['rate_search_runs']} for the highest rates) in {c['wall_s']:.1f} s"]
     best = p.cheapest
     if best is None:
-        lines.append("No deployment within the budget meets the targets: raise --max-gpus, add a GPU type, add fp8, fp4 (Blackwell, MI355X) or int4 "
+        lines.append(f"No deployment within the budget meets the targets: raise --max-gpus, add a GPU type, add fp8, fp4 ({catalog.fp4_gpus()}) or int4 "
                      "to --dtypes, fp8 to --kv-dtypes, or relax the targets.")
     else:
         r = p.row(best)

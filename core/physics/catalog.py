@@ -117,12 +117,8 @@ def check_formats(gpu: "GPU", dtype: str = "bf16", kv_dtype: str = "bf16") -> No
     w, kv = weight_format(dtype).on(gpu), kv_format(kv_dtype)
     if w.needs_fp4 and not gpu.supports_fp4:
         fp8 = "fp8, " if gpu.supports_fp8 else ""
-        by_family: dict[str, list[str]] = {}
-        for g in (g for g in gpu_ids() if get_gpu(g).supports_fp4):
-            by_family.setdefault(get_gpu(g).arch, []).append(g)
-        fp4_gpus = "; ".join(f"{arch}: {', '.join(ids)}" for arch, ids in by_family.items())
         raise ValueError(f"{gpu.name} has no FP4 tensor cores, so it cannot run {w.id} weights: choose {fp8}int4 "
-                         f"or bf16 weights, or a GPU with FP4 tensor cores ({fp4_gpus})")
+                         f"or bf16 weights, or a GPU with FP4 tensor cores ({fp4_gpus()})")
     wanted = [what for what, fmt in (("fp8 weights", w), ("an fp8 KV cache", kv)) if fmt.needs_fp8]
     if wanted and not gpu.supports_fp8:
         raise ValueError(f"{gpu.name} has no FP8 support (FP8 needs compute capability 8.9 or later: Ada, Hopper, "
@@ -370,6 +366,15 @@ def _model_table() -> dict[str, Model]:
 
 def gpu_ids() -> list[str]:
     return list(dict.fromkeys(g.id for g in _gpu_table().values()))
+
+
+def fp4_gpus() -> str:
+    """The catalog's GPUs with FP4 tensor cores by family, in words: 'Blackwell: b200, b300; CDNA 4: mi355x'."""
+    by_family: dict[str, list[str]] = {}
+    for g in map(get_gpu, gpu_ids()):
+        if g.supports_fp4:
+            by_family.setdefault(g.arch, []).append(g.id)
+    return "; ".join(f"{arch}: {', '.join(ids)}" for arch, ids in by_family.items())
 
 
 def model_ids() -> list[str]:
