@@ -138,7 +138,7 @@ class GPU:
     sms: int  # streaming multiprocessors (compute units on AMD)
     link_topology: str  # "switch" (NVSwitch), "mesh" (Infinity Fabric), "pcie"
     link_gbps_per_dir: float  # GB/s per GPU per direction inside a node
-    gpus_per_node: int
+    gpus_per_node: int  # GPUs one scale-up link joins: 8 in an HGX node, 72 in an NVL72 rack
     internode_gbps_per_dir: float  # GB/s per GPU per direction between nodes
     price_usd_per_gpu_hour: float
     price_provider: str
@@ -150,6 +150,13 @@ class GPU:
     efficiency: tuple[tuple[str, float], ...] = ()
     arch: str = ""  # the GPU family (Ampere, Hopper, ...): how the Lab finds the nearest validated run
     fp4_tflops: float | None = None  # dense FP4 tensor TFLOP/s; None: no FP4 tensor cores
+    # GPUs one operating system runs, where fewer than a node's: an NVL72 rack's compute tray holds 4 of its 72
+    gpus_per_host: int | None = None
+
+    @property
+    def host_gpus(self) -> int:
+        """GPUs a launch command starts one server process on: a host's (its operating system's)."""
+        return self.gpus_per_host or self.gpus_per_node
 
     @property
     def supports_fp8(self) -> bool:
@@ -334,7 +341,8 @@ def _gpu_table() -> dict[str, GPU]:
                   gpus_per_node=g["gpus_per_node"], internode_gbps_per_dir=g["internode_gbps_per_dir"],
                   price_usd_per_gpu_hour=g["price_usd_per_gpu_hour"], price_provider=g["price_provider"],
                   price_date=g["price_date"], nvlink_pair_gbps_per_dir=g.get("nvlink_pair_gbps_per_dir"),
-                  source=g["source"], arch=g.get("arch", ""), fp4_tflops=g.get("fp4_tflops"))
+                  source=g["source"], arch=g.get("arch", ""), fp4_tflops=g.get("fp4_tflops"),
+                  gpus_per_host=g.get("gpus_per_host"))
         table[g["id"]] = gpu
         for alias in g.get("aliases", []):
             table[alias] = gpu
@@ -438,7 +446,7 @@ _custom: dict[str, GPU] = {}
 GPU_FIELDS = ("id", "name", "vendor", "memory_gib", "hbm_tbps", "bf16_tflops", "fp8_tflops", "sms", "link_topology",
               "link_gbps_per_dir", "gpus_per_node", "internode_gbps_per_dir", "price_usd_per_gpu_hour",
               "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency", "arch",
-              "fp4_tflops")
+              "fp4_tflops", "gpus_per_host")
 
 
 def gpu_to_dict(gpu: GPU) -> dict:
