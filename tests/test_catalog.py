@@ -35,8 +35,9 @@ def test_a_quantised_checkpoint_is_its_models_shape_in_the_format_its_name_says(
     ("NVIDIA H100 80GB HBM3", "h100"), ("h100-sxm", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"),
     ("h200-sxm", "h200"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("A100-SXM4-80GB", "a100-80gb"),
     ("NVIDIA B200", "b200"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"),
+    ("NVIDIA GB200", "gb200"),
     # boards the catalog lacks, and a chip sold in two memory sizes with none named, are no catalog GPU
-    ("NVIDIA H100 NVL", None), ("NVIDIA A100 80GB PCIe", None), ("a100", None), ("GB200", None),
+    ("NVIDIA H100 NVL", None), ("NVIDIA A100 80GB PCIe", None), ("a100", None), ("NVIDIA GH200 480GB", None),
 ])
 def test_a_gpu_resolves_by_the_name_nvidia_smi_or_a_benchmark_page_gives_it(name, gpu_id):
     if gpu_id is None:
