@@ -179,7 +179,8 @@ FAMILY_HEADER = ("**Public runs on other GPU families (calibration/family_runs.j
                  "Llama-3.1-70B with vLLM's V1 engine at 1, 5 and 10 req/s: checks, nothing fitted")
 OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs.json, replayed by `python "
                   "calibration/family_check.py --offline`)**: its performance overview's runs of DeepSeek-R1, gpt-oss, "
-                  "Llama-3.3-70B and Qwen3-30B-A3B on B200 (FP4) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "
+                  "Llama-3.3-70B and Qwen3-30B-A3B on B200, B300, GB200 and GB300 (FP4; the page marks B300 and GB300 "
+                  "beta) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "
                   "tokens, every request at once, and its DeepSeek-R1 blog's runs with the batch they give: another "
                   "engine, replayed with vLLM's offline engine at the batch and token limits trtllm-bench runs a rank "
                   "with, the batch capped at the requests TensorRT-LLM's pool holds whole (calibration/trtllm_replay.py); "
