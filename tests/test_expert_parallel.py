@@ -156,6 +156,18 @@ def test_the_lab_runs_the_experts_choice_and_ignores_it_for_a_dense_model():
         LabInputs(**base, experts="sideways").validate()
 
 
+def test_the_lab_shards_a_dp_attention_replica_widely_enough_to_hold_attention_on_every_gpu():
+    # DeepSeek-R1's fp8 weights fit four B200s sliced by tp, but not with attention whole on every GPU:
+    # the auto degree is the smallest whose replicas hold the weights as the experts' split places them
+    from core.lab.inputs import LabInputs, current_config, min_tp
+    base = dict(model="deepseek-r1", gpu="b200", gpus=16, tensor_parallel=True, dtype="fp8", requests=200)
+    assert min_tp(LabInputs(**base, experts="tp")) < min_tp(LabInputs(**base, experts="ep_dp"))
+    cfg = current_config(LabInputs(**base, experts="ep_dp"))
+    assert cfg.dp_attention and cfg.ep == cfg.tp >= min_tp(LabInputs(**base, experts="ep_dp"))
+    plan_memory(catalog.get_gpu("b200"), catalog.get_model("deepseek-r1"), tp=cfg.tp, ep=cfg.ep, dp_attention=True,
+                dtype="fp8")
+
+
 def test_a_dp_attention_replica_across_nodes_is_said_to_cross_them_in_its_all_to_all_not_all_reduces():
     from core.lab.inputs import LabInputs, current_config, placement_note
     cfg = current_config(LabInputs(model="deepseek-v3", gpu="h200", gpus=16, tensor_parallel=True, dtype="fp8",

@@ -225,7 +225,8 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
 def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
     return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, MEM_UTIL,
-                               inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, inputs.kv_dtype)
+                               inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, inputs.kv_dtype,
+                               inputs.experts)
 
 
 def tp_choices(inputs: LabInputs) -> list[int]:

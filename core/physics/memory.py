@@ -190,13 +190,17 @@ def _smaller_weights(gpu: GPU, dtype: str) -> str:
 
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
-                        kv_dtype: str = "bf16") -> int | None:
+                        kv_dtype: str = "bf16", experts: str = "tp") -> int | None:
     """The smallest tensor-parallel degree (one that splits the attention as vLLM does, up to 64) whose
-    per-GPU weights and workspace leave room for at least one KV block."""
+    per-GPU weights and workspace leave room for at least one KV block. A mixture's experts split as
+    `experts` says: sliced by tp ("tp"), or whole over the replica's GPUs ("ep"), with attention
+    data-parallel ("ep_dp"), whose every GPU then holds all of attention's weights."""
     budget = usable_bytes(gpu) * mem_util
     for tp in model.tp_choices():
-        pool = (budget - weight_bytes_per_gpu(model, tp, dtype)
+        ep = tp if experts != "tp" and model.is_moe and tp > 1 else 1
+        dp = ep > 1 and experts == "ep_dp"
+        pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
-        if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value):
+        if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):
             return tp
     return None
