@@ -174,3 +174,27 @@ def test_a_dp_attention_replica_across_nodes_is_said_to_cross_them_in_its_all_to
                                    experts="ep_dp", requests=200))
     note = placement_note(cfg)
     assert cfg.tp == 16 and "all-to-all" in note and "50%" in note and "all-reduce" not in note
+
+
+def test_a_split_runs_each_pools_experts_over_its_own_replicas_gpus():
+    # DeepSeek's and SGLang's disaggregated deployments: a narrow expert-parallel prefill replica, a wide
+    # decode one. Each pool holds experts/width whole experts a GPU and batches its own attention ranks
+    from core.serving.serve_command import pools
+    spec = WorkloadSpec(n_requests=300, rate=4.0, prompt_mean=1024, output_mean=256, length_dist="fixed")
+    cfg = SimConfig(gpu="gb200", model="deepseek-r1", dtype="fp8", tp=16, ep=16, dp_attention=True, disagg=True,
+                    gpus=24, prefill_gpus=8, prefill_tp=8, decode_tp=16, workload=spec)
+    s = simulate(cfg).summary
+    pre, dec = s["pools"]["prefill"], s["pools"]["decode"]
+    assert (pre["ep"], dec["ep"]) == (8, 16) and pre["dp_attention"] and dec["dp_attention"]
+    assert pre["weights_gb_per_gpu"] > dec["weights_gb_per_gpu"]  # half the GPUs for the same experts
+    assert s["requests"] == 300 and s["stable"]
+    args = [p["args"] for p in pools(cfg)]
+    assert [a[a.index("--data-parallel-size") + 1] for a in args] == ["8", "16"]
+
+
+def test_a_split_pool_whose_width_does_not_divide_the_experts_is_refused_in_one_sentence():
+    spec = WorkloadSpec(n_requests=50, rate=1.0, prompt_mean=256, output_mean=64)
+    cfg = SimConfig(gpu="h200", model="mixtral-8x7b", tp=8, ep=8, dp_attention=True, disagg=True, gpus=14,
+                    prefill_gpus=6, prefill_tp=6, decode_tp=8, workload=spec)
+    with pytest.raises(ValueError, match="does not divide Mixtral.*experts: choose ep among"):
+        simulate(cfg)

@@ -41,7 +41,8 @@ def add_expert_args(p) -> None:
     """How an MoE model's experts and attention split over a replica's GPUs (physics/expert.py)."""
     p.add_argument("--ep", type=bounded("ep"), default=1,
                    help="expert parallelism: the replica's N GPUs each hold experts/N whole experts (vLLM "
-                        "--enable-expert-parallel); tp defaults to N")
+                        "--enable-expert-parallel); tp defaults to N; with --disagg each pool's experts split "
+                        "over its own replica's GPUs (--prefill-tp, --decode-tp)")
     p.add_argument("--dp-attention", action="store_true",
                    help="with --ep: attention and the KV cache data-parallel over the same GPUs, an all-to-all "
                         "dispatching tokens to their experts (vLLM --data-parallel-size, SGLang --enable-dp-attention)")

@@ -73,9 +73,9 @@ N_KEY, N_REF, N_PREV, N_NEXT, N_COUNT, N_SLOT, N_HASH, N_HKEY, N_FOUND, NKC = ra
 B_BLOCK, B_SPLIT, NB = range(3)
 
 # ---- integer configuration
-(C_POLICY, C_BLOCK, C_MAX_SEQS, C_BUDGET, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL,
+(C_POLICY, C_BLOCK, C_CHUNK, C_MAX_LEN, C_WATERMARK, C_ROUTER, C_N_PREFILL,
  C_AUTOSCALE, C_MIN_REPLICAS, C_SCALE_METRIC, C_SPLIT, C_MAX_STEPS, C_FAST_FORWARD, C_PREFIX, C_PC_BITS,
- C_PC_ENTRIES, NCI) = range(19)
+ C_PC_ENTRIES, NCI) = range(17)
 # C_PREFIX: prefix caching on (and some prefix reused); C_PC_BITS: log2 of the GPU hash table's size;
 # C_PC_ENTRIES: the most hashed blocks a replica keeps (on its GPUs and in its host tier)
 # ---- float configuration
@@ -107,6 +107,10 @@ M_TOKENS, M_DECODES, M_SUM_CTX, M_CTAS, M_PREFILL_ATTN, M_CHUNKS, M_ROWS, NM = r
 # and the KV block pool. P_LANE: a row's lane (0 for every row without pipeline parallelism).
 P_LANE = NPI
 NPI = NPI + 1
+# a replica's max batch and token budget, its attention ranks' together: a split's two pools differ when
+# their replicas are of different widths under data-parallel attention
+P_MAX_SEQS, P_BUDGET = NPI, NPI + 1
+NPI = NPI + 2
 C_PP, C_PP_NODE = NCI, NCI + 1  # stages per replica; stages per node (a boundary after each crosses nodes)
 NCI = NCI + 2
 # activation bytes each token sends to the next stage; seconds per byte and latency within a node

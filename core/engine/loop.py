@@ -326,7 +326,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
     bs = cfg[C_BLOCK]
     g = shared_row(PI, r)  # the waiting queue, the KV block pool
     admitted = 0
-    while PI[r, P_LHEAD] >= 0 and PI[r, P_NRUN] < cfg[C_MAX_SEQS] and budget > 0:
+    while PI[r, P_LHEAD] >= 0 and PI[r, P_NRUN] < PI[r, P_MAX_SEQS] and budget > 0:
         q = PI[r, P_LHEAD]
         if RI[q, R_HOME] >= 0:  # landed from a prefill replica: it decodes
             n = 1
@@ -347,7 +347,7 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
         _admit(RI, PI, SLOTS, r, q, n, p, mix, False)
         budget -= n  # a landed decode is not a new prompt: not counted as admitted
     cache = paged and caching(PI, r, cfg)
-    while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < cfg[C_MAX_SEQS] and budget > 0:
+    while PI[g, P_HEAD] >= 0 and replica_running(PI, r, cfg) < PI[r, P_MAX_SEQS] and budget > 0:
         q = PI[g, P_HEAD]
         hits, idle, host = 0, 0, 0  # leading blocks found cached, those no request holds, those in the host tier
         if cache and RI[q, R_BLOCKS] == 0:
@@ -443,7 +443,7 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix):
     PI[r, P_NSCHED] = 0
     PI[r, P_COH_STEPPED] = 0
     mix[:] = 0.0
-    budget = cfg[C_BUDGET]
+    budget = PI[r, P_BUDGET]
     if policy == STATIC and PI[r, P_NRUN] == 0:  # the replica is idle: form a new batch
         admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, False, False, t, p, mix)
     elif policy == STATIC:
@@ -456,7 +456,7 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix):
         budget, _ = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, True, True, p, mix, False)
         admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, True, True, t, p, mix)
         if mix[M_TOKENS] == 0:  # no prompt to compute (or none that fits): the running decode
-            serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cfg[C_BUDGET], True, True, p, mix)
+            serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, PI[r, P_BUDGET], True, True, p, mix)
     else:
         budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix)
         if not preempted:

@@ -44,7 +44,8 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     pp = getattr(pool, "pp", 1)
     prompt, output = max(prompt, 1.0), max(output, 1.0)
     ctx = int(min(prompt + output / 2, model.max_context))
-    ranks = expert.attention_ranks(cfg.tp, cfg.dp_attention)  # each batches max_seqs of its own
+    # each attention rank batches max_seqs of its own (a pool's own ranks; the tutorial passes bare pools)
+    ranks = getattr(pool, "ranks", expert.attention_ranks(cfg.tp, cfg.dp_attention))
     slots = 1 if cfg.policy == "serial" else cfg.max_seqs * ranks
     budget = budget * ranks
     batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))

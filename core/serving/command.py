@@ -22,7 +22,7 @@ from ..physics import catalog
 from ..physics.memory import MEM_UTIL
 from . import engines
 from .serve_command import release_dtype
-from .simulate import SimConfig, fitted_max_model_len
+from .simulate import SimConfig, fitted_max_model_len, pool_experts
 
 # The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
 # (core/lab/inputs.py LabInputs, whose defaults tests/test_reproduce.py holds equal to these), which
@@ -71,9 +71,14 @@ def cli_max_model_len(cfg: SimConfig) -> int:
         pools = [(cfg.prefill_gpu or cfg.gpu, cfg.prefill_tp or cfg.tp), (cfg.gpu, cfg.decode_tp or cfg.tp)]
     else:
         pools = [(cfg.gpu, cfg.tp)]
-    return min(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(cfg.model), cfg.workload, cfg.trace_csv, tp,
-                                    cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs, cfg.block_size,
-                                    1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype) for g, tp in pools)
+    lengths = []
+    for g, tp in pools:
+        ep, dp = pool_experts(cfg, tp)
+        lengths.append(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(cfg.model), cfg.workload,
+                                            cfg.trace_csv, tp, cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs,
+                                            cfg.block_size, 1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype,
+                                            ep=ep, dp_attention=dp))
+    return min(lengths)
 
 
 def _num(v) -> str:

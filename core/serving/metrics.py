@@ -268,7 +268,8 @@ def _pool_metrics(cfg, pools, req, PI, PF, of, span, window, cap) -> dict:
             t_in = finish - arrival
             t_arr = arrival
         out[p.name] = dict(
-            replicas=p.replicas, tp=p.tp, pp=p.pp, gpus=p.replicas * p.tp * p.pp, kv_blocks_per_replica=int(p.plan.kv_blocks),
+            replicas=p.replicas, tp=p.tp, pp=p.pp, gpus=p.replicas * p.tp * p.pp, ep=p.ep, dp_attention=p.dp_attention,
+            kv_blocks_per_replica=int(p.plan.kv_blocks),
             gpu=p.gpu.id if getattr(p, "gpu", None) is not None else cfg.gpu,
             weights_gb_per_gpu=p.plan.weights_bytes / 1e9, steps=steps,
             utilisation=_pool_utilisation(p.name, req, window, cap),

@@ -141,6 +141,13 @@ class Pool:
     params: np.ndarray  # with pp > 1, one stage's
     pp: int = 1
     gpu: catalog.GPU | None = None  # the pool's GPU type (a split may run two)
+    ep: int = 1  # GPUs a replica's experts split over (1: sliced by tp)
+    dp_attention: bool = False
+
+    @property
+    def ranks(self) -> int:
+        """Attention ranks of a replica, each with its own sequences, max batch and token budget."""
+        return expert.attention_ranks(self.tp, self.dp_attention)
 
     @property
     def rows(self) -> int:
@@ -216,14 +223,25 @@ def trace_max_model_len(trace: Workload, model: catalog.Model) -> int:
     return model_len_for(longest, model)
 
 
+def pool_experts(cfg: SimConfig, tp: int) -> tuple[int, bool]:
+    """(ep, dp_attention) of a replica of `tp` GPUs in this deployment. Under expert parallelism each
+    pool's experts split over its own replica's GPUs, so a split's prefill and decode pools may run
+    different widths, as DeepSeek's and SGLang's disaggregated deployments do; a replica of one GPU,
+    or another tp than the deployment's (a page's what-if), slices them by tp."""
+    widths = {cfg.tp} | ({cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} if cfg.disagg else set())
+    if cfg.ep > 1 and tp > 1 and tp in widths:
+        return tp, cfg.dp_attention
+    return 1, False
+
+
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
     config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
     tp = tp or cfg.tp
+    ep, dp = pool_experts(cfg, tp)
     return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp,
                               launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
-                              engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype,
-                              ep=cfg.ep if tp == cfg.tp else 1, dp_attention=cfg.dp_attention and tp == cfg.tp,
+                              engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype, ep=ep, dp_attention=dp,
                               ep_load_cv=cfg.ep_load_cv, **mix)
 
 
@@ -242,21 +260,21 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"a replica of tp={tp} x pp={pp} takes {tp * pp} GPUs, which does not divide the "
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
-        # validate() keeps a split's pools at the same tp under expert parallelism
+        ep, dp = pool_experts(cfg, tp)
         plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=cfg.ep, dp_attention=cfg.dp_attention)
+                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp)
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
-        ranks = attention_ranks(cfg)
+        ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
-            raise ValueError(f"the KV cache of one {name} {'attention rank' if cfg.dp_attention else 'replica'} holds "
+            raise ValueError(f"the KV cache of one {name} {'attention rank' if dp else 'replica'} holds "
                              f"{plan.kv_tokens // ranks} tokens, fewer than one request of the maximum "
                              f"model length ({max_len} tokens): lower the max model length or raise tp")
         capture = (engines.sglang_capture(g, tp) if cfg.engine_overhead == "sglang"
                    else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
                             pool_efficiency(cfg, g, eff), capture * ranks,
-                            cfg.async_scheduling, cfg.kv_dtype, spec, cfg.ep, cfg.dp_attention, cfg.ep_load_cv)
-        return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g)
+                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, cfg.ep_load_cv)
+        return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g, ep, dp)
 
     if not cfg.disagg:
         return [pool("serving", gpus, cfg.tp, cfg.pp)]
@@ -267,13 +285,6 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
 
 
 CHUNKING = ("sarathi", "sglang")  # policies that split a prompt over steps (the budget is the chunk)
-
-
-def attention_ranks(cfg: SimConfig) -> int:
-    """Attention ranks of a replica: its tp GPUs under data-parallel attention, else one. The engine
-    runs a replica's ranks as one batch of all their sequences (an MoE layer joins them every step),
-    with their max batches and token budgets together."""
-    return expert.attention_ranks(cfg.tp, cfg.dp_attention)
 
 
 def _budget(cfg: SimConfig, max_len: int) -> int:
@@ -335,9 +346,9 @@ def validate(cfg: SimConfig) -> None:
     if cfg.ep > 1 and cfg.pp > 1:
         raise ValueError("expert parallelism is simulated with pp=1 (its all-to-all joins one stage's GPUs): set pp=1 "
                          "or drop --ep")
-    if cfg.ep > 1 and cfg.disagg and {cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} != {cfg.tp}:
-        raise ValueError(f"with expert parallelism both pools of a split run ep={cfg.ep} GPUs a replica: leave out "
-                         f"--prefill-tp and --decode-tp, or set them to {cfg.tp}")
+    if cfg.ep > 1 and cfg.disagg:  # each pool's experts over its own replica's GPUs
+        for width in {cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} - {1}:
+            expert.check(catalog.get_model(cfg.model), width, width, cfg.dp_attention)
     if cfg.spec_method is not None and cfg.pp > 1:
         raise ValueError("speculative decoding runs with pp=1 (vLLM V1 speculates on one pipeline stage): set pp=1 "
                          "or turn speculative decoding off")
@@ -418,8 +429,8 @@ def estimated_steps(cfg: SimConfig, wl: Workload, pools: list[Pool]) -> tuple[fl
     every output token is one sequence in one step, and a step holds at most the max batch (one
     sequence serially) and about as many as are in flight: by Little's law the arrival rate times
     the time a request spends decoding, its output at the batch-of-one step time."""
-    slots = 1 if cfg.policy == "serial" else cfg.max_seqs * attention_ranks(cfg)
     decoders = pools[-1]
+    slots = 1 if cfg.policy == "serial" else cfg.max_seqs * decoders.ranks
     span = float(wl.arrival_s[-1] - wl.arrival_s[0]) if wl.n > 1 else 0.0
     rate = wl.n / span if span > 0 else math.inf
     step_s = steptime(cfg, tp=decoders.tp, decode_batch=1, context=int(wl.prompt_tokens.mean()))["step_ms"] / 1e3
@@ -483,19 +494,18 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
         PI[r:r + pool.rows:pool.pp, L.P_BLOCKS] = pool.plan.kv_blocks  # a pipeline's lanes share lane 0's pool
         PI[sl, L.P_POOL] = (L.POOL_MIXED if len(pools) == 1 else (L.POOL_PREFILL if i == 0 else L.POOL_DECODE))
         PI[sl, L.P_STATE] = L.ON
+        # a replica's ranks batch together (an MoE layer joins them every step): their max batches and budgets
+        PI[sl, L.P_MAX_SEQS] = 1 if cfg.policy == "serial" else cfg.max_seqs * pool.ranks
+        PI[sl, L.P_BUDGET] = _budget(cfg, max_len) * pool.ranks
         params[sl] = pool.params
         r += pool.rows
     if cfg.autoscale:
         PI[cfg.min_replicas:, L.P_STATE] = L.OFF
 
-    ranks = attention_ranks(cfg)
-    max_seqs = 1 if cfg.policy == "serial" else cfg.max_seqs * ranks
     split = costmodel.PAGED_KV_SPLIT if cfg.attn_kernel == "paged" else 0
     cfg_i = np.zeros(L.NCI, np.int64)
     cfg_i[L.C_POLICY] = L.POLICIES.index(cfg.policy)
     cfg_i[L.C_BLOCK] = cfg.block_size
-    cfg_i[L.C_MAX_SEQS] = max_seqs
-    cfg_i[L.C_BUDGET] = _budget(cfg, max_len) * ranks
     cfg_i[L.C_CHUNK] = cfg.chunk or _budget(cfg, max_len)  # a prompt's chunk runs on one rank
     cfg_i[L.C_MAX_LEN] = max_len
     cfg_i[L.C_WATERMARK] = watermark_blocks(min(p.plan.kv_blocks for p in pools), cfg.watermark)
@@ -528,7 +538,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     # nothing shared, no cache tables: a preempted request's own cached blocks are followed by counts
     cfg_i[L.C_RESUME] = int(cfg.prefix_caching and cfg.policy in L.PAGED_POLICIES and cfg_i[L.C_PREFIX] == 0)
-    SLOTS = np.zeros((R, L.NL, max_seqs), np.int64)
+    SLOTS = np.zeros((R, L.NL, int(PI[:, L.P_MAX_SEQS].max())), np.int64)
     # a row repeats its period up to SPEC_MAX phases past its end (cohort.bucket): at most 2 periods + SPEC_MAX
     BKT = np.zeros((R, L.NB, 2 * max(cfg.block_size, split) + speculative.SPEC_MAX), np.int64)
     trace = np.zeros((cfg.trace_cap, L.NT))
