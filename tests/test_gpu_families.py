@@ -295,10 +295,20 @@ def test_tensorrt_llm_s_offline_deepseek_r1_with_experts_over_its_ranks_is_repla
     # its performance overview's FP4 runs on four B200s and FP8 runs on eight H200s, attention data-parallel
     # and experts over the ranks, and its blog's runs at the batch they give (up to 7,168 sequences): another
     # engine's large batches, compute bound, nothing fitted to them
-    rows = [r for r in offline_rows if r["model_id"] == "deepseek-r1"]
+    rows = [r for r in offline_rows if r["model_id"] == "deepseek-r1" and r["gpu_id"] in ("b200", "h200")]
     assert len(rows) >= 8 and {r["gpu_id"] for r in rows} == {"b200", "h200"}
     worst = max(rows, key=lambda r: abs(r["error"]))
     assert abs(worst["error"]) < 0.30, worst
+
+
+def test_tensorrt_llm_s_offline_runs_on_rack_and_blackwell_ultra_gpus_are_replayed_within_thirty_percent(offline_rows):
+    # the same page's B300, GB200 and GB300 columns, nothing fitted to them, outside its 1K/1K rows: there a
+    # rack runs three of five models 12-27% slower a GPU than its HGX twin, on its Grace host (the host times
+    # are x86's: calibration/CAUSES.md section 15)
+    rows = [r for r in offline_rows if r["gpu_id"] in ("b300", "gb200", "gb300")]
+    assert len(rows) == 45 and {r["model_id"] for r in rows} >= {"deepseek-r1", "llama-3.1-70b", "qwen3-30b-a3b"}
+    longer = [r for r in rows if "1024in-1024out" not in r["id"]]
+    assert all(abs(r["error"]) < 0.30 for r in longer), [(r["id"], round(r["error"], 3)) for r in longer]
 
 
 def test_tensorrt_llm_s_offline_fp8_llama_70b_on_hopper_is_replayed_within_a_tenth(offline_rows):
