@@ -135,6 +135,20 @@ def test_the_planner_searches_expert_parallel_shapes_for_a_mixture_of_experts_on
     assert all(d.ep == 1 for d in shapes(dense, Budget(gpu_types=("h200",), max_gpus=32)))
 
 
+def test_the_planner_searches_splits_of_a_narrow_expert_parallel_prefill_pool_and_a_wider_decode_one():
+    from core.planner.bounds import bound, prompt_quantile
+    from core.planner.space import Budget, Workload, shapes, to_config
+    w = Workload("deepseek-r1", WorkloadSpec(n_requests=200, rate=2.0, prompt_mean=1000, output_mean=300))
+    split = [d for d in shapes(w, Budget(gpu_types=("h200",), max_gpus=32, dtypes=("fp8",))) if d.disagg and d.ep > 1]
+    # DeepSeek-R1's fp8 weights need 8 H200s with attention whole on each; no pool narrower is tried
+    assert {(d.prefill_tp, d.tp) for d in split} == {(8, 8), (8, 16), (16, 16)}
+    d = next(d for d in split if (d.prefill_tp, d.tp) == (8, 16))
+    assert "ep8 prefill + 1×ep16 decode with DP attention" in d.label()
+    assert bound(d, w, prompt_quantile(w, 0.99)).refused is None
+    s = simulate(to_config(d, w)).summary
+    assert (s["pools"]["prefill"]["ep"], s["pools"]["decode"]["ep"]) == (8, 16)
+
+
 def test_an_expert_parallel_answer_ends_in_a_serve_command_that_runs_it():
     from core.serving.serve_command import pools
     cfg = SimConfig(gpu="h200", model="deepseek-v3", tp=8, ep=8, dp_attention=True, dtype="fp8", max_model_len=4096)

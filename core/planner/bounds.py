@@ -81,15 +81,14 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
                                     w.engine.draft_model if shape.spec == "draft" else None, model)
             if shape.spec else None)
     gained = spec.tokens_per_step if spec else 1.0
-    # expert parallelism (a colocated shape's): its attention ranks each batch max_seqs of their own
-    experts = dict(ep=shape.ep, dp_attention=shape.dp_attention)
-    ranks = expert.attention_ranks(shape.tp, shape.dp_attention)
+    # expert parallelism: each pool's experts over its own replica's GPUs, whose attention ranks each
+    # batch max_seqs of their own
     plans = {}
     for g, tp, name in pools:
         try:
             plans[name] = plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
                                       shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype,
-                                      spec=spec if name != "prefill" else None, **experts)
+                                      spec=spec if name != "prefill" else None, **shape.pool_experts(tp))
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")
 
@@ -97,14 +96,18 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # Latency floors: a decode step alone at batch 1 and the shortest context; the prefill of a
     # prompt at the attainment quantile alone on an idle replica.
     decode_tp = shape.tp
+    experts = shape.pool_experts(decode_tp)
+    ranks = expert.attention_ranks(decode_tp, experts["dp_attention"])
     tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1,
                          spec=spec, **experts) * 1e3 / gained
     if tpot_floor > t.tpot_p99_ms:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
                              f"TPOT target", pruned_by="roofline")
     pre_tp = shape.prefill_tp if shape.disagg else shape.tp
+    pre_experts = shape.pool_experts(pre_tp)
+    pre_ranks = expert.attention_ranks(pre_tp, pre_experts["dp_attention"])
     ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype,
-                         prefill_tokens=min(prompt_q, model.max_context), **experts) * 1e3
+                         prefill_tokens=min(prompt_q, model.max_context), **pre_experts) * 1e3
     if ttft_floor > t.ttft_p99_ms:
         return Bound(refused=f"prefilling a {prompt_q:,}-token prompt alone takes {ttft_floor:.0f} ms, above the "
                              f"{t.ttft_p99_ms:g} ms TTFT target", pruned_by="roofline")
@@ -113,8 +116,8 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # at the largest batch the slots and KV blocks hold.
     serial = shape.policy == "serial"
     chunk = min(budget, max(int(P_new), 1))
-    prefill_s_per_token = (_step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, prefill_tokens=chunk * ranks,
-                                   **experts) / (chunk * ranks))
+    prefill_s_per_token = (_step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype,
+                                   prefill_tokens=chunk * pre_ranks, **pre_experts) / (chunk * pre_ranks))
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
     batch = 1 if serial else max(1, min(w.engine.max_seqs * ranks, kv_plan.kv_tokens // ctx))

@@ -240,17 +240,27 @@ class Deployment:
     def stage(self) -> int:
         return stage_of(self.policy, self.tp * self.pp, self.disagg)
 
+    def pool_experts(self, tp: int) -> dict:
+        """A pool's replica of `tp` GPUs under this shape's expert parallelism: its experts over its own
+        GPUs (simulate.pool_experts); a replica of one GPU slices nothing."""
+        if self.ep > 1 and tp > 1:
+            return dict(ep=tp, dp_attention=self.dp_attention)
+        return dict(ep=1, dp_attention=False)
+
     def label(self) -> str:
         pre, dec = (g.upper() for g in self.pool_gpus)
         mixed = self.disagg and pre != dec
         gpus = (f"{self.prefill_tp * self.prefill_replicas} {pre} + {self.tp * self.replicas} {dec}" if mixed
                 else f"{self.gpus} {dec}")
         sched = POLICY_WORDS[self.policy] + (f" {self.chunk}" if self.policy == "sarathi" else "")
-        if self.disagg:
+        if self.disagg and self.ep > 1:  # each pool's experts over its own replica's GPUs
+            shape = (f"{self.prefill_replicas}×ep{self.prefill_tp} prefill + {self.replicas}×ep{self.tp} decode"
+                     + (" with DP attention" if self.dp_attention else ""))
+        elif self.disagg:
             shape = (f"{self.prefill_replicas}×tp{self.prefill_tp} prefill + {self.replicas}×tp{self.tp} decode")
         else:
             shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
-        if self.ep > 1:
+        if self.ep > 1 and not self.disagg:
             shape += f" ep{self.ep}" + (" with DP attention" if self.dp_attention else "")
         if self.spare:
             shape += f" ({self.spare} spare{' each' if self.disagg else ''})"
@@ -313,7 +323,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     pools = ([(d.prefill_gpu or d.gpu, d.prefill_tp), (d.gpu, d.tp)] if d.disagg else [(d.gpu, d.tp)])
     max_len = min(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(w.model), w.spec, w.trace_csv, tp,
                                        d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp,
-                                       kv_dtype=d.kv_dtype, ep=d.ep, dp_attention=d.dp_attention)
+                                       kv_dtype=d.kv_dtype, **d.pool_experts(tp))
                   for g, tp in pools)
     cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, kv_dtype=d.kv_dtype,
                     policy=d.policy,
@@ -398,6 +408,16 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                         out.extend(Deployment(dec, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv,
                                               prefill_gpu="" if pre == dec else pre, spec=m)
                                    for ptp in ptps for dtp in dtps if ptp + dtp <= room for m in ("",) + methods)
+                        # a mixture's split as DeepSeek's and SGLang's run it: a narrow expert-parallel prefill
+                        # replica, a decode one as wide, or wider, each with data-parallel attention
+                        fits = [smallest_fitting_tp(g, catalog.get_model(w.model), w.engine.block_size, MEM_UTIL,
+                                                    2048, w.engine.max_seqs, dtype, kv, "ep_dp") for g in (gp, gd)]
+                        if None not in fits:
+                            widths = [ep for ep, dp in expert_shapes(gd, w.model) if dp and ep >= min(fits)]
+                            out.extend(Deployment(dec, dw, 1, dtype, "sarathi", 2048, pw, 1, kv_dtype=kv,
+                                                  prefill_gpu="" if pre == dec else pre, ep=dw, dp_attention=True)
+                                       for pw in widths[:2] for dw in widths
+                                       if fits[0] <= pw <= dw and dw >= fits[1] and pw + dw <= room)
     return out
 
 
