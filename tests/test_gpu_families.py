@@ -92,13 +92,15 @@ def test_an_mi355x_computes_within_its_measured_matmul_and_streams_and_links_fas
     assert step[1]["comm_ms"] < step[0]["comm_ms"]
 
 
-def test_a_b300_is_a_b200_with_more_hbm_and_faster_fp4():
-    # Blackwell Ultra: the B200's BF16 and FP8 rates and 8 TB/s, 269.5 GiB a GPU against 180, FP4 at 12,600
-    # TFLOP/s against 9,000: more KV, the same 16-bit decode step, a faster fp4 prefill by no more than the rate
-    b200, b300 = catalog.get_gpu("b200"), catalog.get_gpu("NVIDIA B300 SXM6 AC")
+@pytest.mark.parametrize("blackwell, ultra", [("b200", "NVIDIA B300 SXM6 AC"), ("gb200", "gb300")])
+def test_a_blackwell_ultra_gpu_is_its_blackwell_twin_with_more_hbm_and_faster_fp4(blackwell, ultra):
+    # Blackwell Ultra: the twin's BF16 and FP8 rates and 8 TB/s, 269.5 GiB a GPU against 180 (HGX; 278.5 against
+    # 186 in an NVL72 rack), FP4 at 12,600 TFLOP/s against 9,000 (15,000 against 10,000): more KV, the same
+    # 16-bit decode step, a faster fp4 prefill by no more than the rate
+    b200, b300 = catalog.get_gpu(blackwell), catalog.get_gpu(ultra)
     assert b300.arch == b200.arch and costmodel.efficiency_for(b300) == costmodel.efficiency_for(b200)
     kv = [memory.plan_memory(g, L70, tp=4, dtype="fp8").kv_tokens for g in (b200, b300)]
-    assert kv[1] > kv[0] * 1.5  # 89.5 GiB more a GPU against 180 - 18 GiB of fp8 weights and reserve
+    assert kv[1] > kv[0] * 1.5  # about 90 GiB more a GPU against 180 - 18 GiB of fp8 weights and reserve
     step = [steptime(g, L70, 4, decode_batch=64, context=2048, dtype="fp8", engine="vllm")["step_ms"]
             for g in (b200, b300)]
     assert step[1] == pytest.approx(step[0], rel=0.01)
