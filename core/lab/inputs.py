@@ -132,9 +132,9 @@ class LabInputs:
 
     def expert_parallel(self, tp: int) -> dict:
         """SimConfig's expert fields for a replica of `tp` GPUs: the experts over all of them."""
-        if self.experts == "tp" or tp < 2 or not catalog.get_model(self.model).is_moe:
-            return {}
-        return dict(ep=tp, dp_attention=self.experts == "ep_dp")
+        ep, dp = expert.replica_split(tp, self.experts != "tp" and catalog.get_model(self.model).is_moe,
+                                      self.experts == "ep_dp")
+        return dict(ep=ep, dp_attention=dp) if ep > 1 else {}
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}

@@ -158,6 +158,10 @@ class GPU:
         """GPUs a launch command starts one server process on: a host's (its operating system's)."""
         return self.gpus_per_host or self.gpus_per_node
 
+    def hosts(self, gpus: int) -> int:
+        """Hosts that `gpus` of these GPUs take, each launched on its own."""
+        return -(-gpus // self.host_gpus)
+
     @property
     def supports_fp8(self) -> bool:
         """FP8 tensor cores (compute capability >= 8.9, or MI300): the catalog's fp8_tflops, sourced per GPU."""

@@ -53,6 +53,14 @@ def check(model: Model, tp: int, ep: int, dp_attention: bool) -> None:
                          f"{', '.join(map(str, ok))}")
 
 
+def replica_split(tp: int, expert_parallel: bool, dp_attention: bool) -> tuple[int, bool]:
+    """(ep, dp_attention) of a replica of `tp` GPUs: under expert parallelism its experts whole over all
+    of its GPUs, each pool of a split over its own; a replica of one GPU has nothing to split."""
+    if expert_parallel and tp > 1:
+        return tp, dp_attention
+    return 1, False
+
+
 def attention_tp(tp: int, dp_attention: bool) -> int:
     """GPUs one attention rank spans: the whole replica under tensor parallelism, one under DP attention."""
     return 1 if dp_attention else tp

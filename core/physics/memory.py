@@ -197,8 +197,7 @@ def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: 
     data-parallel ("ep_dp"), whose every GPU then holds all of attention's weights."""
     budget = usable_bytes(gpu) * mem_util
     for tp in model.tp_choices():
-        ep = tp if experts != "tp" and model.is_moe and tp > 1 else 1
-        dp = ep > 1 and experts == "ep_dp"
+        ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts == "ep_dp")
         pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
         if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from .. import bounds
-from ..physics import catalog, speculative
+from ..physics import catalog, expert, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving import serve_command
 from ..serving.simulate import SimConfig, fitted_max_model_len
@@ -241,11 +241,9 @@ class Deployment:
         return stage_of(self.policy, self.tp * self.pp, self.disagg)
 
     def pool_experts(self, tp: int) -> dict:
-        """A pool's replica of `tp` GPUs under this shape's expert parallelism: its experts over its own
-        GPUs (simulate.pool_experts); a replica of one GPU slices nothing."""
-        if self.ep > 1 and tp > 1:
-            return dict(ep=tp, dp_attention=self.dp_attention)
-        return dict(ep=1, dp_attention=False)
+        """A pool's replica of `tp` GPUs under this shape's expert parallelism (expert.replica_split)."""
+        ep, dp = expert.replica_split(tp, self.ep > 1, self.dp_attention)
+        return dict(ep=ep, dp_attention=dp)
 
     def label(self) -> str:
         pre, dec = (g.upper() for g in self.pool_gpus)

@@ -131,10 +131,10 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
     repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
     if cfg.ep > 1 and cfg.dp_attention:  # vLLM: data-parallel ranks of one GPU, the experts over all of them
         args = [repo, "--tensor-parallel-size", "1", "--data-parallel-size", str(tp), "--enable-expert-parallel"]
-        per_host = catalog.get_gpu(cfg.gpu).host_gpus
-        if tp > per_host:
-            notes.append(f"{tp} data-parallel ranks span {-(-tp // per_host)} nodes: start one `vllm serve` a node with "
-                         f"--data-parallel-size-local {per_host} and --data-parallel-address of the first")
+        g = catalog.get_gpu(cfg.gpu)
+        if g.hosts(tp) > 1:
+            notes.append(f"{tp} data-parallel ranks span {g.hosts(tp)} nodes: start one `vllm serve` a node with "
+                         f"--data-parallel-size-local {g.host_gpus} and --data-parallel-address of the first")
     elif cfg.ep > 1:
         args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
     else:
@@ -201,11 +201,10 @@ def commands(cfg: SimConfig) -> str:
     ps = pools(cfg)
     for p in ps:
         g = catalog.get_gpu(p["gpu"])
-        where = (f"{p['gpus_per_replica']} {g.name} GPU{'s' if p['gpus_per_replica'] > 1 else ''} of one node"
-                 if p["gpus_per_replica"] <= g.host_gpus else
-                 f"{p['gpus_per_replica']} {g.name} GPUs over {-(-p['gpus_per_replica'] // g.host_gpus)} nodes "
-                 f"(a Ray cluster across them)")
-        if g.host_gpus < p["gpus_per_replica"] <= g.gpus_per_node:
+        n, hosts = p["gpus_per_replica"], g.hosts(p["gpus_per_replica"])
+        where = (f"{n} {g.name} GPU{'s' if n > 1 else ''} of one node" if hosts == 1 else
+                 f"{n} {g.name} GPUs over {hosts} nodes (a Ray cluster across them)")
+        if hosts > 1 and n <= g.gpus_per_node:
             where += f", one NVLink domain of {g.gpus_per_node} GPUs"
         pool = f"{p['role']} pool: " if cfg.disagg else ""
         lines.append(f"# {pool}{p['replicas']} replica{'s' if p['replicas'] > 1 else ''}, each on {where}")
@@ -244,7 +243,7 @@ def manifest(cfg: SimConfig, name: str = "vllm") -> str:
                                       "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}}}
         head = [f"# {p['role']} pool: {p['replicas']} replica(s) of {p['gpus_per_replica']} {g.name}; schedule it onto "
                 f"{g.name} nodes with your cluster's node selector for that GPU type"]
-        if p["gpus_per_replica"] > g.host_gpus:
+        if g.hosts(p["gpus_per_replica"]) > 1:
             head.append("# a replica spans nodes: run it as a LeaderWorkerSet (llm-d's multi-node form), one pod per node")
         docs.append("\n".join(head) + "\n" + to_yaml({"apiVersion": "apps/v1", "kind": "Deployment",
                                                        "metadata": {"name": app, "labels": labels}, "spec": spec}))

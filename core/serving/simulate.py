@@ -229,9 +229,7 @@ def pool_experts(cfg: SimConfig, tp: int) -> tuple[int, bool]:
     different widths, as DeepSeek's and SGLang's disaggregated deployments do; a replica of one GPU,
     or another tp than the deployment's (a page's what-if), slices them by tp."""
     widths = {cfg.tp} | ({cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} if cfg.disagg else set())
-    if cfg.ep > 1 and tp > 1 and tp in widths:
-        return tp, cfg.dp_attention
-    return 1, False
+    return expert.replica_split(tp, cfg.ep > 1 and tp in widths, cfg.dp_attention)
 
 
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
