@@ -212,3 +212,24 @@ def test_a_split_pool_whose_width_does_not_divide_the_experts_is_refused_in_one_
                     prefill_gpus=6, prefill_tp=6, decode_tp=8, workload=spec)
     with pytest.raises(ValueError, match="does not divide Mixtral.*experts: choose ep among"):
         simulate(cfg)
+
+
+def test_the_labs_disaggregation_stage_splits_each_pools_experts_as_the_sidebar_chose():
+    # the sidebar's "experts + DP attention" carries to stage 5: each pool's experts over its own replica,
+    # the decode pool as wide as the prefill pool or wider; slicing by tp keeps every split it had
+    from core.lab.inputs import LabInputs, disagg_splits
+    from core.lab.report import describe_config
+    from core.lab.stages import run_stage
+    base = dict(model="deepseek-r1", gpu="h200", gpus=32, dtype="fp8", rate=4, prompt_tokens=2000,
+                output_tokens=300, requests=200)
+    ep_dp, sliced = LabInputs(**base, experts="ep_dp"), LabInputs(**base, experts="tp")
+    assert all(dtp >= ptp for _, ptp, dtp in disagg_splits(ep_dp))
+    assert any(dtp < ptp for _, ptp, dtp in disagg_splits(sliced))
+    o = run_stage(ep_dp, 5)
+    assert o.error is None and o.result.summary["stable"]
+    pools = o.result.summary["pools"]
+    assert pools["prefill"]["ep"] == o.config.prefill_tp and pools["decode"]["ep"] == o.config.decode_tp
+    assert pools["prefill"]["dp_attention"] and pools["decode"]["dp_attention"]
+    assert "experts split over its replica's GPUs with data-parallel attention" in describe_config(o.config)
+    plain = run_stage(sliced, 5)
+    assert plain.result.summary["pools"]["decode"]["ep"] == 1 and "experts" not in describe_config(plain.config)

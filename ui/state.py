@@ -192,7 +192,9 @@ def _knobs() -> None:
                       "--enable-expert-parallel). + DP attention: each GPU also runs attention and its own "
                       "sequences' KV cache for 1/tp of the batch, and an all-to-all sends each token to its "
                       "experts' GPUs and back (vLLM's --data-parallel-size, SGLang's --enable-dp-attention; "
-                      "DeepSeek-V3's deployment). A dense model, or one GPU, has no experts to split.")
+                      "DeepSeek-V3's deployment). Under prefill/decode disaggregation each pool splits its experts "
+                      "over its own replica, the decode pool as wide as the prefill pool or wider. A dense "
+                      "model, or one GPU, has no experts to split.")
     st.toggle("Prefix caching", DEFAULTS.prefix_caching, key="prefix_cache", persist_state="session",
               disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
               help="Reuse the KV blocks of a prompt's prefix that an earlier request computed (a shared "

@@ -401,22 +401,27 @@ def stage_config(inputs: LabInputs, stage: int, split: tuple[int, int, int] | No
     if stage == 4:
         return _base(inputs, policy=continuous_policy(inputs), tp=auto_tp(inputs))
     pre, ptp, dtp = split or disagg_splits(inputs)[0]
-    cfg = _base(inputs, policy=continuous_policy(inputs), tp=min(ptp, dtp), disagg=True, prefill_gpus=pre)
+    cfg = _base(inputs, policy=continuous_policy(inputs), tp=min(ptp, dtp), disagg=True, prefill_gpus=pre,
+                **inputs.expert_parallel(dtp))
     return replace(cfg, tp=dtp, prefill_tp=ptp, decode_tp=dtp)
 
 
 def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:
     """Candidate stage-5 deployments (prefill GPUs, prefill tp, decode tp): each pool whole
     replicas of the smallest fitting tp or twice it (DistServe sizes the phases' parallelism
-    separately), the prefill pool about a quarter, a third or half of the GPUs."""
+    separately), the prefill pool about a quarter, a third or half of the GPUs. Under expert
+    parallelism each pool's experts split over its own replica's GPUs, and the decode pool is as wide
+    as the prefill pool or wider (DeepSeek's and SGLang's shape: a narrow prefill pool, a wide decode
+    one whose every rank batches more sequences), as the planner searches it."""
     model = catalog.get_model(inputs.model)
     base = min_tp(inputs)
     if base is None:
         raise ValueError(f"{model.label()} does not fit {catalog.get_gpu(inputs.gpu).name}s at any tensor-parallel degree")
-    tps = [t for t in (base, 2 * base) if model.splits_over(t)]
+    experts = bool(inputs.expert_parallel(2 * base))
+    tps = [t for t in (base, 2 * base) if model.splits_over(t) and (t == 1 or not experts or model.experts % t == 0)]
     out = []
     for ptp in tps:
-        for dtp in tps:
+        for dtp in (t for t in tps if t >= ptp or not experts):
             for share in (0.25, 1 / 3, 0.5):
                 pre = max(ptp, round(inputs.gpus * share / ptp) * ptp)
                 dec = inputs.gpus - pre

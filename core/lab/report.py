@@ -88,11 +88,13 @@ def describe_config(cfg: SimConfig) -> str:
     policy += f", speculative decoding ({spec.label()})" if spec else ""
     policy += f", a {cfg.kv_offload_gb:g} GiB host KV tier a replica" if cfg.kv_offload_gb > 0 else ""
     policy += ", prefix-aware routing" if cfg.router == "prefix" else ""
+    dp = " with data-parallel attention" if cfg.dp_attention else ""
     if cfg.disagg:
+        experts = f"; each pool's experts split over its replica's GPUs{dp}" if cfg.ep > 1 else ""
         return (f"{model}, {policy}; {cfg.prefill_gpus} prefill GPUs (tp={cfg.prefill_tp or cfg.tp}) + "
-                f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp})")
+                f"{gpus - cfg.prefill_gpus} decode GPUs (tp={cfg.decode_tp or cfg.tp}){experts}")
     stages = f" x pp={cfg.pp}" if cfg.pp > 1 else ""
     if cfg.ep > 1:  # the model shards are experts: whole experts a GPU, the busiest GPU's tokens set the pace
-        stages += f", experts split over the {cfg.ep} GPUs" + (" with data-parallel attention" if cfg.dp_attention else "")
+        stages += f", experts split over the {cfg.ep} GPUs{dp}"
     return (f"{model}, {policy}; {count(gpus // (cfg.tp * cfg.pp), 'replica')} x tp={cfg.tp}{stages} on {gpus} "
             f"{cfg.gpu.upper()}")
