@@ -39,6 +39,10 @@ def test_a_rack_replica_is_launched_a_host_of_four_gpus_at_a_time():
     rack, hgx = pools(SimConfig(gpu="gb200", **cfg))[0], pools(SimConfig(gpu="b200", **cfg))[0]
     assert "span 4 nodes" in rack["command"] and "--data-parallel-size-local 4 " in rack["command"]
     assert "span 2 nodes" in hgx["command"] and "--data-parallel-size-local 8 " in hgx["command"]
+    # every host after the first starts its own ranks (vLLM's data-parallel deployment guide), no Ray cluster
+    assert "--headless and --data-parallel-start-rank 4 / 8 / 12" in rack["command"]
+    assert "--data-parallel-start-rank 8" in hgx["command"]
+    assert "(one server a node)" in commands(SimConfig(gpu="gb200", **cfg))
     # a tensor-parallel replica of 8 needs two of the rack's hosts, joined by its NVLink
     lines = commands(SimConfig(gpu="gb200", model="llama-3.1-70b", tp=8, dtype="fp8", max_model_len=4096))
     assert "8 NVIDIA GB200" in lines and "over 2 nodes" in lines and "one NVLink domain of 72 GPUs" in lines

@@ -134,7 +134,9 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
         g = catalog.get_gpu(cfg.gpu)
         if g.hosts(tp) > 1:
             notes.append(f"{tp} data-parallel ranks span {g.hosts(tp)} nodes: start one `vllm serve` a node with "
-                         f"--data-parallel-size-local {g.host_gpus} and --data-parallel-address of the first")
+                         f"--data-parallel-size-local {g.host_gpus} and --data-parallel-address of the first, the "
+                         f"others also with --headless and --data-parallel-start-rank "
+                         f"{' / '.join(str(i * g.host_gpus) for i in range(1, g.hosts(tp)))}")
     elif cfg.ep > 1:
         args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
     else:
@@ -202,8 +204,10 @@ def commands(cfg: SimConfig) -> str:
     for p in ps:
         g = catalog.get_gpu(p["gpu"])
         n, hosts = p["gpus_per_replica"], g.hosts(p["gpus_per_replica"])
+        # data-parallel ranks start a server a node (the note on the line says how); a wider tp, a Ray cluster
+        launcher = "one server a node" if "--data-parallel-size" in p["args"] else "a Ray cluster across them"
         where = (f"{n} {g.name} GPU{'s' if n > 1 else ''} of one node" if hosts == 1 else
-                 f"{n} {g.name} GPUs over {hosts} nodes (a Ray cluster across them)")
+                 f"{n} {g.name} GPUs over {hosts} nodes ({launcher})")
         if hosts > 1 and n <= g.gpus_per_node:
             where += f", one NVLink domain of {g.gpus_per_node} GPUs"
         pool = f"{p['role']} pool: " if cfg.disagg else ""
