@@ -233,3 +233,27 @@ def test_the_labs_disaggregation_stage_splits_each_pools_experts_as_the_sidebar_
     assert "experts split over its replica's GPUs with data-parallel attention" in describe_config(o.config)
     plain = run_stage(sliced, 5)
     assert plain.result.summary["pools"]["decode"]["ep"] == 1 and "experts" not in describe_config(plain.config)
+
+
+def test_every_trade_off_and_a_pinned_split_keep_the_sidebars_expert_split_at_their_own_widths():
+    # the sharding A/B compares tp 8 against tp 16 and the split runs 8-GPU pools: each side's experts split
+    # over its own replica, never the sidebar's deployment's 32 GPUs
+    from core.lab import compare
+    from core.lab.inputs import LabInputs
+    from core.lab.tradeoffs import _ab_configs, ab, tradeoffs
+    inputs = LabInputs(model="deepseek-r1", gpu="h200", gpus=32, dtype="fp8", experts="ep_dp", rate=4,
+                       prompt_tokens=2048, output_tokens=256, requests=200)
+    for t in tradeoffs():
+        try:
+            sides = _ab_configs(inputs, t["id"])[:2]
+        except ValueError:
+            continue
+        for cfg in sides:
+            for width in {cfg.tp, cfg.decode_tp or cfg.tp}:
+                assert cfg.ep == width and cfg.dp_attention, (t["id"], cfg.tp, cfg.ep)
+    assert ab(inputs, "tensor_parallel").error is None
+    split = ab(inputs, "disaggregation")
+    assert split.error is None and "on 32 H200 GPUs" in split.note  # one replica a pool fits the sidebar's
+    pinned = compare.config(dict(gpu="h200", model="deepseek-r1", gpus=32, tp=16, prefill_gpus=16, prefill_tp=8,
+                                 dtype="fp8"), inputs)
+    assert (pinned.ep, pinned.prefill_tp, pinned.decode_tp) == (16, 8, 16)

@@ -22,7 +22,7 @@ from ..physics import catalog
 from ..serving.simulate import SimConfig
 from . import gauges as G
 from . import readings
-from .inputs import LabInputs, _base, current_config, run
+from .inputs import LabInputs, _base, at_tp, current_config, run
 
 MAX_PINNED = 4
 POLICIES = ("sarathi", "vllm", "static", "serial")
@@ -100,8 +100,8 @@ def config(d: dict, inputs: LabInputs) -> SimConfig:
     tp = min(d["tp"], d["prefill_tp"]) if d["prefill_gpus"] else d["tp"]
     cfg = _base(lab, tp=tp, policy=d["policy"])
     if d["prefill_gpus"]:
-        cfg = replace(cfg, disagg=True, prefill_gpus=d["prefill_gpus"], prefill_tp=d["prefill_tp"],
-                      decode_tp=d["tp"], tp=d["tp"])
+        cfg = at_tp(replace(cfg, disagg=True, prefill_gpus=d["prefill_gpus"], prefill_tp=d["prefill_tp"],
+                            decode_tp=d["tp"]), lab, d["tp"])
     return cfg
 
 

@@ -355,6 +355,12 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
                      **experts, **kw)
 
 
+def at_tp(cfg: SimConfig, inputs: LabInputs, tp: int) -> SimConfig:
+    """`cfg` on replicas of `tp` GPUs, their experts split as the sidebar chose for that width (a split's
+    decode width: each pool's experts over its own replica's GPUs)."""
+    return replace(cfg, tp=tp, **{"ep": 1, "dp_attention": False, **inputs.expert_parallel(tp)})
+
+
 def continuous_policy(inputs: LabInputs) -> str:
     return "sarathi" if inputs.chunked_prefill else "vllm"
 
@@ -401,9 +407,8 @@ def stage_config(inputs: LabInputs, stage: int, split: tuple[int, int, int] | No
     if stage == 4:
         return _base(inputs, policy=continuous_policy(inputs), tp=auto_tp(inputs))
     pre, ptp, dtp = split or disagg_splits(inputs)[0]
-    cfg = _base(inputs, policy=continuous_policy(inputs), tp=min(ptp, dtp), disagg=True, prefill_gpus=pre,
-                **inputs.expert_parallel(dtp))
-    return replace(cfg, tp=dtp, prefill_tp=ptp, decode_tp=dtp)
+    cfg = _base(inputs, policy=continuous_policy(inputs), tp=min(ptp, dtp), disagg=True, prefill_gpus=pre)
+    return at_tp(replace(cfg, prefill_tp=ptp, decode_tp=dtp), inputs, dtp)
 
 
 def disagg_splits(inputs: LabInputs) -> list[tuple[int, int, int]]:

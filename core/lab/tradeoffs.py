@@ -12,7 +12,7 @@ from ..serving.workload import diurnal_schedule
 from ..text import change, count, factor, fmt_ms, secs
 from . import readings
 from .content import tradeoffs
-from .inputs import LabInputs, auto_tp, check_page_work, current_config, min_tp, run
+from .inputs import LabInputs, at_tp, auto_tp, check_page_work, current_config, min_tp, run
 from .stages import run_stage
 
 
@@ -91,7 +91,7 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
             where = (f"Both sides run on the sidebar's {_gpus(g, inputs)}" if g == inputs.gpus else
                      f"The sidebar's {inputs.gpus} GPU cannot compare tensor parallelism, so both sides run on "
                      f"{_gpus(g, inputs)}")
-            return replace(base, gpus=g, tp=1), replace(base, gpus=g, tp=t2), (
+            return at_tp(replace(base, gpus=g), inputs, 1), at_tp(replace(base, gpus=g), inputs, t2), (
                 f"{where}: {count(g, 'single-GPU replica')} against {count(g // t2, 'replica')} of tp={t2}.")
         # the model needs sharding: compare the degrees that fit, the smallest against twice it
         need = min_tp(inputs)
@@ -99,12 +99,12 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
             raise ValueError("the model does not fit these GPUs at any tensor-parallel degree")
         g = max(inputs.gpus, 2 * need)
         why = "" if g == inputs.gpus else f" (the sidebar's {inputs.gpus} cannot hold two degrees that fit)"
-        off, on = replace(base, gpus=g, tp=need), replace(base, gpus=g, tp=2 * need)
+        off, on = at_tp(replace(base, gpus=g), inputs, need), at_tp(replace(base, gpus=g), inputs, 2 * need)
         return off, on, (f"The model needs tp >= {need}, so there is no unsharded side: both run on "
                          f"{_gpus(g, inputs)}{why}, {count(g // need, 'replica')} of tp={need} against "
                          f"{g // (2 * need)} of tp={2 * need}.")
-    if tid == "disaggregation":
-        g = max(gpus, 2 * tp)
+    if tid == "disaggregation":  # a pool needs one replica of the smallest width that holds the model
+        g = max(gpus, 2 * (min_tp(inputs) or tp))
         wide = replace(here, gpus=g)
         stage5 = run_stage(wide, 5)
         if stage5.config is None:
