@@ -257,3 +257,49 @@ def test_every_trade_off_and_a_pinned_split_keep_the_sidebars_expert_split_at_th
     pinned = compare.config(dict(gpu="h200", model="deepseek-r1", gpus=32, tp=16, prefill_gpus=16, prefill_tp=8,
                                  dtype="fp8"), inputs)
     assert (pinned.ep, pinned.prefill_tp, pinned.decode_tp) == (16, 8, 16)
+
+
+def test_eplb_brings_the_busiest_of_32_ranks_near_the_mean_as_tensorrt_llm_measured():
+    # TensorRT-LLM's DeepSeek-R1 decode on 32 GPUs: without EPLB the hottest rank takes 2.56x the mean
+    # routings, with it 1.11x (data/moe.json); perfectly even routing is the floor of both
+    b200 = catalog.get_gpu("b200")
+    def experts_ms(**kw):
+        p = costmodel.build(b200, DSV3, 32, "fp8", ep=32, dp_attention=True, **kw)
+        return costmodel.busiest_share(p, 4096.0)
+    even, balanced, skewed = experts_ms(ep_load_cv=0.0), experts_ms(eplb=True, redundant_experts=32), experts_ms()
+    assert 1.0 < even < balanced < 1.12 < 1.5 < skewed
+
+
+def test_redundant_experts_split_256_experts_over_36_gpus_at_an_experts_memory_a_copy():
+    wl = WorkloadSpec(n_requests=200, rate=5.0, prompt_mean=1024, output_mean=256, length_dist="fixed")
+    rack = dict(gpu="gb200", model="deepseek-r1", dtype="fp4", kv_dtype="fp8", tp=36, ep=36, dp_attention=True,
+                workload=wl)
+    with pytest.raises(ValueError, match="add redundant experts"):
+        simulate(SimConfig(**rack))
+    s = simulate(SimConfig(**rack, eplb=True, redundant_experts=32)).summary  # 288 copies, 8 a GPU
+    assert s["requests"] == 200 and s["stable"]
+    # vLLM's guide: 'approximately 2.4 GB for one redundant expert per EP rank' of DeepSeek-V3 (fp8)
+    plans = [plan_memory(H200, DSV3, 32, dtype="fp8", ep=32, dp_attention=True, redundant_experts=r) for r in (0, 32)]
+    assert 2.2 < (plans[1].weights_bytes - plans[0].weights_bytes) / 2 ** 30 < 2.6
+    assert plans[1].kv_blocks < plans[0].kv_blocks
+
+
+@pytest.mark.parametrize("flags,fix", [
+    (["--ep", "8", "--dp-attention", "--redundant-experts", "32"], "add --eplb"),
+    (["--eplb"], "add --ep 2"),
+    (["--ep", "8", "--eplb", "--redundant-experts", "30"], "choose ep among"),  # 286 copies over 8 GPUs
+])
+def test_eplb_without_what_it_needs_is_refused_in_one_sentence(flags, fix):
+    r = subprocess.run([sys.executable, "-m", "core", "simulate", "--gpu", "h200", "--model", "deepseek-v3",
+                        "--dtype", "fp8", "--requests", "50", *flags], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode != 0 and fix in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_eplb_deployment_ends_in_vllms_balancer_flags_and_reproduces_itself():
+    from core.serving.command import simulate_command
+    from core.serving.serve_command import pools
+    cfg = SimConfig(gpu="h200", model="deepseek-v3", dtype="fp8", tp=16, ep=16, dp_attention=True, eplb=True,
+                    redundant_experts=32, gpus=16, max_model_len=4096)
+    args = pools(cfg)[0]["args"]
+    assert "--enable-eplb" in args and args[args.index("--eplb-config") + 1] == '{"num_redundant_experts":32}'
+    assert "--eplb --redundant-experts 32" in simulate_command(cfg)

@@ -48,13 +48,21 @@ def add_expert_args(p) -> None:
                         "dispatching tokens to their experts (vLLM --data-parallel-size, SGLang --enable-dp-attention)")
     p.add_argument("--ep-load-cv", type=bounded("ep_load_cv"), default=None,
                    help="spread of routed tokens over experts, std/mean (default 1.28, DeepSeek-R1 without EPLB; "
-                        "0: perfectly balanced)")
+                        "0.12 with --eplb; 0: perfectly balanced)")
+    p.add_argument("--eplb", action="store_true",
+                   help="with --ep: the expert-parallel load balancer (vLLM --enable-eplb) places the experts so "
+                        "that every rank receives about the mean (the busiest of 32 ranks 1.11x it, not 2.56x)")
+    p.add_argument("--redundant-experts", type=bounded("redundant_experts"), default=0, metavar="N",
+                   help="with --eplb: N extra copies of the most popular experts (vLLM's num_redundant_experts; "
+                        "32 in large deployments): each GPU holds (experts + N) / ep, so 256 experts and 32 "
+                        "copies split over 36, 48 or 72 GPUs")
 
 
 def expert_fields(args) -> dict:
-    """ep, dp_attention and the load spread for a SimConfig; --ep alone sets the replica's tp to it."""
+    """ep, dp_attention, EPLB and the load spread for a SimConfig; --ep alone sets the replica's tp to it."""
     tp = args.ep if args.ep > 1 and args.tp == 1 else args.tp
-    return dict(tp=tp, ep=args.ep, dp_attention=args.dp_attention, ep_load_cv=args.ep_load_cv)
+    return dict(tp=tp, ep=args.ep, dp_attention=args.dp_attention, ep_load_cv=args.ep_load_cv, eplb=args.eplb,
+                redundant_experts=args.redundant_experts)
 
 
 def add_args(p) -> None:

@@ -247,11 +247,13 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
           attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
           capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
           spec: Speculation | None = None, ep: int = 1, dp_attention: bool = False,
-          ep_load_cv: float | None = None) -> np.ndarray:
+          ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0) -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
     capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py); spec, speculative
     decoding (its proposer priced per draft token, its acceptance model for the engine); ep and
-    dp_attention, how an MoE model's layers split over the replica's tp GPUs (expert.py). Under
+    dp_attention, how an MoE model's layers split over the replica's tp GPUs (expert.py), and eplb with
+    redundant_experts, EPLB's placement of them and its extra copies (each rank holds (experts +
+    redundant) / ep, the load spread over them as the balancer leaves it). Under
     data-parallel attention each GPU holds attention and the dense layers whole and computes 1/tp
     of the step's tokens through them: the per-token terms are a GPU's share of the step's.
 
@@ -269,7 +271,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass), vllm or sglang")
     served = engine != "bare"  # a serving engine's host around the step: vLLM's fitted times (SGLang's too)
-    expert.check(model, tp, ep, dp_attention)
+    expert.check(model, tp, ep, dp_attention, redundant_experts)
     atp = expert.attention_tp(tp, dp_attention)  # GPUs one attention rank spans
     check_tp(model, atp)
     eff = eff or efficiency_for(gpu)
@@ -299,12 +301,13 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         expert_slice = model.mlp_params(model.moe_ffn) / (1 if ep > 1 else tp)  # a whole expert under ep
         p[EXPERT_W] = expert_slice * wb
         p[EXPERT_FLOPS] = 2 * expert_slice
-        p[N_EXPERTS] = model.experts
+        copies = expert.slots(model, redundant_experts)  # a routing reaches one copy of its expert
+        p[N_EXPERTS] = copies
         p[TOPK] = model.experts_per_token
-        p[EXPERTS_LOCAL] = model.experts / ep
+        p[EXPERTS_LOCAL] = copies / ep
         p[PAIR_SHARE] = 1.0 / ep
         p[EP_Z] = expert.busiest_rank_z(ep)
-        p[EP_LOAD_VAR] = expert.load_variance(model, ep, ep_load_cv)
+        p[EP_LOAD_VAR] = expert.load_variance(model, ep, ep_load_cv, eplb, redundant_experts)
         p[EP_SAMPLE] = ep / model.experts_per_token
         ffn_slice = model.moe_ffn / (1 if ep > 1 else tp)  # the expert's width on one GPU
         p[MOE_GEMM_EFF] = eff.moe_gemm_eff_fp8 if block_fp8 else eff.moe_gemm_eff
@@ -746,7 +749,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
              attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
              capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
              spec: Speculation | None = None, ep: int = 1, dp_attention: bool = False,
-             ep_load_cv: float | None = None) -> dict:
+             ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0) -> dict:
     """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
     chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms. With
     speculative decoding (spec) every decoding sequence verifies spec.tokens drafts too."""
@@ -764,7 +767,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     if longest > model.max_context:
         raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
     p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling, kv_dtype,
-              spec, ep, dp_attention, ep_load_cv)
+              spec, ep, dp_attention, ep_load_cv, eplb, redundant_experts)
     ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0

@@ -32,10 +32,19 @@ def constants() -> dict:
     return json.loads((DATA / "moe.json").read_text())
 
 
-def check(model: Model, tp: int, ep: int, dp_attention: bool) -> None:
+def slots(model: Model, redundant: int = 0) -> int:
+    """Expert copies a layer's expert-parallel group holds: the model's experts and EPLB's redundant
+    copies of the most popular ones (data/moe.json redundant_experts)."""
+    return model.experts + redundant
+
+
+def check(model: Model, tp: int, ep: int, dp_attention: bool, redundant: int = 0) -> None:
     """One sentence naming the fix for a shape no engine runs."""
     if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
         raise ValueError(f"expert parallelism must be a whole number of GPUs >= 1, not {ep}")
+    if redundant and ep == 1:
+        raise ValueError("redundant experts are copies EPLB places over expert-parallel ranks: add --ep "
+                         f"{max(tp, 2)} or drop --redundant-experts")
     if dp_attention and ep == 1:
         raise ValueError("data-parallel attention runs with expert parallelism (the MoE layers join the ranks' "
                          f"batches): add --ep {max(tp, 2)} or drop --dp-attention")
@@ -47,10 +56,13 @@ def check(model: Model, tp: int, ep: int, dp_attention: bool) -> None:
     if ep != tp:
         raise ValueError(f"--ep {ep} must equal the replica's {tp} GPUs (tp): expert parallelism splits the experts "
                          f"over the GPUs tensor parallelism would slice them over; give --tp {ep}")
-    if model.experts % ep:
-        ok = [d for d in range(2, min(model.experts, 64) + 1) if model.experts % d == 0]
-        raise ValueError(f"--ep {ep} does not divide {model.name}'s {model.experts} experts: choose ep among "
-                         f"{', '.join(map(str, ok))}")
+    n = slots(model, redundant)
+    if n % ep:
+        ok = [d for d in range(2, min(n, 64) + 1) if n % d == 0]
+        what = f"{model.experts} experts" + (f" and {redundant} redundant copies ({n})" if redundant else "")
+        raise ValueError(f"--ep {ep} does not divide {model.name}'s {what}: choose ep among {', '.join(map(str, ok))}"
+                         + ("" if redundant else ", or add redundant experts (--eplb --redundant-experts) that make "
+                            "the copies a multiple of it"))
 
 
 def replica_split(tp: int, expert_parallel: bool, dp_attention: bool) -> tuple[int, bool]:
@@ -79,12 +91,14 @@ def busiest_rank_z(ep: int) -> float:
     return NormalDist().inv_cdf((ep - 0.375) / (ep + 0.25))
 
 
-def load_variance(model: Model, ep: int, cv: float | None = None) -> float:
-    """Squared relative spread of one rank's routings from expert popularity: cv^2 / (experts per rank)."""
-    cv = constants()["expert_load_cv"]["value"] if cv is None else cv
+def load_variance(model: Model, ep: int, cv: float | None = None, eplb: bool = False, redundant: int = 0) -> float:
+    """Squared relative spread of one rank's routings from expert popularity: cv^2 / (expert copies per
+    rank); cv is EPLB's when the balancer places the experts (data/moe.json), unless given."""
+    if cv is None:
+        cv = constants()["eplb_load_cv" if eplb else "expert_load_cv"]["value"]
     if ep <= 1 or not model.is_moe:
         return 0.0
-    return cv * cv * ep / model.experts
+    return cv * cv * ep / slots(model, redundant)
 
 
 def a2a_link(gpu: GPU, ep: int) -> tuple[float, float]:

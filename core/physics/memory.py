@@ -66,11 +66,12 @@ class MemoryPlan:
 
 
 def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1, ep: int = 1,
-                         dp_attention: bool = False) -> float:
+                         dp_attention: bool = False, redundant_experts: int = 0) -> float:
     """Weights one GPU holds: layers sharded by tp (K/V projections replicated when tp > KV
     heads), embedding and LM head split over the vocabulary; with pp stages, the fullest stage's
     layers and one of the embedding and the LM head. Under expert parallelism a GPU holds
-    experts / ep whole experts; under data-parallel attention the attention, dense and shared-expert
+    experts / ep whole experts ((experts + redundant) / ep with EPLB's redundant copies); under
+    data-parallel attention the attention, dense and shared-expert
     weights, the embedding and the LM head whole (expert.py). The linear layers are in `dtype`;
     embedding, LM head, norms and MoE routers stay 16-bit (data/quantisation.json)."""
     h = model.hidden
@@ -81,7 +82,8 @@ def weight_bytes_per_gpu(model: Model, tp: int, dtype: str = "bf16", pp: int = 1
     params = (model.layers - model.moe_layers) * (linear_dense + 2 * h)
     linear = (model.layers - model.moe_layers) * linear_dense
     if model.is_moe:
-        routed = model.experts * model.mlp_params(model.moe_ffn) / tp  # a slice of each, or experts / ep whole
+        # a slice of each, or experts / ep whole (EPLB's redundant copies besides)
+        routed = expert.slots(model, redundant_experts) * model.mlp_params(model.moe_ffn) / tp
         experts = routed + model.shared_experts * model.mlp_params(model.moe_ffn) / atp
         router = h * model.experts
         params += model.moe_layers * (attn + experts + router + 2 * h)
@@ -117,7 +119,7 @@ def usable_bytes(gpu: GPU) -> float:
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
                 kv_dtype: str = "bf16", spec: Speculation | None = None, ep: int = 1,
-                dp_attention: bool = False) -> MemoryPlan:
+                dp_attention: bool = False, redundant_experts: int = 0) -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
     KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
@@ -128,7 +130,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     With sliding-window attention (vLLM's hybrid KV cache manager) a window layer keeps the blocks
     of its last window only: the pool's blocks hold the full-attention layers, and the window
     layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full)."""
-    expert.check(model, tp, ep, dp_attention)
+    expert.check(model, tp, ep, dp_attention, redundant_experts)
     atp = expert.attention_tp(tp, dp_attention)
     check_tp(model, atp)
     check_pp(model, pp)
@@ -140,7 +142,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
         raise ValueError(f"block size {block_size} tokens is outside 1..1024 (vLLM's default is 16)")
     usable = usable_bytes(gpu)
     budget = usable * mem_util
-    weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention)
+    weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention, redundant_experts)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
     window_tok = kv_tok * model.window_layers / model.layers  # 0 without sliding windows

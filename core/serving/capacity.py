@@ -18,13 +18,16 @@ class Capacity:
     prompt_tok_s: float  # a prefill pool, all replicas (0 without one)
 
 
-def step_ms(cfg, tp: int, gpu=None, **mix) -> float:
-    """One step of this deployment's GPU (or a pool's own, `gpu`), model and engine, in ms (the cost model)."""
+def step_ms(cfg, pool, gpu=None, **mix) -> float:
+    """One step of a pool's replica on this deployment's GPU (or the pool's own, `gpu`), model and engine,
+    its experts split as the pool's are, in ms (the cost model)."""
     model = catalog.get_model(cfg.model)
     spec = speculative.for_config(cfg, model) if mix.get("decode_batch") else None
-    return costmodel.steptime(gpu or catalog.get_gpu(cfg.gpu), model, tp, launch=cfg.launch,
+    ep, dp = getattr(pool, "ep", 1), getattr(pool, "dp_attention", False)
+    balance = dict(eplb=cfg.eplb, redundant_experts=cfg.redundant_experts, ep_load_cv=cfg.ep_load_cv) if ep > 1 else {}
+    return costmodel.steptime(gpu or catalog.get_gpu(cfg.gpu), model, pool.tp, launch=cfg.launch,
                               dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead,
-                              kv_dtype=cfg.kv_dtype, spec=spec, **mix)["step_ms"]
+                              kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp, **balance, **mix)["step_ms"]
 
 
 def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached: float = 0.0) -> Capacity:
@@ -50,36 +53,36 @@ def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached
     budget = budget * ranks
     batch = max(1, min(slots, int(pool.plan.kv_tokens // max(ctx, 1))))
     if cfg.disagg:
-        per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
+        per_step = step_ms(cfg, pool, decode_batch=batch, context=ctx)
         req_s = batch * gained / output / (per_step / 1e3)
     elif cfg.policy in MIXING and pp > 1:
         # pp batches in flight share the running sequences; each takes a full pass through the
         # stages plus the hand-offs, while the other batches fill the other stages
         lane = max(1, min(batch, pp * int(budget * output / (prompt + output))) // pp)
         new_tokens = int(min(lane * max(prompt - cached, 1.0) / output, budget - lane, model.max_context))
-        per_step = (step_ms(cfg, pool.tp, decode_batch=lane, context=ctx, prefill_tokens=max(new_tokens, 0))
+        per_step = (step_ms(cfg, pool, decode_batch=lane, context=ctx, prefill_tokens=max(new_tokens, 0))
                     + 1e3 * pipeline.handoffs_s(catalog.get_gpu(cfg.gpu), model, pool.tp, pp, lane + new_tokens))
         batch = lane * pp
         req_s = batch / output / (per_step / 1e3)
     elif cfg.policy == "sglang":
         # prompts in steps of their own, a chunk of the budget at a time, between the batch's decode steps
         chunk = int(min(budget, model.max_context))
-        prefill_ms_per_token = step_ms(cfg, pool.tp, prefill_tokens=chunk) / chunk
-        decode = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
+        prefill_ms_per_token = step_ms(cfg, pool, prefill_tokens=chunk) / chunk
+        decode = step_ms(cfg, pool, decode_batch=batch, context=ctx)
         req_s = 1.0 / ((max(prompt - cached, 1.0) * prefill_ms_per_token + output * decode / batch) / 1e3)
     elif cfg.policy in MIXING:
         batch = max(1, min(batch, int(budget * output / (prompt * gained + output * width))))
         new_tokens = int(min(batch * gained * max(prompt - cached, 1.0) / output, budget - batch * width,
                              model.max_context))
-        per_step = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx, prefill_tokens=max(new_tokens, 0))
+        per_step = step_ms(cfg, pool, decode_batch=batch, context=ctx, prefill_tokens=max(new_tokens, 0))
         req_s = batch * gained / output / (per_step / 1e3)
     else:
-        decode = step_ms(cfg, pool.tp, decode_batch=batch, context=ctx)
-        prefill = step_ms(cfg, pool.tp, prefill_tokens=int(min(max(prompt - cached, 1.0), model.max_context)))
+        decode = step_ms(cfg, pool, decode_batch=batch, context=ctx)
+        prefill = step_ms(cfg, pool, prefill_tokens=int(min(max(prompt - cached, 1.0), model.max_context)))
         req_s = 1.0 / ((prefill + output * decode / batch) / 1e3)
     prompt_tok_s = 0.0
     if cfg.disagg:
         pre = pools[0]
         chunk = int(min(budget, model.max_context))
-        prompt_tok_s = chunk / (step_ms(cfg, pre.tp, getattr(pre, "gpu", None), prefill_tokens=chunk) / 1e3) * pre.replicas
+        prompt_tok_s = chunk / (step_ms(cfg, pre, getattr(pre, "gpu", None), prefill_tokens=chunk) / 1e3) * pre.replicas
     return Capacity(req_s * output * pool.replicas, batch, prompt_tok_s)

@@ -22,7 +22,7 @@ from ..physics import catalog
 from ..physics.memory import MEM_UTIL
 from . import engines
 from .serve_command import release_dtype
-from .simulate import SimConfig, fitted_max_model_len, pool_experts
+from .simulate import SimConfig, balancer, fitted_max_model_len, pool_experts
 
 # The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
 # (core/lab/inputs.py LabInputs, whose defaults tests/test_reproduce.py holds equal to these), which
@@ -32,7 +32,7 @@ from .simulate import SimConfig, fitted_max_model_len, pool_experts
 # replica with the fewest outstanding (vLLM's production-stack default, llm-d's); log-normal lengths
 # (sigma 0.5) because no real workload sends one length; 2,000 requests, enough for a stable p99.
 DEFAULTS = dict(
-    tp=1, pp=1, ep=1, dtype="bf16", kv_dtype="bf16", policy="sarathi", block_size=16, max_seqs=256,
+    tp=1, pp=1, ep=1, redundant_experts=0, dtype="bf16", kv_dtype="bf16", policy="sarathi", block_size=16, max_seqs=256,
     max_batched_tokens=2048, mem_util=MEM_UTIL, watermark=0.01, prefix_caching=True, router="lor",
     requests=2000, length_dist="lognormal", spread=0.5, arrival="poisson", cv=1.0, seed=0,
     system_prompts=0, system_prompt_tokens=0, turns=1, turn_gap_s=30.0, think_s=0.0, think_dist="fixed",
@@ -77,7 +77,8 @@ def cli_max_model_len(cfg: SimConfig) -> int:
         lengths.append(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(cfg.model), cfg.workload,
                                             cfg.trace_csv, tp, cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs,
                                             cfg.block_size, 1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype,
-                                            ep=ep, dp_attention=dp))
+                                            ep=ep, dp_attention=dp,
+                                            redundant_experts=balancer(cfg, ep).get("redundant_experts", 0)))
     return min(lengths)
 
 
@@ -149,6 +150,9 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
         flag("--dp-attention")
     if cfg.ep_load_cv is not None:
         flag("--ep-load-cv", cfg.ep_load_cv)
+    if cfg.eplb:
+        flag("--eplb")
+    differs("redundant-experts", cfg.redundant_experts)
     if cfg.dtype != release_dtype(cfg.model):  # no --dtype means the weights as the model is released
         flag("--dtype", cfg.dtype)
     differs("kv-dtype", cfg.kv_dtype)

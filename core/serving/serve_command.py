@@ -141,6 +141,10 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
         args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
     else:
         args = [repo, "--tensor-parallel-size", str(tp)]
+    if cfg.eplb and cfg.ep > 1 and tp > 1:  # vLLM's expert-parallel load balancer, its redundant copies
+        args += ["--enable-eplb"]
+        if cfg.redundant_experts:
+            args += ["--eplb-config", json.dumps({"num_redundant_experts": cfg.redundant_experts}, separators=(",", ":"))]
     if pp > 1:
         args += ["--pipeline-parallel-size", str(pp)]
     seqs = 1 if cfg.policy == "serial" else cfg.max_seqs

@@ -66,8 +66,13 @@ class SimConfig:
     # each with max_seqs, the token budget and its own sequences' KV cache, joined in every MoE layer
     ep: int = 1
     dp_attention: bool = False
-    # routed tokens per expert: standard deviation over mean (None: data/moe.json's measured spread)
+    # routed tokens per expert: standard deviation over mean (None: data/moe.json's measured spread,
+    # without EPLB or with it)
     ep_load_cv: float | None = None
+    # EPLB (vLLM --enable-eplb): the balancer places the experts so that ranks receive about the mean, and
+    # keeps redundant_experts extra copies of the most popular ones (each rank holds (experts + them) / ep)
+    eplb: bool = False
+    redundant_experts: int = 0
     dtype: str = "bf16"  # weights: bf16, fp8 or int4 (data/quantisation.json)
     kv_dtype: str = "bf16"  # KV cache: bf16 or fp8 (half the bytes a token: twice the blocks)
     policy: str = "vllm"
@@ -194,7 +199,8 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
 
 def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
                          dtype: str, budget_tokens: int, max_seqs: int, block_size: int, pp: int = 1,
-                         kv_dtype: str = "bf16", ep: int = 1, dp_attention: bool = False) -> int:
+                         kv_dtype: str = "bf16", ep: int = 1, dp_attention: bool = False,
+                         redundant_experts: int = 0) -> int:
     """The max model length a deployment is given: a replayed trace's longest request; else long
     enough for the workload's long tail (longer requests are shortened), within the model's context
     and within what one replica's KV cache holds (leaving the admission watermark free)."""
@@ -206,7 +212,7 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     n = model_len_for(need if fixed else 2 * need, model)
     try:
         plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp,
-                           kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention)
+                           kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention, redundant_experts=redundant_experts)
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     # a sequence's KV lives on one attention rank
@@ -232,6 +238,11 @@ def pool_experts(cfg: SimConfig, tp: int) -> tuple[int, bool]:
     return expert.replica_split(tp, cfg.ep > 1 and tp in widths, cfg.dp_attention)
 
 
+def balancer(cfg: SimConfig, ep: int) -> dict:
+    """EPLB's fields for a replica whose experts split over `ep` GPUs (none where they are sliced by tp)."""
+    return dict(eplb=cfg.eplb, redundant_experts=cfg.redundant_experts) if ep > 1 else {}
+
+
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
     config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
@@ -240,7 +251,7 @@ def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp,
                               launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
                               engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype, ep=ep, dp_attention=dp,
-                              ep_load_cv=cfg.ep_load_cv, **mix)
+                              ep_load_cv=cfg.ep_load_cv, **balancer(cfg, ep), **mix)
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
@@ -260,7 +271,8 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
         ep, dp = pool_experts(cfg, tp)
         plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp)
+                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp,
+                           redundant_experts=balancer(cfg, ep).get("redundant_experts", 0))
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
@@ -271,7 +283,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                    else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
                             pool_efficiency(cfg, g, eff), capture * ranks,
-                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, cfg.ep_load_cv)
+                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, cfg.ep_load_cv, **balancer(cfg, ep))
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g, ep, dp)
 
     if not cfg.disagg:
@@ -340,13 +352,20 @@ def validate(cfg: SimConfig) -> None:
     bounds.check("ep", cfg.ep)
     if cfg.ep_load_cv is not None:
         bounds.check("ep_load_cv", cfg.ep_load_cv)
-    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention)
+    bounds.check("redundant_experts", cfg.redundant_experts)
+    if cfg.redundant_experts and not cfg.eplb:
+        raise ValueError("redundant experts are EPLB's copies of the most popular experts: add --eplb, or drop "
+                         "--redundant-experts")
+    if cfg.eplb and cfg.ep == 1:
+        raise ValueError("EPLB balances experts split over expert-parallel ranks: add --ep "
+                         f"{max(cfg.tp, 2)} or drop --eplb")
+    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention, cfg.redundant_experts)
     if cfg.ep > 1 and cfg.pp > 1:
         raise ValueError("expert parallelism is simulated with pp=1 (its all-to-all joins one stage's GPUs): set pp=1 "
                          "or drop --ep")
     if cfg.ep > 1 and cfg.disagg:  # each pool's experts over its own replica's GPUs
         for width in {cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} - {1}:
-            expert.check(catalog.get_model(cfg.model), width, width, cfg.dp_attention)
+            expert.check(catalog.get_model(cfg.model), width, width, cfg.dp_attention, cfg.redundant_experts)
     if cfg.spec_method is not None and cfg.pp > 1:
         raise ValueError("speculative decoding runs with pp=1 (vLLM V1 speculates on one pipeline stage): set pp=1 "
                          "or turn speculative decoding off")
