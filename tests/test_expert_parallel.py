@@ -303,3 +303,18 @@ def test_an_eplb_deployment_ends_in_vllms_balancer_flags_and_reproduces_itself()
     args = pools(cfg)[0]["args"]
     assert "--enable-eplb" in args and args[args.index("--eplb-config") + 1] == '{"num_redundant_experts":32}'
     assert "--eplb --redundant-experts 32" in simulate_command(cfg)
+
+
+def test_the_labs_balancer_puts_a_redundant_expert_on_every_gpu_of_the_split_and_speeds_its_experts():
+    from core.lab.inputs import LabInputs, current, stage_config
+    from core.lab.report import describe_config
+    base = dict(model="deepseek-r1", gpu="h200", gpus=16, tensor_parallel=True, dtype="fp8", experts="ep_dp",
+                rate=6, prompt_tokens=1024, output_tokens=512, requests=300)
+    cfg, res = current(LabInputs(**base, eplb=True))
+    assert cfg.eplb and cfg.redundant_experts == cfg.ep == cfg.tp  # 256 + 16 copies, 17 a GPU
+    assert "balanced by EPLB with 16 redundant experts" in describe_config(cfg)
+    _, plain = current(LabInputs(**base))
+    assert res.summary["tpot_ms"]["p50"] < plain.summary["tpot_ms"]["p50"]
+    split = stage_config(LabInputs(**{**base, "gpus": 24}, eplb=True), 5, (8, 8, 16))
+    assert (split.ep, split.redundant_experts) == (16, 16)  # the prefill pool's 8 GPUs hold 272 / 8 = 34 each
+    assert not current(LabInputs(**{**base, "experts": "tp"}, eplb=True))[0].eplb  # nothing split, nothing to balance

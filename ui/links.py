@@ -39,7 +39,7 @@ OPTIONS = {"prompt": "prompt", "output": "output", "gpus": "gpus", "ttft": "ttft
            "spec_a": "spec_acceptance_choice", "offload": "kv_offload_gb"}
 # ... or a range (a slider, a number field)
 RANGES = {"rate": "rate", "seed": "seed", "price": "price", "stage": "stage"}
-BOOLS = ("cb", "tp_on", "chunked", "prefix_cache")
+BOOLS = ("cb", "tp_on", "chunked", "prefix_cache", "eplb")
 CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load", "spec", "experts")
 # set by Streamlit itself, or by widgets that bind their own parameter (the Lab's chart tabs)
 OTHERS = ("embed", "embed_options", "chart")
@@ -53,7 +53,7 @@ FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", 
           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s", "load": "load",
           "users": "users", "think": "think_s", "spec": "spec_method", "spec_k": "spec_tokens",
-          "spec_a": "spec_acceptance", "offload": "kv_offload_gb", "experts": "experts"}
+          "spec_a": "spec_acceptance", "offload": "kv_offload_gb", "experts": "experts", "eplb": "eplb"}
 
 
 def defaults() -> dict:

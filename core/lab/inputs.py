@@ -95,6 +95,9 @@ class LabInputs:
     # tensor parallelism ("tp"), expert parallel ("ep"), or expert parallel with data-parallel
     # attention ("ep_dp"); a dense model, or a replica of one GPU, has no experts to split
     experts: str = "tp"
+    # EPLB over split experts, with a redundant copy of a popular expert on every GPU of the split
+    # (DeepSeek's and TensorRT-LLM's 9 slots a rank for 8 experts at EP32)
+    eplb: bool = False
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
 
     @property
@@ -134,7 +137,9 @@ class LabInputs:
         """SimConfig's expert fields for a replica of `tp` GPUs: the experts over all of them."""
         ep, dp = expert.replica_split(tp, self.experts != "tp" and catalog.get_model(self.model).is_moe,
                                       self.experts == "ep_dp")
-        return dict(ep=ep, dp_attention=dp) if ep > 1 else {}
+        if ep == 1:
+            return {}
+        return dict(ep=ep, dp_attention=dp, **(dict(eplb=True, redundant_experts=ep) if self.eplb else {}))
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
@@ -219,7 +224,8 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
-                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype, **inputs.expert_parallel(tp))
+                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype,
+                                **{k: v for k, v in inputs.expert_parallel(tp).items() if k != "eplb"})
 
 
 def min_tp(inputs: LabInputs) -> int | None:
@@ -358,7 +364,8 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
 def at_tp(cfg: SimConfig, inputs: LabInputs, tp: int) -> SimConfig:
     """`cfg` on replicas of `tp` GPUs, their experts split as the sidebar chose for that width (a split's
     decode width: each pool's experts over its own replica's GPUs)."""
-    return replace(cfg, tp=tp, **{"ep": 1, "dp_attention": False, **inputs.expert_parallel(tp)})
+    return replace(cfg, tp=tp, **{"ep": 1, "dp_attention": False, "eplb": False, "redundant_experts": 0,
+                                  **inputs.expert_parallel(tp)})
 
 
 def continuous_policy(inputs: LabInputs) -> str:
