@@ -60,9 +60,11 @@ def check(model: Model, tp: int, ep: int, dp_attention: bool, redundant: int = 0
     if n % ep:
         ok = [d for d in range(2, min(n, 64) + 1) if n % d == 0]
         what = f"{model.experts} experts" + (f" and {redundant} redundant copies ({n})" if redundant else "")
+        fits = sorted({r for r in (redundant - n % ep, redundant + ep - n % ep) if r >= 0})
         raise ValueError(f"--ep {ep} does not divide {model.name}'s {what}: choose ep among {', '.join(map(str, ok))}"
-                         + ("" if redundant else ", or add redundant experts (--eplb --redundant-experts) that make "
-                            "the copies a multiple of it"))
+                         + (f", or --redundant-experts {' or '.join(map(str, fits))}" if redundant else
+                            ", or add redundant experts (--eplb --redundant-experts) that make the copies a "
+                            "multiple of it"))
 
 
 def replica_split(tp: int, expert_parallel: bool, dp_attention: bool) -> tuple[int, bool]:
