@@ -207,3 +207,13 @@ def test_the_lab_shows_hit_rate_and_prefill_saved_with_units_for_shared_system_p
     at.sidebar.toggle(key="prefix_cache").set_value(False).run()
     cards = {m.label: m for m in at.metric}
     assert cards["Prefix cache hit rate"].value == "0.0%" and cards["Prefill tokens saved"].value == "0 tokens"
+
+
+def test_tables_beyond_the_machines_memory_are_refused_naming_the_block_size_not_allocated():
+    # one-token blocks of a small model on 32 GPUs: millions of blocks a replica, tens of GiB of tables
+    spec = WorkloadSpec(n_requests=50, rate=2.0, prompt_mean=256, output_mean=32, prefix_groups=2,
+                        prefix_tokens=512)
+    with pytest.raises(ValueError, match=r"GiB of this machine's memory: raise the KV block size .* here 1\)"):
+        simulate(SimConfig(gpu="h100", model="gpt-oss-20b", gpus=32, block_size=1, workload=spec))
+    s = simulate(SimConfig(gpu="h100", model="gpt-oss-20b", gpus=32, block_size=16, workload=spec)).summary
+    assert s["requests"] == 50 and s["prefix_hit_rate"] > 0

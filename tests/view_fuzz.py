@@ -81,6 +81,7 @@ def random_inputs(rng: random.Random, max_requests: int | None = None) -> dict:
         dtype=rng.choice(["bf16", "fp8", "int4"]), kv_dtype=rng.choice(list(catalog.KV_DTYPES)), prefix_cache=rng.random() < 0.8,
         sys_prompts=rng.choice(opts("system_prompts")), sys_tokens=length("system_prompt_tokens"),
         turns=rng.choice(opts("turns")), turn_gap=rng.choice(opts("turn_gap")), price=rng.choice([0.0, 0.0, round(rng.uniform(0, 1000), 2)]),
+        experts=rng.choice(["tp", "ep", "ep_dp"]), eplb=rng.random() < 0.3,
     )
     if model == CUSTOM:
         values["size_b"] = rng.choice(opts("size_b"))

@@ -610,6 +610,12 @@ def _reused(ids: np.ndarray | None) -> np.ndarray | None:
     return out
 
 
+# the most memory the prefix cache's tables take (every replica's rows of 8-byte words): 16-token blocks
+# keep 64 replicas of a GPU with 80 GiB under a tenth of it; 1-token blocks of a small model on many GPUs
+# would take tens of GiB
+PREFIX_TABLE_BYTES = 2 << 30
+
+
 def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     """Mark what prefix caching can reuse and build each replica's cache tables (kvcache.py): room
     for every distinct block the workload can reuse and at least the pool's blocks (a preempted
@@ -657,6 +663,11 @@ def _prefix_cache(cfg: SimConfig, wl: Workload, RI, PI, cfg_i) -> np.ndarray:
     tier_rows = -(-tier_words(off_bits) // width) if host else 0  # the tier's words, rows of the same width
     # each row a cache line longer than its width: rows a power of two wide put a node's fields in every
     # row, and every replica's rows, in one set of the processor's cache, which they then fight over
+    table_bytes = R * (L.NKC + tier_rows) * (width + ROW_PAD) * 8
+    if table_bytes > PREFIX_TABLE_BYTES:
+        raise ValueError(f"prefix caching's tables for {R} replicas of {gpu_blocks:,} KV blocks each would take "
+                         f"{table_bytes / 2**30:.1f} GiB of this machine's memory: raise the KV block size (vLLM's "
+                         f"default is 16 tokens, here {bs}), or turn prefix caching off")
     KC = np.zeros((R, L.NKC + tier_rows, width + ROW_PAD), np.int64)
     KC[:, L.N_KEY, 0] = -1  # node 0: one run of every block, never used
     KC[:, L.N_COUNT, 0] = PI[:, L.P_BLOCKS]
