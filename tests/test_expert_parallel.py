@@ -318,3 +318,23 @@ def test_the_labs_balancer_puts_a_redundant_expert_on_every_gpu_of_the_split_and
     split = stage_config(LabInputs(**{**base, "gpus": 24}, eplb=True), 5, (8, 8, 16))
     assert (split.ep, split.redundant_experts) == (16, 16)  # the prefill pool's 8 GPUs hold 272 / 8 = 34 each
     assert not current(LabInputs(**{**base, "experts": "tp"}, eplb=True))[0].eplb  # nothing split, nothing to balance
+
+
+def test_a_planner_answer_keeps_its_expert_split_in_the_lab_and_in_compare():
+    # the Planner's row of an expert-parallel shape opened in the Lab, or pinned, runs that shape, not the
+    # sidebar's experts choice
+    from core.lab import compare
+    from core.lab.inputs import LabInputs, current_config
+    from core.lab.recommend import lab_inputs_for
+    from core.planner.space import Deployment
+    sidebar = LabInputs(model="deepseek-v3", gpu="h200", gpus=8, dtype="fp8", rate=2, requests=200)  # sliced by tp
+    d = Deployment("h200", 8, 1, "fp8", "sarathi", 2048, ep=8, dp_attention=True)
+    cfg = current_config(LabInputs(**{**sidebar.to_dict(), **lab_inputs_for(d)}))
+    assert (cfg.tp, cfg.ep, cfg.dp_attention) == (8, 8, True)
+    row = dict(gpu="h200", tp=8, replicas=1, dtype="fp8", policy="sarathi", chunk=2048, prefill_tp=0,
+               prefill_replicas=0, gpus=8, ep=8, dp_attention=True, deployment=d.label())
+    pinned = compare.config(row, sidebar)
+    assert (pinned.ep, pinned.dp_attention, pinned.eplb) == (8, True, False)
+    sliced = compare.config(dict(row, ep=1, dp_attention=False), LabInputs(**{**sidebar.to_dict(), "experts": "ep_dp"}))
+    assert sliced.ep == 1  # the Planner chose slicing: the sidebar's choice does not override it
+    assert "experts split with DP attention" in compare.describe(compare.normalise(dict(row, label=None), sidebar))

@@ -22,7 +22,8 @@ from ..physics import catalog
 from ..serving.simulate import SimConfig
 from . import gauges as G
 from . import readings
-from .inputs import LabInputs, _base, at_tp, current_config, run
+from .inputs import EXPERT_SHAPES, LabInputs, _base, at_tp, current_config, run
+from .recommend import experts_of
 
 MAX_PINNED = 4
 POLICIES = ("sarathi", "vllm", "static", "serial")
@@ -66,10 +67,17 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     if kv_dtype not in catalog.KV_DTYPES:
         raise ValueError(f"deployment KV cache dtype '{kv_dtype}' is not one of {', '.join(catalog.KV_DTYPES)}")
     catalog.check_formats(catalog.get_gpu(gpu), dtype, kv_dtype)
+    # a Planner row says its split by ep and dp_attention; a pin of the Lab's, by the sidebar's choice
+    experts = d.get("experts") or (experts_of(d["ep"], bool(d.get("dp_attention"))) if "ep" in d else inputs.experts)
+    if experts not in EXPERT_SHAPES:
+        raise ValueError(f"deployment experts '{experts}' is not one of {', '.join(EXPERT_SHAPES)}")
+    eplb = d.get("eplb", False if "ep" in d else inputs.eplb)
+    if not isinstance(eplb, bool):
+        raise ValueError(f"deployment field 'eplb' must be true or false, not {eplb}")
     out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, pp=pp, dtype=dtype, kv_dtype=kv_dtype, policy=policy,
                max_batched_tokens=budget,
                max_seqs=_int(d, "max_seqs", inputs.max_seqs, 1, 4096), prefill_gpus=pre_gpus,
-               prefill_tp=pre_tp if pre_gpus else None)
+               prefill_tp=pre_tp if pre_gpus else None, experts=experts, eplb=eplb)
     out["label"] = str(d.get("label") or d.get("deployment") or describe(out))[:120]
     return out
 
@@ -79,6 +87,9 @@ def describe(d: dict) -> str:
     split = f", {d['prefill_gpus']} for prefill (tp {d['prefill_tp']})" if d.get("prefill_gpus") else ""
     stages = f" x pp {d['pp']}" if d.get("pp", 1) > 1 else ""
     kv = f", {d['kv_dtype']} KV" if d.get("kv_dtype", "bf16") != "bf16" else ""
+    if catalog.get_model(d["model"]).is_moe and d.get("experts", "tp") != "tp":
+        stages += (", experts split" + (" with DP attention" if d["experts"] == "ep_dp" else "")
+                   + (", EPLB" if d.get("eplb") else ""))
     return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{stages}{split}, {d['dtype']}{kv}, {POLICY_WORDS[d['policy']]} "
             f"({d['max_batched_tokens']} tokens/step)")
 
@@ -88,7 +99,7 @@ def from_lab(inputs: LabInputs) -> dict:
     cfg = current_config(inputs)
     d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, pp=cfg.pp, dtype=cfg.dtype, kv_dtype=cfg.kv_dtype,
              policy=cfg.policy,
-             max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs)
+             max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs, experts=inputs.experts, eplb=inputs.eplb)
     return normalise(d, inputs)
 
 
@@ -96,7 +107,8 @@ def config(d: dict, inputs: LabInputs) -> SimConfig:
     """Deployment `d` serving the Lab's workload, with the Lab's targets."""
     d = normalise(d, inputs)
     lab = replace(inputs, gpu=d["gpu"], model=d["model"], gpus=d["gpus"], dtype=d["dtype"], kv_dtype=d["kv_dtype"],
-                  max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"], pp=d["pp"])
+                  max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"], pp=d["pp"], experts=d["experts"],
+                  eplb=d["eplb"])
     tp = min(d["tp"], d["prefill_tp"]) if d["prefill_gpus"] else d["tp"]
     cfg = _base(lab, tp=tp, policy=d["policy"])
     if d["prefill_gpus"]:
