@@ -338,3 +338,22 @@ def test_a_planner_answer_keeps_its_expert_split_in_the_lab_and_in_compare():
     sliced = compare.config(dict(row, ep=1, dp_attention=False), LabInputs(**{**sidebar.to_dict(), "experts": "ep_dp"}))
     assert sliced.ep == 1  # the Planner chose slicing: the sidebar's choice does not override it
     assert "experts split with DP attention" in compare.describe(compare.normalise(dict(row, label=None), sidebar))
+
+
+def test_the_planner_tries_eplb_on_eight_ranks_and_more_and_prefers_no_balancer_at_equal_cost():
+    from core.planner.bounds import bound, prompt_quantile
+    from core.planner.space import Budget, Workload, shapes, to_config
+    w = Workload("deepseek-r1", WorkloadSpec(n_requests=200, rate=4.0, prompt_mean=1024, output_mean=512))
+    budget = Budget(gpu_types=("h200",), max_gpus=32, dtypes=("fp8",))
+    found = shapes(w, budget)
+    balanced = [d for d in found if d.eplb]
+    assert balanced and all(d.ep >= 8 for d in balanced)
+    assert {(d.tp, d.dp_attention, d.disagg) for d in balanced} == {(d.tp, d.dp_attention, d.disagg)
+                                                                   for d in found if d.ep >= 8}
+    d = next(d for d in balanced if d.disagg and (d.prefill_tp, d.tp) == (8, 16))
+    assert d.label().endswith("with DP attention and EPLB, fp8, chunked prefill 2048")
+    cfg = to_config(d, w)
+    assert (cfg.eplb, cfg.redundant_experts) == (True, 16)  # a copy on each decode GPU; 272 split over 8 too
+    assert bound(d, w, prompt_quantile(w, 0.99)).refused is None
+    plain = next(x for x in found if x == dataclasses.replace(d, eplb=False))
+    assert budget.preference(plain) < budget.preference(d)

@@ -196,7 +196,7 @@ chosen = picked.selection.rows[0] if picked.selection.rows else None
 def open_in_lab(row: dict) -> None:
     d = Deployment(row["gpu"], row["tp"], row["replicas"], row["dtype"], row["policy"], row["chunk"],
                    row["prefill_tp"], row["prefill_replicas"], row.get("pp", 1), row.get("kv_dtype", "bf16"),
-                   ep=row.get("ep", 1), dp_attention=row.get("dp_attention", False))
+                   ep=row.get("ep", 1), dp_attention=row.get("dp_attention", False), eplb=row.get("eplb", False))
     state.load(lab_inputs_for(d))
 
 

@@ -243,7 +243,8 @@ def lab_inputs_for(d: Deployment) -> dict:
     return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, kv_dtype=d.kv_dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
                 chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk,
                 tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0,
-                pp=d.pp if not d.disagg else 0, spec_method=d.spec or "off", experts=experts_of(d.ep, d.dp_attention))
+                pp=d.pp if not d.disagg else 0, spec_method=d.spec or "off", experts=experts_of(d.ep, d.dp_attention),
+                eplb=d.eplb)
 
 
 def experts_of(ep: int, dp_attention: bool) -> str:

@@ -96,7 +96,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # Latency floors: a decode step alone at batch 1 and the shortest context; the prefill of a
     # prompt at the attainment quantile alone on an idle replica.
     decode_tp = shape.tp
-    experts = shape.pool_experts(decode_tp)
+    experts = {**shape.pool_experts(decode_tp), **shape.balance()}  # the cost model's: EPLB's balance too
     ranks = expert.attention_ranks(decode_tp, experts["dp_attention"])
     tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1,
                          spec=spec, **experts) * 1e3 / gained
@@ -104,7 +104,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
                              f"TPOT target", pruned_by="roofline")
     pre_tp = shape.prefill_tp if shape.disagg else shape.tp
-    pre_experts = shape.pool_experts(pre_tp)
+    pre_experts = {**shape.pool_experts(pre_tp), **shape.balance()}
     pre_ranks = expert.attention_ranks(pre_tp, pre_experts["dp_attention"])
     ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype,
                          prefill_tokens=min(prompt_q, model.max_context), **pre_experts) * 1e3

@@ -203,6 +203,8 @@ class Deployment:
     # over them or not (physics/expert.py; 1: experts sliced by tensor parallelism)
     ep: int = 1
     dp_attention: bool = False
+    # EPLB over the split experts, a redundant copy of a popular expert on every GPU of the (decode) replica
+    eplb: bool = False
 
     @property
     def pool_gpus(self) -> tuple[str, str]:
@@ -241,9 +243,14 @@ class Deployment:
         return stage_of(self.policy, self.tp * self.pp, self.disagg)
 
     def pool_experts(self, tp: int) -> dict:
-        """A pool's replica of `tp` GPUs under this shape's expert parallelism (expert.replica_split)."""
+        """A pool's replica of `tp` GPUs under this shape's expert parallelism (expert.replica_split), and
+        EPLB's redundant copies it holds: one a GPU of the decode replica, which every pool's width divides."""
         ep, dp = expert.replica_split(tp, self.ep > 1, self.dp_attention)
-        return dict(ep=ep, dp_attention=dp)
+        return dict(ep=ep, dp_attention=dp, **(dict(redundant_experts=self.tp) if self.eplb and ep > 1 else {}))
+
+    def balance(self) -> dict:
+        """The cost model's balancer field: EPLB's placement of the experts, where the shape runs it."""
+        return dict(eplb=True) if self.eplb else {}
 
     def label(self) -> str:
         pre, dec = (g.upper() for g in self.pool_gpus)
@@ -260,6 +267,8 @@ class Deployment:
             shape = f"{self.replicas}×tp{self.tp}" + (f"×pp{self.pp}" if self.pp > 1 else "")
         if self.ep > 1 and not self.disagg:
             shape += f" ep{self.ep}" + (" with DP attention" if self.dp_attention else "")
+        if self.eplb:
+            shape += " and EPLB" if self.dp_attention else " with EPLB"
         if self.spare:
             shape += f" ({self.spare} spare{' each' if self.disagg else ''})"
         kv = f", {self.kv_dtype} KV" if self.kv_dtype != "bf16" else ""
@@ -330,7 +339,8 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     max_model_len=max_len, workload=w.spec, trace_csv=w.trace_csv, router=d.router or w.engine.router,
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps,
-                    kv_offload_gb=d.kv_offload_gb, ep=d.ep, dp_attention=d.dp_attention)
+                    kv_offload_gb=d.kv_offload_gb, ep=d.ep, dp_attention=d.dp_attention, eplb=d.eplb,
+                    redundant_experts=d.tp if d.eplb else 0)
     if d.spec:
         cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
@@ -389,8 +399,9 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                                for m in methods)
                     out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, router=router,
                                           kv_offload_gb=gb) for router, gb in reuse)
-                out.extend(Deployment(gpu, ep, 1, dtype, *budget.schedules()[0], kv_dtype=kv, ep=ep, dp_attention=dp)
-                           for ep, dp in expert_shapes(g, w.model) if ep <= room)
+                out.extend(Deployment(gpu, ep, 1, dtype, *budget.schedules()[0], kv_dtype=kv, ep=ep, dp_attention=dp,
+                                      eplb=eplb)
+                           for ep, dp in expert_shapes(g, w.model) if ep <= room for eplb in balancers(ep))
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
                     if tp * pp <= room:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
@@ -413,9 +424,11 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                         if None not in fits:
                             widths = [ep for ep, dp in expert_shapes(gd, w.model) if dp and ep >= min(fits)]
                             out.extend(Deployment(dec, dw, 1, dtype, "sarathi", 2048, pw, 1, kv_dtype=kv,
-                                                  prefill_gpu="" if pre == dec else pre, ep=dw, dp_attention=True)
+                                                  prefill_gpu="" if pre == dec else pre, ep=dw, dp_attention=True,
+                                                  eplb=eplb)
                                        for pw in widths[:2] for dw in widths
-                                       if fits[0] <= pw <= dw and dw >= fits[1] and pw + dw <= room)
+                                       if fits[0] <= pw <= dw and dw >= fits[1] and pw + dw <= room
+                                       for eplb in balancers(dw))
     return out
 
 
@@ -452,6 +465,14 @@ def proposers(w: Workload, budget: Budget) -> tuple[str, ...]:
 
 
 EP_SIZES = (2, 4, 8, 16, 32, 64)  # the expert-parallel widths searched, within and across nodes
+# the widths from which EPLB is searched too: its balance matters where many ranks wait for the busiest
+# (the busiest of 8 ranks takes 1.3x the mean routings without it, of 32 1.9x: data/moe.json)
+EPLB_FROM = 8
+
+
+def balancers(ep: int) -> tuple[bool, ...]:
+    """Whether to try an expert-parallel shape without EPLB, and with it (from EPLB_FROM ranks)."""
+    return (False, True) if ep >= EPLB_FROM else (False,)
 
 
 def expert_shapes(g: catalog.GPU, model_id: str) -> list[tuple[int, bool]]:
@@ -503,6 +524,6 @@ def preference(d: Deployment, cost: float, released: tuple[str, ...] = ()) -> tu
     quantisation error: the model's own release (`released`, where it has no 16-bit one), then 16-bit
     weights before fp8 before fp4 before int4, a 16-bit KV cache before fp8; then no proposer to run
     before one, the engine's router before another, no host tier before one, experts sliced by tensor
-    parallelism before expert parallelism (no busiest rank, no all-to-all to run)."""
+    parallelism before expert parallelism (no busiest rank, no all-to-all to run), no balancer before EPLB."""
     return (round(cost, 6), d.stage, d.dtype not in released, DTYPES.index(d.dtype) if d.dtype in DTYPES else 0,
-            d.kv_dtype != "bf16", d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention)
+            d.kv_dtype != "bf16", d.spec != "", d.router != "", d.kv_offload_gb > 0, d.ep > 1, d.dp_attention, d.eplb)
