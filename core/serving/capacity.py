@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..physics import catalog, costmodel, expert, pipeline, speculative
+from .experts import balancer
 
 MIXING = ("orca", "vllm", "sarathi")  # policies whose steps carry decodes and prompt tokens together
 
@@ -24,10 +25,10 @@ def step_ms(cfg, pool, gpu=None, **mix) -> float:
     model = catalog.get_model(cfg.model)
     spec = speculative.for_config(cfg, model) if mix.get("decode_batch") else None
     ep, dp = getattr(pool, "ep", 1), getattr(pool, "dp_attention", False)
-    balance = dict(eplb=cfg.eplb, redundant_experts=cfg.redundant_experts, ep_load_cv=cfg.ep_load_cv) if ep > 1 else {}
     return costmodel.steptime(gpu or catalog.get_gpu(cfg.gpu), model, pool.tp, launch=cfg.launch,
                               dtype=cfg.dtype, attn_kernel=cfg.attn_kernel, engine=cfg.engine_overhead,
-                              kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp, **balance, **mix)["step_ms"]
+                              kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp, **balancer(cfg, ep),
+                              **mix)["step_ms"]
 
 
 def capacity(cfg, pools: list, prompt: float, output: float, budget: int, cached: float = 0.0) -> Capacity:

@@ -22,7 +22,8 @@ from ..physics import catalog
 from ..physics.memory import MEM_UTIL
 from . import engines
 from .serve_command import release_dtype
-from .simulate import SimConfig, balancer, fitted_max_model_len, pool_experts
+from .experts import copies, pool_experts
+from .simulate import SimConfig, fitted_max_model_len
 
 # The defaults of `python -m core simulate` (core/cli/simulate.py reads them from here): the Lab's
 # (core/lab/inputs.py LabInputs, whose defaults tests/test_reproduce.py holds equal to these), which
@@ -78,7 +79,7 @@ def cli_max_model_len(cfg: SimConfig) -> int:
                                             cfg.trace_csv, tp, cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs,
                                             cfg.block_size, 1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype,
                                             ep=ep, dp_attention=dp,
-                                            redundant_experts=balancer(cfg, ep).get("redundant_experts", 0)))
+                                            redundant_experts=copies(cfg, ep)))
     return min(lengths)
 
 

@@ -21,6 +21,7 @@ from ..physics import catalog, costmodel, expert, pipeline, speculative, vllm_ho
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from . import engines, offload
 from .capacity import capacity
+from .experts import balancer, copies, pool_experts
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
 
@@ -229,20 +230,6 @@ def trace_max_model_len(trace: Workload, model: catalog.Model) -> int:
     return model_len_for(longest, model)
 
 
-def pool_experts(cfg: SimConfig, tp: int) -> tuple[int, bool]:
-    """(ep, dp_attention) of a replica of `tp` GPUs in this deployment. Under expert parallelism each
-    pool's experts split over its own replica's GPUs, so a split's prefill and decode pools may run
-    different widths, as DeepSeek's and SGLang's disaggregated deployments do; a replica of one GPU,
-    or another tp than the deployment's (a page's what-if), slices them by tp."""
-    widths = {cfg.tp} | ({cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} if cfg.disagg else set())
-    return expert.replica_split(tp, cfg.ep > 1 and tp in widths, cfg.dp_attention)
-
-
-def balancer(cfg: SimConfig, ep: int) -> dict:
-    """EPLB's fields for a replica whose experts split over `ep` GPUs (none where they are sliced by tp)."""
-    return dict(eplb=cfg.eplb, redundant_experts=cfg.redundant_experts) if ep > 1 else {}
-
-
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
     config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
@@ -251,7 +238,7 @@ def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
     return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp,
                               launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
                               engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype, ep=ep, dp_attention=dp,
-                              ep_load_cv=cfg.ep_load_cv, **balancer(cfg, ep), **mix)
+                              **balancer(cfg, ep), **mix)
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
@@ -272,7 +259,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         ep, dp = pool_experts(cfg, tp)
         plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
                            cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp,
-                           redundant_experts=balancer(cfg, ep).get("redundant_experts", 0))
+                           redundant_experts=copies(cfg, ep))
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
@@ -283,7 +270,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                    else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
                             pool_efficiency(cfg, g, eff), capture * ranks,
-                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, cfg.ep_load_cv, **balancer(cfg, ep))
+                            cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, **balancer(cfg, ep))
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g, ep, dp)
 
     if not cfg.disagg:
