@@ -22,6 +22,9 @@ def test_required_ids_resolve():
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b", "fp8"),
     ("nvidia/Llama-3.3-70B-Instruct-FP8", "llama-3.1-70b", "fp8"),
     ("amd/Llama-3.1-405B-Instruct-FP8-KV", "llama-3.1-405b", "fp8"),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b", "fp8"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick", "fp8"),
+    ("zai-org/GLM-4.6-FP8", "glm-4.6", "fp8"), ("Qwen/Qwen3-32B-FP8", "qwen3-32b", "fp8"),
     ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "llama-3.1-70b", "int4"),
     ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
     ("openai/gpt-oss-120b", "gpt-oss-120b", None),
@@ -57,7 +60,8 @@ def test_every_gpu_value_has_a_source_and_a_dated_price():
 
 @pytest.mark.parametrize("model_id,published_b", [
     ("llama-2-7b", 6.74), ("llama-2-70b", 68.98), ("llama-3.1-8b", 8.03), ("llama-3.1-405b", 405.85),
-    ("mixtral-8x7b", 46.70), ("qwen2.5-7b", 7.61), ("qwen2.5-72b", 72.7), ("deepseek-v3", 671.0)])
+    ("mixtral-8x7b", 46.70), ("qwen2.5-7b", 7.61), ("qwen2.5-72b", 72.7), ("deepseek-v3", 671.0),
+    ("qwen3-32b", 32.8), ("qwen3-coder-480b-a35b", 480.0), ("llama-4-maverick", 400.0)])
 def test_parameter_counts_match_published_figures(model_id, published_b):
     # counted from the layer shapes, compared with the model cards' totals
     assert catalog.get_model(model_id).params() / 1e9 == pytest.approx(published_b, rel=0.005)
@@ -110,7 +114,12 @@ def test_parametric_model_by_id():
     ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("meta-llama/Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b"),
     ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"), ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
-    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b"), ("openai/gpt-oss-120b", "gpt-oss-120b")])
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b"), ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    # DeepSeek's later releases keep V3's architecture; Kimi K2's 0905 update and GLM-4.7 keep their layers
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"), ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"), ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
+    ("zai-org/GLM-4.7", "glm-4.6"), ("MiniMaxAI/MiniMax-M2", "minimax-m2"), ("Qwen/Qwen3-32B", "qwen3-32b"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick")])
 def test_a_hugging_face_repo_of_a_catalog_model_or_its_instruction_tuned_release_names_it(repo, model_id):
     assert catalog.get_model(repo).id == model_id  # a fine-tune keeps its base model's shape
 

@@ -21,7 +21,8 @@ GIB = 2**30
 
 @pytest.mark.parametrize("model_id, total_b, active_b", [
     ("deepseek-r1", 671, 37), ("qwen3-235b-a22b", 235, 22), ("qwen3-30b-a3b", 30.5, 3.3), ("gpt-oss-120b", 117, 5.1),
-    ("gpt-oss-20b", 21, 3.6), ("llama-4-scout", 109, 17)])
+    ("gpt-oss-20b", 21, 3.6), ("llama-4-scout", 109, 17), ("llama-4-maverick", 400, 17),
+    ("qwen3-coder-480b-a35b", 480, 35), ("glm-4.6", 355, 32), ("kimi-k2", 1040, 32), ("minimax-m2", 230, 10)])
 def test_the_2026_moe_models_carry_their_cards_sizes(model_id, total_b, active_b):
     m = catalog.get_model(model_id)
     assert m.is_moe
@@ -29,6 +30,16 @@ def test_the_2026_moe_models_carry_their_cards_sizes(model_id, total_b, active_b
     # leave out the embeddings, which a decode step reads too
     assert m.params() / 1e9 == pytest.approx(total_b, rel=0.02)
     assert active_b <= m.params(active=True) / 1e9 <= active_b * 1.25
+
+
+@pytest.mark.parametrize("model_id", ["kimi-k2", "minimax-m2"])
+def test_a_model_released_only_in_block_fp8_is_served_and_planned_in_it(model_id):
+    # neither publishes 16-bit weights: the release is the fp8 checkpoint itself, in 128 x 128 blocks
+    m = catalog.get_model(model_id)
+    assert serve_command.released_formats(model_id) == ("fp8",) and m.fp8_block_scales
+    assert serve_command.release_dtype(serve_command.hf_repos()[model_id]) == "fp8"
+    repo, flags, _ = serve_command.checkpoint(model_id, "fp8")
+    assert repo == serve_command.hf_repos()[model_id] and "--quantization" not in flags
 
 
 def test_deepseek_r1_is_deepseek_v3s_architecture_served_from_its_own_release():
