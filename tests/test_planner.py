@@ -145,6 +145,22 @@ def test_long_prompts_with_a_tight_tpot_find_a_split_that_carries_more_goodput_p
     assert p.cheapest.deployment.disagg
 
 
+def test_a_size_the_walk_simulated_past_the_cheapest_is_counted_once():
+    # pipeline-parallel shapes of Llama 4 Maverick gallop 1, 2, 4 replicas and bisect back to 3: the 4 was
+    # simulated, not one more 'larger than a passing size' (the count of those ruled out by the roofline read -2)
+    w = planner_workload(LabInputs(model="llama-4-maverick", gpu="h200", rate=4, prompt_tokens=1024,
+                                   output_tokens=512))
+    p = plan(w, Budget(gpu_types=("h200",), max_gpus=32), executor="inline")
+    overshot = [r for r in p.results if r.best and r.best.meets
+                and max(o.deployment.replicas for o in r.tried) > r.best.deployment.replicas]
+    assert overshot
+    assert all(r.below_bound >= 0 for r in p.results)
+    c = p.counts
+    assert min(c["pruned_roofline"], c["not_needed"]) >= 0
+    assert c["deployments"] == (c["pruned_memory"] + c["pruned_roofline"] + c["pruned_cost"] + c["not_needed"]
+                                + c["simulated"])
+
+
 def test_the_plan_reports_what_it_pruned_and_what_it_simulated():
     w = planner_workload(LabInputs(model="llama-3.1-70b", rate=4, prompt_tokens=2048, output_tokens=256))
     p = plan(w, Budget(max_gpus=16, dtypes=("bf16",)), executor="inline")

@@ -191,16 +191,19 @@ def search_shape(shape: Deployment, w: Workload, budget: Budget, prompt_q: int, 
 
 
 def _above(shape: Deployment, tried: list[Outcome], top: int) -> int:
-    """Sizes larger than the cheapest passing one: they pass too, so they are not simulated."""
+    """Sizes larger than the cheapest passing one that were not simulated: they pass too. (The walk's
+    gallop may have simulated one past it before bisecting back: that one counts as simulated.)"""
     passing = [o.deployment.gpus for o in tried if o.meets]
     if not passing:
         return 0
     cheapest = min(passing)
     if not shape.disagg:
-        return (top - cheapest) // shape.replica_gpus
-    return sum(1 for pre in range(1, top // shape.prefill_tp + 1)
-               for dec in range(1, (top - pre * shape.prefill_tp) // shape.replica_gpus + 1)
-               if pre * shape.prefill_tp + dec * shape.replica_gpus > cheapest)
+        larger = (top - cheapest) // shape.replica_gpus
+    else:
+        larger = sum(1 for pre in range(1, top // shape.prefill_tp + 1)
+                     for dec in range(1, (top - pre * shape.prefill_tp) // shape.replica_gpus + 1)
+                     if pre * shape.prefill_tp + dec * shape.replica_gpus > cheapest)
+    return larger - sum(1 for o in tried if o.deployment.gpus > cheapest)
 
 
 def _walk_colocated(shape: Deployment, w: Workload, b: Bound, fits) -> list:
