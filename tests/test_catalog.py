@@ -118,7 +118,7 @@ def test_parametric_model_by_id():
     # DeepSeek's later releases keep V3's architecture; Kimi K2's 0905 update and GLM-4.7 keep their layers
     ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"), ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek-v3"),
     ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"), ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
-    ("zai-org/GLM-4.7", "glm-4.6"), ("MiniMaxAI/MiniMax-M2", "minimax-m2"), ("Qwen/Qwen3-32B", "qwen3-32b"),
+    ("zai-org/GLM-4.7", "glm-4.6"), ("MiniMaxAI/MiniMax-M2", "minimax-m2"), ("MiniMaxAI/MiniMax-M2.5", "minimax-m2"), ("Qwen/Qwen3-32B", "qwen3-32b"),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick")])
 def test_a_hugging_face_repo_of_a_catalog_model_or_its_instruction_tuned_release_names_it(repo, model_id):
     assert catalog.get_model(repo).id == model_id  # a fine-tune keeps its base model's shape
