@@ -297,7 +297,12 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "of 1,536), takes 108 µs and DeepSeek-R1 150 µs. SGLang's GLM layer adds a router in fp32 ('GLM requires "
             "FP32 gate projection', sglang glm4_moe.py) and its shared expert as a 161st expert of the grouped GEMM; "
             "neither accounts for 50 µs a layer at one request, and the gap grows with the batch as the experts' "
-            "part does. Not fitted: one model on one build, the cause not found. MiniMax-M2 on four MI300Xs "
+            "part does. vLLM 0.11.0 serves it slower than the model says too: on eight H200s, TPOT -13.7% at four "
+            "clients, and its all-at-once runs' throughput +15% to +46% where DeepSeek-R1's of the same kind on the "
+            "same page read -1% to +23% (+195% for 128-token prompts, API-server bound as DeepSeek-R1's). Both "
+            "engines run GLM's router in fp32 (vLLM glm4_moe.py: the gate's params_dtype float32, its input cast "
+            "to float32), on CUDA cores: about 5% of a prompt's step at 67 TFLOP/s, and at a decode step a "
+            "narrow GEMM whose time no datasheet gives. Not fitted: one model, the cause not pinned. MiniMax-M2 on four MI300Xs "
             "(block fp8, SGLang 0.5.7) checks ROCm's fitted layer time on another model: TPOT -11% to +3%. "
             "MiniMax-M2.5 (M2's layers) on eight H100s with --ep 8 (SGLang 0.5.9), the one SGLang MoE check on "
             "Hopper at a fixed concurrency: TPOT 11-20% fast from 1 to 100 clients, median TTFT within 16%.", ""]
