@@ -303,9 +303,13 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "engines run GLM's router in fp32 (vLLM glm4_moe.py: the gate's params_dtype float32, its input cast "
             "to float32), on CUDA cores: about 5% of a prompt's step at 67 TFLOP/s, and at a decode step a "
             "narrow GEMM whose time no datasheet gives. Not fitted: one model, the cause not pinned. MiniMax-M2 on four MI300Xs "
-            "(block fp8, SGLang 0.5.7) checks ROCm's fitted layer time on another model: TPOT -11% to +3%. "
+            "(block fp8, SGLang 0.5.7) checks ROCm's fitted layer time on another model: TPOT -9% to +6%. "
             "MiniMax-M2.5 (M2's layers) on eight H100s with --ep 8 (SGLang 0.5.9), the one SGLang MoE check on "
-            "Hopper at a fixed concurrency: TPOT 11-20% fast from 1 to 100 clients, median TTFT within 16%.", ""]
+            "Hopper at a fixed concurrency: TPOT 6-15% fast from 1 to 100 clients, median TTFT within 16%. "
+            "MiniMax's query and key norms span all the heads, so every layer all-reduces each token's sums of "
+            "squares over the attention's GPUs first (both engines; Model.qk_norm_allreduce): a latency-bound "
+            "all-reduce a layer, 0.8 ms a token on eight H100s, without which these runs read 16-20% (H100) and "
+            "8-11% (MI300X) fast.", ""]
     out += ["", "Errors at these rates (simulated / measured - 1):", "",
             "| run | fitted | dtype | ep | " + " | ".join(METRICS) + " |", "|---|---|---|---|" + "---|" * len(METRICS)]
     for r, e in per_run:

@@ -35,6 +35,7 @@ def test_each_catalog_models_config_yields_the_catalogs_figures(model_id):
     assert (m.experts, m.experts_per_token, m.shared_experts, m.dense_layers) == \
         (cat.experts, cat.experts_per_token, cat.shared_experts, cat.dense_layers)
     assert m.fp8_block_scales == cat.fp8_block_scales  # the config's quantization_config, read
+    assert m.qk_norm_allreduce == cat.qk_norm_allreduce  # MiniMax-M2's norms over all the heads
     assert m.params() == pytest.approx(cat.params(), rel=0.02)
     assert m.params(active=True) == pytest.approx(cat.params(active=True), rel=0.02)
     assert m.kv_bytes_per_token() == cat.kv_bytes_per_token()

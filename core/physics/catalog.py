@@ -231,6 +231,9 @@ class Model:
     fp8_block_scales: bool = False  # its fp8 checkpoint scales each 128 x 128 block (quantization_config weight_block_size)
     window: int = 0  # sliding-window attention: tokens a window layer's queries attend to (0: none)
     window_layers: int = 0  # layers that attend within the window; the others attend to every token
+    # its query and key norms each span all heads (MiniMax-M2's qk_norm_type 'per_layer'), so under tensor
+    # parallelism every attention layer all-reduces each token's sums of squares before it can normalise
+    qk_norm_allreduce: bool = False
     parametric: bool = False  # an interpolated shape, not a released model
     source: str = field(default="", compare=False, hash=False)
 
@@ -369,7 +372,8 @@ def _model_table() -> dict[str, Model]:
                       mla_q_lora_rank=mla.get("q_lora_rank", 0), mla_qk_nope_dim=mla.get("qk_nope_head_dim", 0),
                       mla_v_dim=mla.get("v_head_dim", 0), tied_embeddings=m.get("tied_embeddings", False),
                       mtp_layers=m.get("mtp_layers", 0), fp8_block_scales=m.get("fp8_block_scales", False),
-                      window=m.get("window", 0), window_layers=m.get("window_layers", 0), source=m["source"])
+                      window=m.get("window", 0), window_layers=m.get("window_layers", 0),
+                      qk_norm_allreduce=m.get("qk_norm_allreduce", False), source=m["source"])
         table[m["id"]] = model
         for alias in m.get("aliases", []):
             table[alias] = model

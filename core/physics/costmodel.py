@@ -138,7 +138,10 @@ T_SPEC_STEP = WINDOW + 5  # a speculative step's own time (rejection sampling, t
 # a decoding sequence's all-reduced bytes beyond the link's rate, where a GPU family's decode steps grow with the
 # batch faster than the link's measured rate says (ROCm's: gpu_families.json decode_allreduce_share)
 S_DECODE_LINK_BYTE = WINDOW + 6  # extra seconds per byte a decoding sequence all-reduces, on its link
-N_PARAMS = WINDOW + 7
+# query and key norms over all the heads (MiniMax-M2): one more all-reduce a layer, of each token's two fp32 sums
+QK_NORM_ALLREDUCES = WINDOW + 7  # all-reduces of them a layer (0: the norms are per head, or one GPU holds the heads)
+N_PARAMS = WINDOW + 8
+QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ENGINES = ("bare", "vllm", "sglang")  # a forward pass alone; vLLM V1's host around it; SGLang's (serving/engines.py)
@@ -375,6 +378,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[ISSUE_SHARED] = eff.issue_shared
     p[LAUNCH] = LAUNCH_MODES[launch]
     p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
+    # SGLang's MiniMaxM2QKRMSNorm sums the query's and the key's squares in one kernel and all-reduces both at once;
+    # vLLM fuses the two all-reduces the same way (minimax_allreduce_rms_qk)
+    p[QK_NORM_ALLREDUCES] = 1.0 if model.qk_norm_allreduce and atp > 1 else 0.0
     p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
     p[S_DECODE_LINK_BYTE] = p[S_LINK_BYTE] * (1.0 / eff.decode_allreduce_share - 1.0)
     p[LINK_LAT] = allreduce_latency_us(gpu, atp, eff) * 1e-6
@@ -604,13 +610,17 @@ def allreduce_once(p, bytes_):
 
 @engine_jit
 def allreduce_time(p, tokens, n_decode):
-    """All-reduce of the activations after attention and after the MLP, every layer; the bytes of the
-    `n_decode` decoding sequences take longer where a family's decode steps grow with the batch faster
-    than the link's rate says (S_DECODE_LINK_BYTE, 0 elsewhere)."""
+    """All-reduce of the activations after attention and after the MLP, every layer, and of each token's
+    sums of squares where the query and key norms span all the heads; the bytes of the `n_decode`
+    decoding sequences take longer where a family's decode steps grow with the batch faster than the
+    link's rate says (S_DECODE_LINK_BYTE, 0 elsewhere)."""
     if p[TP] <= 1 or tokens <= 0:
         return 0.0
     decode_extra = 2.0 * (p[TP] - 1.0) / p[TP] * n_decode * p[ALLREDUCE_BYTES] * p[S_DECODE_LINK_BYTE]
-    return 2.0 * p[LAYERS] * (allreduce_once(p, tokens * p[ALLREDUCE_BYTES]) + decode_extra)
+    t = 2.0 * p[LAYERS] * (allreduce_once(p, tokens * p[ALLREDUCE_BYTES]) + decode_extra)
+    if p[QK_NORM_ALLREDUCES] > 0:  # norms over all the heads: each token's sums of squares, every layer
+        t += p[LAYERS] * p[QK_NORM_ALLREDUCES] * allreduce_once(p, tokens * QK_NORM_BYTES)
+    return t
 
 
 @engine_jit

@@ -185,6 +185,11 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
                      "of the count")
     if model_type in ("gemma2", "gemma3_text"):
         notes.append("the extra norms after attention and MLP (2 x hidden weights a layer) are left out of the count")
+    # MiniMax-M2's norms span all the heads ('per_layer'): vLLM and SGLang all-reduce each token's sums of
+    # squares over the attention's GPUs in every layer (MiniMaxText01RMSNormTP, MiniMaxM2QKRMSNorm)
+    if f.bool("use_qk_norm", False) and cfg.get("qk_norm_type") == "per_layer":
+        shape["qk_norm_allreduce"] = True
+        modelled.append("query and key norms over all the heads: one more all-reduce a layer under tensor parallelism")
     title = _name(raw, name)
     quantization = cfg.get("quantization_config") or raw.get("quantization_config")  # a wrapper's is its own
     shape["fp8_block_scales"] = _block_scaled(quantization)
