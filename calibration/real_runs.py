@@ -387,6 +387,69 @@ def family_validation_runs(family, arch) -> dict:
     return runs
 
 
+# the MoE runs at a fixed concurrency (calibration/moe_runs.json): a mixture's nearest validated runs in the Lab.
+# SGLang's cookbook runs give a median TTFT, the check there (their first clients wait for the server's warm-up)
+MOE_METRICS = {"mean_tpot_ms": "TPOT mean ms", "median_ttft_ms": "TTFT median ms", "mean_ttft_ms": "TTFT mean ms"}
+MOE_HEADER = ("**Mixtures of experts at a fixed concurrency (calibration/moe_runs.json, replayed as calibration/fit_moe.py "
+              "replays them: vLLM and SGLang runs of DeepSeek, Qwen3, GLM, MiniMax, gpt-oss and Llama 4 on H100, H200, "
+              "B200 and MI300X)**: the Lab's nearest validated run for a mixture; set 'held in' where a run fitted an "
+              "MoE constant (calibration/MOE_FIT.md). They check the MoE layer, not a GPU family's carry: the band's "
+              "family margin does not take them")
+
+
+@lru_cache(maxsize=1)
+def moe_rows() -> tuple:
+    """(run, metric, measured, simulated, error, stable, load) of each fixed-concurrency MoE run: its mean TPOT
+    and its TTFT (the median where the run gives one)."""
+    rows = []
+    eff = costmodel.fitted()
+    for r in json.loads(fit_moe.RUNS.read_text())["runs"]:
+        if r["concurrency"] is None:
+            continue
+        cfg = fit_moe.config(r)
+        s = simulate(cfg, eff=costmodel.family_scaled(eff, catalog.get_gpu(cfg.gpu)),
+                     workload=fit_moe.workload(r, cfg)).summary
+        sim = {"mean_tpot_ms": s["tpot_ms"]["mean"], "median_ttft_ms": s["ttft_ms"]["p50"],
+               "mean_ttft_ms": s["ttft_ms"]["mean"]}
+        ttft = "median_ttft_ms" if "median_ttft_ms" in r["measured"] else "mean_ttft_ms"
+        for key in ("mean_tpot_ms", ttft):
+            if key in r["measured"]:
+                real = r["measured"][key]
+                rows.append((r, MOE_METRICS[key], real, sim[key], sim[key] / real - 1, bool(s["stable"]),
+                             float(s["utilisation"])))
+    return tuple(rows)
+
+
+def moe_lines() -> list[str]:
+    lines = ["", MOE_HEADER, "", "| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
+    for r, m, real, pred, e, stable, _ in moe_rows():
+        lines.append(f"| {r['id']} | {m} | {real:.2f} | {pred:.2f} | {e:+.1%} | {moe_set(r)}"
+                     f"{'' if stable else ', OVERLOAD'} |")
+    return lines + [""]
+
+
+def moe_set(r: dict) -> str:
+    return "held in" if r.get("fit") or r.get("fit_sglang") or r.get("fit_moe_layer") else "held out"
+
+
+def moe_validation_runs(arch) -> dict:
+    """The fixed-concurrency MoE runs as validated runs, flagged `moe_check` (stepspread.family_margin leaves
+    them out: they check the MoE layer, not the carry of the fitted fractions onto a GPU family)."""
+    runs = {}
+    for r, m, _, _, e, stable, load in moe_rows():
+        model, gpu = catalog.get_model(fit_moe.model_id(r)), catalog.get_gpu(r["gpu"])
+        lengths = r.get("bench_lengths")
+        workload = (f"{r['dataset']} {lengths['input_len']}/{lengths['output_len']} tokens" if lengths
+                    else r["dataset"]) + f", {r['concurrency']} clients"
+        v = runs.setdefault(r["id"], dict(
+            id=r["id"], engine=r["engine"], engine_version=r["engine_version"], source=dict(url=r["source"]),
+            gpu=gpu.id, gpu_name=gpu.name, arch=arch.get(gpu.id, ""), model=model.id, model_name=r["model_name"],
+            params_b=round(model.params() / 1e9, 1), moe=True, tp=int(r["tp"]), workload=workload,
+            load=round(load, 3), stable=stable, set=moe_set(r), moe_check=True, errors={}, errors_model_left_out={}))
+        v["errors"][m] = round(float(e), 6)
+    return runs
+
+
 def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict:
     """What the Lab needs to say how far to trust a figure (core/lab/trust.py): each vLLM V1 run's
     setting and errors (those with its model class left out of the fit too), and the step-time
@@ -418,6 +481,7 @@ def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict
             r["errors_family_carried"] = carry[i]
         r["errors"][m] = round(float(e), 6)
     runs.update(family_validation_runs(family, arch))
+    runs.update(moe_validation_runs(arch))
     fit = json.loads(costmodel.FIT_FILE.read_text())["fit"]
     step = list(fit.get("leave_one_out_errors", {}).values())
     decode = [r["errors_model_left_out"].get("decode ms/token", r["errors"].get("decode ms/token"))
@@ -431,7 +495,9 @@ def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict
                  "GPU family other than the fitted one predicted with the fitted fractions carried unchanged "
                  "(data/gpu_families.json's factor left out). family_check: a public run on another GPU family that "
                  "checks the cost model, nothing fitted to it (calibration/family_check.py); where only such runs "
-                 "cover a family, the Lab widens its band there by their worst error. "
+                 "cover a family, the Lab widens its band there by their worst error. moe_check: a mixture of "
+                 "experts at a fixed concurrency (calibration/moe_runs.json, vLLM and SGLang), a mixture's nearest "
+                 "validated run, which no family margin takes. "
                  "step_time_errors: "
                  "predicted / measured - 1 of step times a fit did not see (H200 leave-one-out) and of the "
                  "real runs' decode time per token (model class left out where known).",
@@ -525,6 +591,7 @@ def main(argv):
     family = family_check.replays()
     lines += family_check.lines(family)
     lines += family_check.lines(family_check.replays(family_check.OFFLINE), family_check.OFFLINE_HEADER)
+    lines += moe_lines()
     lines += summary_lines(v0, "vLLM 0.6 ShareGPT runs (V0 engine, multi-step scheduling; not fitted)")
     lines += ["| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
     lines += [f"| {i} | {m} | {r:.2f} | {p:.2f} | {e:+.1%} | {'held out' if held_out(by_id[i]) else 'held in'}"

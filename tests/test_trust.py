@@ -151,8 +151,9 @@ def test_the_band_widens_on_a_gpu_family_no_validated_run_covers_and_says_why(gp
 def test_a_setting_on_a_family_only_public_runs_cover_is_widened_by_their_worst_error(gpu, gpus):
     runs = trust.validation()["runs"]
     arch = catalog.get_gpu(gpu).arch
-    mine = [r for r in runs if r["arch"] == arch]
-    assert mine and all(r.get("family_check") for r in mine)  # public runs it is checked against
+    # the public runs it is checked against (a mixture's fixed-concurrency checks test the MoE layer, not the family)
+    mine = [r for r in runs if r["arch"] == arch and not r.get("moe_check")]
+    assert mine and all(r.get("family_check") for r in mine)
     margin, seen = trust.family_margin(catalog.get_gpu(gpu), runs)
     # their worst error of any metric, TPOT too: a family whose first tokens come out right and whose
     # decode does not is not to be trusted by its first tokens
@@ -164,3 +165,22 @@ def test_a_setting_on_a_family_only_public_runs_cover_is_widened_by_their_worst_
     cards = trust.trust(cfg, res.summary)
     assert f"{arch} public runs" in cards[0]["note"] and f"{margin:.1%}" in cards[0]["help"]
     assert gpu.upper() in cards[-1]["note"] and f"same GPU family ({arch})" in cards[-1]["help"]
+
+
+def test_a_mixture_is_told_the_error_of_the_nearest_mixture_run_not_a_dense_model_or_a_smaller_mixture():
+    # DeepSeek-R1 on 8 H200s: GPUStack's vLLM run of DeepSeek-R1 at 4 clients on 8 H200s (calibration/moe_runs.json),
+    # not Llama 4 Scout on two H100s, which the card named before mixtures at a fixed concurrency were validated runs
+    runs = trust.validation()["runs"]
+    r = trust.nearest(catalog.get_gpu("h200"), catalog.get_model("deepseek-r1"), 0.3, runs)
+    assert r["moe_check"] and r["model_name"].startswith("DeepSeek-R1") and r["gpu"] == "h200"
+    assert set(r["errors"]) == {"TPOT mean ms", "TTFT mean ms"}
+    # SGLang's cookbook runs are judged by their median TTFT (their first clients wait for the warm-up)
+    cookbook = [x for x in runs if x["id"].startswith("sglang-cookbook")]
+    assert cookbook and all("TTFT mean ms" not in x["errors"] and "TTFT median ms" in x["errors"] for x in cookbook)
+    # a mixture's checks leave the family margin as it was: Blackwell's is still its public dense runs' worst error
+    dense = [x for x in runs if x["arch"] == "Blackwell" and not x.get("moe_check")]
+    assert trust.family_margin(catalog.get_gpu("b200"), runs)[0] == max(abs(e) for x in dense for e in x["errors"].values())
+    cfg, res = current(LabInputs(model="deepseek-r1", gpu="h200", gpus=8, tensor_parallel=True, dtype="fp8", rate=1.0,
+                                 requests=200))
+    near = trust.trust(cfg, res.summary)[-1]
+    assert "DeepSeek-R1" in near["note"] and "H200" in near["note"] and len(near["note"]) <= 40, near["note"]

@@ -44,7 +44,8 @@ def family_margin(gpu: catalog.GPU, runs: list[dict] | None = None) -> tuple[flo
     only public runs cover (calibration/family_check.py's checks, the runs a family factor was fitted to
     left out: MI300X, B200); else carried_margin."""
     runs = validation()["runs"] if runs is None else runs
-    own = [r for r in runs if gpu.arch and r["arch"] == gpu.arch]
+    # a mixture's checks at a fixed concurrency (moe_check) test the MoE layer, not the carry onto a family
+    own = [r for r in runs if gpu.arch and r["arch"] == gpu.arch and not r.get("moe_check")]
     if own and not all(r.get("family_check") for r in own):
         return 0.0, ""
     if own:
