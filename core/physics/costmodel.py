@@ -379,7 +379,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[LAUNCH] = LAUNCH_MODES[launch]
     p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
     # SGLang's MiniMaxM2QKRMSNorm sums the query's and the key's squares in one kernel and all-reduces both at once;
-    # vLLM fuses the two all-reduces the same way (minimax_allreduce_rms_qk)
+    # vLLM's norm does the same where its fused kernel is built (forward_qk, minimax_allreduce_rms_qk), else two
     p[QK_NORM_ALLREDUCES] = 1.0 if model.qk_norm_allreduce and atp > 1 else 0.0
     p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
     p[S_DECODE_LINK_BYTE] = p[S_LINK_BYTE] * (1.0 / eff.decode_allreduce_share - 1.0)
