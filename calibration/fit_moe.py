@@ -309,7 +309,12 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "MiniMax's query and key norms span all the heads, so every layer all-reduces each token's sums of "
             "squares over the attention's GPUs first (both engines; Model.qk_norm_allreduce): a latency-bound "
             "all-reduce a layer, 0.8 ms a token on eight H100s, without which these runs read 16-20% (H100) and "
-            "8-11% (MI300X) fast.", ""]
+            "8-11% (MI300X) fast.", "",
+            "DeepSeek-V3.2 (V3's layers with sparse attention: each query attends the 2,048 tokens an fp8 indexer "
+            "picks) on eight H200s with vLLM 0.13.0, every request at once (GPUStack): throughput +3% (ShareGPT), +79%, "
+            "+67% and +47% (2K-, 4K- and 32K-token prompts), where DeepSeek-R1's runs of the same kind with vLLM 0.11 "
+            "read +9% to +23%: the early sparse kernels (the indexer's scores and top-k, sparse MLA over the picked "
+            "latents) take longer than their FLOPs and bytes say. Not fitted.", ""]
     out += ["", "Errors at these rates (simulated / measured - 1):", "",
             "| run | fitted | dtype | ep | " + " | ".join(METRICS) + " |", "|---|---|---|---|" + "---|" * len(METRICS)]
     for r, e in per_run:

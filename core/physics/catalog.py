@@ -234,6 +234,11 @@ class Model:
     # its query and key norms each span all heads (MiniMax-M2's qk_norm_type 'per_layer'), so under tensor
     # parallelism every attention layer all-reduces each token's sums of squares before it can normalise
     qk_norm_allreduce: bool = False
+    # sparse attention (DeepSeek-V3.2's DSA): a small indexer scores every cached token for each query and the
+    # attention reads only the index_topk best; the indexer's keys are cached too (fp8 with a scale a token)
+    index_topk: int = 0  # tokens a query attends (0: every token, dense attention)
+    index_heads: int = 0
+    index_head_dim: int = 0
     parametric: bool = False  # an interpolated shape, not a released model
     source: str = field(default="", compare=False, hash=False)
 
@@ -272,10 +277,20 @@ class Model:
             query = h * q + q + q * H * (nope + r) if q else h * H * (nope + r)  # low-rank (+ norm) or direct
             return (query
                     + h * (kv + r) + kv + kv * H * (nope + v)  # latent KV down/up projection + norm
-                    + H * v * h)  # output projection
+                    + H * v * h  # output projection
+                    + self.indexer_params())
         K = self.kv_heads
         bias = (H + 2 * K) * d if self.qkv_bias else 0
         return h * (H + 2 * K) * d + bias + H * d * h
+
+    def indexer_params(self) -> int:
+        """A sparse-attention indexer's weights a layer: its queries from the query latent, one key (with its
+        norm) and a weight a head from the hidden state (DeepSeek-V3.2's wq_b, wk, k_norm, weights_proj)."""
+        if not self.index_topk:
+            return 0
+        d = self.index_head_dim
+        return (self.mla_q_lora_rank or self.hidden) * self.index_heads * d + self.hidden * d + 2 * d \
+            + self.hidden * self.index_heads
 
     def mlp_params(self, ffn: int) -> int:
         return 3 * self.hidden * ffn  # SwiGLU: gate, up, down
@@ -326,8 +341,13 @@ class Model:
             return self.mla_kv_lora_rank + self.mla_rope_dim
         return 2 * self.kv_heads * self.head_dim
 
+    def index_key_bytes_per_layer(self) -> int:
+        """A sparse-attention indexer's cached key a token a layer: fp8 values and a 4-byte scale, whatever the
+        KV cache's format (0 with dense attention)."""
+        return self.index_head_dim + 4 if self.index_topk else 0
+
     def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
-        return self.layers * self.kv_dims_per_layer() * kv_dtype_bytes
+        return self.layers * (self.kv_dims_per_layer() * kv_dtype_bytes + self.index_key_bytes_per_layer())
 
     def label(self) -> str:
         if self.parametric:
@@ -361,7 +381,7 @@ def _model_table() -> dict[str, Model]:
     raw = json.loads((DATA / "models.json").read_text())["models"]
     table = {}
     for m in raw:
-        mla = m.get("mla", {})
+        mla, dsa = m.get("mla", {}), m.get("dsa", {})
         model = Model(id=m["id"], name=m["name"], layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
                       kv_heads=m["kv_heads"], head_dim=m["head_dim"], ffn=m["ffn"], vocab=m["vocab"],
                       max_context=m["max_context"], qkv_bias=m.get("qkv_bias", False),
@@ -373,7 +393,9 @@ def _model_table() -> dict[str, Model]:
                       mla_v_dim=mla.get("v_head_dim", 0), tied_embeddings=m.get("tied_embeddings", False),
                       mtp_layers=m.get("mtp_layers", 0), fp8_block_scales=m.get("fp8_block_scales", False),
                       window=m.get("window", 0), window_layers=m.get("window_layers", 0),
-                      qk_norm_allreduce=m.get("qk_norm_allreduce", False), source=m["source"])
+                      qk_norm_allreduce=m.get("qk_norm_allreduce", False),
+                      index_topk=dsa.get("index_topk", 0), index_heads=dsa.get("index_n_heads", 0),
+                      index_head_dim=dsa.get("index_head_dim", 0), source=m["source"])
         table[m["id"]] = model
         for alias in m.get("aliases", []):
             table[alias] = model

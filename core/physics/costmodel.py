@@ -140,7 +140,13 @@ T_SPEC_STEP = WINDOW + 5  # a speculative step's own time (rejection sampling, t
 S_DECODE_LINK_BYTE = WINDOW + 6  # extra seconds per byte a decoding sequence all-reduces, on its link
 # query and key norms over all the heads (MiniMax-M2): one more all-reduce a layer, of each token's two fp32 sums
 QK_NORM_ALLREDUCES = WINDOW + 7  # all-reduces of them a layer (0: the norms are per head, or one GPU holds the heads)
-N_PARAMS = WINDOW + 8
+# sparse attention (DeepSeek-V3.2's DSA): a query attends the ATTEND_TOPK cached tokens its indexer scores highest;
+# the indexer reads every cached token's key and scores it with a few fp8 heads
+ATTEND_TOPK = WINDOW + 8  # tokens a query attends in every layer (0: all of them)
+INDEX_BYTES = WINDOW + 9  # the indexer's cached key, bytes per token per layer per GPU
+INDEX_PAIR_FLOPS = WINDOW + 10  # its FLOPs per (query, cached token) pair per layer per GPU
+S_INDEX_FLOP = WINDOW + 11  # seconds per indexer FLOP (fp8 tensor cores where the GPU has them)
+N_PARAMS = WINDOW + 12
 QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
@@ -339,8 +345,14 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # (2 reads + 1 write), activation of the MLP (read gate and up, write product), the
     # GEMMs' inputs and outputs, the KV-cache write and attention's query/output
     p[ACT_BYTES] = act * (14 * h + 6 * ffn_gpu + 3 * q_dim + 2 * kv_dim) * share
+    # the attention reads KV_BYTES of each token it attends; a sparse-attention indexer INDEX_BYTES of every one
+    p[INDEX_BYTES] = model.index_key_bytes_per_layer() * share
     p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value,
-                                             dp_attention) / model.layers
+                                             dp_attention) / model.layers - p[INDEX_BYTES]
+    if model.index_topk:  # the indexer is replicated over an attention rank's GPUs: each scores all its heads
+        p[ATTEND_TOPK] = model.index_topk
+        p[INDEX_PAIR_FLOPS] = 2.0 * model.index_heads * model.index_head_dim * share
+        p[S_INDEX_FLOP] = 1.0 / (gpu.peak_flops("fp8" if gpu.supports_fp8 else "bf16") * eff.eta_attn)
     p[KV_HEADS] = kv_heads_gpu * share  # a GPU runs 1/tp of the sequences under DP attention
     p[WINDOW], p[WINDOW_LAYERS] = model.window, model.window_layers
     p[DEC_PAIR_FLOPS] *= share
@@ -452,13 +464,15 @@ def kv_heads_per_gpu(model: Model, tp: int) -> float:
 
 def kv_bytes_per_token_per_gpu(model: Model, tp: int, kv_dtype_bytes: int = 2, dp_attention: bool = False) -> float:
     """KV bytes one GPU holds per token of the replica: its K/V heads' share under tensor parallelism
-    (MLA's latent whole on every GPU); under data-parallel attention a GPU holds its own sequences'
-    whole KV, so 1/tp of the replica's tokens (the mean rank's)."""
+    (MLA's latent whole on every GPU, and a sparse-attention indexer's keys: vLLM replicates the indexer);
+    under data-parallel attention a GPU holds its own sequences' whole KV, so 1/tp of the replica's
+    tokens (the mean rank's)."""
     if dp_attention:
         return model.kv_bytes_per_token(kv_dtype_bytes) / tp
     if model.is_mla:
         return model.kv_bytes_per_token(kv_dtype_bytes)
-    return model.layers * 2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv_dtype_bytes
+    return model.layers * (2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv_dtype_bytes
+                           + model.index_key_bytes_per_layer())
 
 
 # ---------------------------------------------------------------- operators (jitted)
@@ -545,7 +559,10 @@ def elementwise_time(p, tokens):
 
 @engine_jit
 def decode_ctas(p, ctx):
-    """Thread blocks a decode attention kernel gives one sequence of `ctx` cached tokens."""
+    """Thread blocks a decode attention kernel gives one sequence of `ctx` cached tokens (the tokens it
+    attends, under sparse attention)."""
+    if p[ATTEND_TOPK] > 0:
+        ctx = min(ctx, p[ATTEND_TOPK])
     if p[KV_SPLIT] > 0:
         return p[KV_HEADS] * math.ceil(ctx / p[KV_SPLIT])
     return p[KV_HEADS]
@@ -554,42 +571,64 @@ def decode_ctas(p, ctx):
 @engine_jit
 def decode_layer_tokens(p, n_decode, sum_ctx):
     """Cached tokens the decode attention of all layers reads for `n_decode` sequences of `sum_ctx`
-    tokens in all: a window layer reads at most its window of each, taken as the lesser of the
-    summed context and n_decode windows (exact while every context is past the window, or none)."""
+    tokens in all: a window layer reads at most its window of each, and sparse attention at most the
+    tokens its indexer picks, each taken as the lesser of the summed context and n_decode windows
+    (exact while every context is past the window, or none)."""
+    full = sum_ctx if p[ATTEND_TOPK] <= 0 else min(sum_ctx, n_decode * p[ATTEND_TOPK])
     if p[WINDOW_LAYERS] <= 0:
-        return p[LAYERS] * sum_ctx
-    return (p[LAYERS] - p[WINDOW_LAYERS]) * sum_ctx + p[WINDOW_LAYERS] * min(sum_ctx, n_decode * p[WINDOW])
+        return p[LAYERS] * full
+    return (p[LAYERS] - p[WINDOW_LAYERS]) * full + p[WINDOW_LAYERS] * min(sum_ctx, n_decode * p[WINDOW])
+
+
+@engine_jit
+def index_time(p, pairs, keys):
+    """A sparse-attention indexer: `pairs` (query, cached token) scores in fp8 and `keys` cached index
+    keys read, over all layers (0 without sparse attention)."""
+    if p[ATTEND_TOPK] <= 0:
+        return 0.0
+    return max(p[LAYERS] * keys * p[INDEX_BYTES] * p[S_BYTE], p[LAYERS] * pairs * p[INDEX_PAIR_FLOPS] * p[S_INDEX_FLOP])
 
 
 @engine_jit
 def decode_attention_time(p, n_decode, sum_ctx, ctas, queries=1.0):
     """All decoding sequences of a step: read every cached token's K and V once per layer (a window
-    layer's last WINDOW tokens), for `queries` query positions a sequence (1 + its draft tokens
-    under speculative decoding)."""
+    layer's last WINDOW tokens, sparse attention's chosen ones after its indexer scored them all),
+    for `queries` query positions a sequence (1 + its draft tokens under speculative decoding)."""
     if sum_ctx <= 0:
         return 0.0
     s_byte = max(p[S_BYTE], p[S_CTA_BYTE] / ctas)  # too few thread blocks cannot pull full bandwidth
     layer_tokens = decode_layer_tokens(p, n_decode, sum_ctx)
     t_mem = layer_tokens * p[KV_BYTES] * s_byte
     t_flops = layer_tokens * queries * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
-    return max(t_mem, t_flops)
+    return max(t_mem, t_flops) + index_time(p, sum_ctx * queries, sum_ctx)
+
+
+@engine_jit
+def capped_pairs(new_tokens, cached, cap):
+    """(query, key) pairs of a causal chunk of `new_tokens` queries after `cached` tokens when each query
+    takes at most `cap` keys (a window, or sparse attention's pick)."""
+    inside = min(new_tokens, max(0.0, cap - cached))  # queries whose whole causal prefix fits the cap
+    return inside * (cached + (inside + 1) / 2.0) + (new_tokens - inside) * cap
 
 
 @engine_jit
 def prefill_attention_time(p, new_tokens, cached):
     """One prefill chunk of `new_tokens` queries, causal over `cached` + itself; in a window layer
-    each query attends to the last WINDOW positions at most."""
+    each query attends to the last WINDOW positions at most, under sparse attention to the
+    ATTEND_TOPK its indexer picks after scoring them all."""
     if new_tokens <= 0:
         return 0.0
-    pairs = new_tokens * (cached + (new_tokens + 1) / 2.0)
+    causal = new_tokens * (cached + (new_tokens + 1) / 2.0)
+    pairs, keys, pair_flops = causal, cached + new_tokens, p[PRE_PAIR_FLOPS]
+    if p[ATTEND_TOPK] > 0:  # vLLM's sparse MLA attends the picked latents in the absorbed form, as a decode does
+        pairs, pair_flops = capped_pairs(new_tokens, cached, p[ATTEND_TOPK]), p[DEC_PAIR_FLOPS]
+        keys = min(keys, p[ATTEND_TOPK] + new_tokens)
     w = p[WINDOW]  # no window layers: the terms below with WINDOW_LAYERS = 0 are every layer's
-    inside = min(new_tokens, max(0.0, w - cached))  # queries whose whole causal prefix fits the window
-    window_pairs = inside * (cached + (inside + 1) / 2.0) + (new_tokens - inside) * w
+    window_pairs = capped_pairs(new_tokens, cached, w)
     full = p[LAYERS] - p[WINDOW_LAYERS]
-    t_flops = (full * pairs + p[WINDOW_LAYERS] * window_pairs) * p[PRE_PAIR_FLOPS] * p[S_ATTN_FLOP]
-    t_mem = (full * (cached + new_tokens) + p[WINDOW_LAYERS] * min(cached + new_tokens, w + new_tokens)) \
-        * p[KV_BYTES] * p[S_BYTE]
-    return max(t_flops, t_mem)
+    t_flops = (full * pairs * pair_flops + p[WINDOW_LAYERS] * window_pairs * p[PRE_PAIR_FLOPS]) * p[S_ATTN_FLOP]
+    t_mem = (full * keys + p[WINDOW_LAYERS] * min(cached + new_tokens, w + new_tokens)) * p[KV_BYTES] * p[S_BYTE]
+    return max(t_flops, t_mem) + index_time(p, causal, cached + new_tokens)
 
 
 @engine_jit

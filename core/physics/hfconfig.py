@@ -32,6 +32,7 @@ FAMILIES = {
     "mixtral": "mixtral", "phimoe": "mixtral", "gpt_oss": "mixtral", "minimax_m2": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "llama4_text": "llama4",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "kimi_k2": "deepseek",  # Kimi K2: DeepSeek-V3's layers
+    "deepseek_v32": "deepseek",  # DeepSeek-V3.2: V3's layers with sparse attention (index_topk)
     "glm4_moe": "glm_moe",  # GLM-4.5, 4.6, 4.7: DeepSeek-V3's MoE layers behind grouped-query attention
 }
 # transformers' defaults where its configuration class has one and a file may leave the field out
@@ -98,7 +99,7 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
         raise ValueError(f"model_type '{model_type[:40]}' is not one this simulator reads: it reads "
                          f"{', '.join(sorted(FAMILIES))}")
     f = Fields(cfg, model_type)
-    notes = []
+    notes, modelled = [], []
     h = f.int("hidden_size")
     layers = f.int("num_hidden_layers", hi=1000)
     heads = f.int("num_attention_heads", hi=4096)
@@ -171,12 +172,17 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
                          mla_q_lora_rank=q_lora, mla_qk_nope_dim=f.int("qk_nope_head_dim"),
                          mla_v_dim=f.int("v_head_dim"))
             shape.update(kv_heads=heads, head_dim=shape["mla_qk_nope_dim"])
+            topk = f.int("index_topk", default=0, lo=0)
+            if topk:  # DeepSeek Sparse Attention: an fp8 indexer picks the tokens each query attends
+                shape.update(index_topk=topk, index_heads=f.int("index_n_heads", hi=4096),
+                             index_head_dim=f.int("index_head_dim", hi=4096))
+                modelled.append(f"sparse attention: each query attends the {topk:,} cached tokens its indexer "
+                                f"scores highest, after the indexer reads every cached token's key")
         mtp = f.int("num_nextn_predict_layers", default=0, lo=0)
         if mtp:  # it serves speculative decoding (--spec-method mtp), whose proposer cost counts it there
             shape["mtp_layers"] = mtp
             notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not in the weights: it "
                          "serves speculative decoding (spec method mtp), which loads it")
-    modelled = []
     shape["window"], shape["window_layers"] = _windows(cfg, model_type, layers, context, notes, modelled)
     if model_type == "gpt_oss":
         notes.append("the attention sinks (one weight a head) and the router's bias are left out of the count")
