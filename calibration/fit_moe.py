@@ -103,22 +103,25 @@ def workload(run: dict, cfg: SimConfig) -> Workload | None:
     return bench_serving.replay(run, _runs_by_id(), cfg) if "bench_lengths" in run else None
 
 
+def replay(run: dict, eff: costmodel.Efficiency) -> dict:
+    """The run's simulated summary with `eff` (constants as fitted) taken to the run's GPU family."""
+    cfg = config(run)
+    return simulate(cfg, eff=costmodel.family_scaled(eff, catalog.get_gpu(cfg.gpu)), workload=workload(run, cfg)).summary
+
+
 def errors(run: dict, eff: costmodel.Efficiency) -> dict:
     """The run's errors with `eff` (constants as fitted) taken to the run's GPU family."""
-    cfg = config(run)
-    s = simulate(cfg, eff=costmodel.family_scaled(eff, catalog.get_gpu(cfg.gpu)), workload=workload(run, cfg)).summary
+    s = replay(run, eff)
     # the benchmark's figure: every token of every request over the run's duration
-    total = cfg.workload.n_requests * (run["prompt_mean"] + run["output_mean"]) / s["makespan_s"]
+    total = config(run).workload.n_requests * (run["prompt_mean"] + run["output_mean"]) / s["makespan_s"]
     p = dict(total_tok_s=total, mean_tpot_ms=s["tpot_ms"]["mean"], mean_ttft_ms=s["ttft_ms"]["mean"])
     return {m: p[m] / run["measured"][m] - 1 for m in METRICS if m in run["measured"]}
 
 
 def vllm_kernels_tpot(run: dict, eff: costmodel.Efficiency) -> float:
     """The run's mean TPOT with vLLM's fitted MoE and latent-attention kernel times in place of SGLang's."""
-    cfg = config(run)
     e = replace(eff, sglang_moe_layer_us=eff.t_moe_layer_us, sglang_mla_layer_us=eff.t_mla_layer_us)
-    return simulate(cfg, eff=costmodel.family_scaled(e, catalog.get_gpu(cfg.gpu)),
-                    workload=workload(run, cfg)).summary["tpot_ms"]["mean"]
+    return replay(run, e)["tpot_ms"]["mean"]
 
 
 def signed(errs: dict, metric: str) -> str:

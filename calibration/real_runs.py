@@ -406,9 +406,7 @@ def moe_rows() -> tuple:
     for r in json.loads(fit_moe.RUNS.read_text())["runs"]:
         if r["concurrency"] is None:
             continue
-        cfg = fit_moe.config(r)
-        s = simulate(cfg, eff=costmodel.family_scaled(eff, catalog.get_gpu(cfg.gpu)),
-                     workload=fit_moe.workload(r, cfg)).summary
+        s = fit_moe.replay(r, eff)
         sim = {"mean_tpot_ms": s["tpot_ms"]["mean"], "median_ttft_ms": s["ttft_ms"]["p50"],
                "mean_ttft_ms": s["ttft_ms"]["mean"]}
         ttft = "median_ttft_ms" if "median_ttft_ms" in r["measured"] else "mean_ttft_ms"
