@@ -97,10 +97,36 @@ def test_dp_attention_trades_all_reduces_for_an_all_to_all_that_costs_more_acros
     s8, remote8 = expert.a2a_link(H200, 8)
     s16, remote16 = expert.a2a_link(H200, 16)
     assert remote8 == 0 and remote16 == 0.5 and s16 > s8  # half of the bytes leave the node over its NICs
-    # per GPU, 16 ranks given twice the tokens move the same bytes each as 8 ranks, but over the network
-    within = step(ep=8, dp=True, cv=0.0, prefill_tokens=8192)["breakdown_ms"]["experts"]
-    across = step(tp=16, ep=16, dp=True, cv=0.0, prefill_tokens=16384)["breakdown_ms"]["experts"]
-    assert across > within
+    # a token's dispatch and combine take longer across two nodes than within one: a decode step's
+    # low-latency kernels send half its routed copies over the network, a prompt's normal ones its row
+    # once to the other node, which forwards it over NVLink
+    decode = {ep: expert.dispatch_combine_bytes(DSV3, ep) * expert.a2a_link(H200, ep)[0] for ep in (8, 16)}
+    assert decode[16] > 2 * decode[8]
+    assert expert.a2a_prompt_s_per_token(DSV3, H200, 16) > expert.a2a_prompt_s_per_token(DSV3, H200, 8)
+
+
+def test_a_prompt_crosses_the_network_once_a_node_where_a_decode_step_sends_every_routed_copy():
+    """DeepEP's normal kernels (a step with prompt tokens) send a token's row once to each other node
+    holding one of its experts and forward it over NVLink there; its low-latency ones (a decode step)
+    send each of the top-k copies on its own. Within a node the two move the same bytes."""
+    k = DSV3.experts_per_token
+    for ep in (16, 32, 64):
+        nodes = ep // H200.gpus_per_node
+        remote = expert.remote_nodes(DSV3, ep, H200.gpus_per_node)
+        assert k * (nodes - 1) / nodes > remote > 0 and remote <= nodes - 1  # fewer rows than routed copies
+    low_latency = expert.dispatch_combine_bytes(DSV3, 32) * expert.a2a_link(H200, 32)[0]
+    assert expert.a2a_prompt_s_per_token(DSV3, H200, 32) < low_latency
+    assert expert.a2a_prompt_s_per_token(DSV3, H200, 8) == pytest.approx(
+        expert.dispatch_combine_bytes(DSV3, 8) * expert.a2a_link(H200, 8)[0])
+    # a prefill step across four nodes spends less on its all-to-all than per-copy sends would: the same
+    # step's experts with the prompt-mode time per token swapped for the decode mode's take longer
+    p = costmodel.build(H200, DSV3, 32, "fp8", engine="vllm", ep=32, dp_attention=True, ep_load_cv=0.0)
+    tokens = 32 * 4096
+    prompt = costmodel.experts_time(p, tokens, True)
+    assert costmodel.experts_time(p, tokens, False) - prompt == pytest.approx(
+        DSV3.moe_layers * tokens * costmodel.busiest_share(p, tokens)
+        * (p[costmodel.A2A_BYTES] * p[costmodel.S_A2A_BYTE] - p[costmodel.A2A_PROMPT_S]), rel=1e-9)
+    assert p[costmodel.A2A_BYTES] * p[costmodel.S_A2A_BYTE] > p[costmodel.A2A_PROMPT_S] > 0
 
 
 def test_dp_attention_reads_a_gpus_own_sequences_kv_not_the_whole_batchs():

@@ -146,7 +146,10 @@ ATTEND_TOPK = WINDOW + 8  # tokens a query attends in every layer (0: all of the
 INDEX_BYTES = WINDOW + 9  # the indexer's cached key, bytes per token per layer per GPU
 INDEX_PAIR_FLOPS = WINDOW + 10  # its FLOPs per (query, cached token) pair per layer per GPU
 S_INDEX_FLOP = WINDOW + 11  # seconds per indexer FLOP (fp8 tensor cores where the GPU has them)
-N_PARAMS = WINDOW + 12
+# a step with prompt tokens dispatches with DeepEP's normal kernels, which cross the network once per node a
+# token's experts live on and forward over NVLink inside it (expert.py a2a_prompt_s_per_token)
+A2A_PROMPT_S = WINDOW + 12  # seconds of such a step's dispatch and combine per token of the step (0: as decode)
+N_PARAMS = WINDOW + 13
 QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
@@ -327,6 +330,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
             p[A2A_BYTES] = expert.dispatch_combine_bytes(model, ep) / tp
             p[S_A2A_BYTE] = expert.a2a_link(gpu, ep)[0]
             p[A2A_LAT] = eff.link_latency_us * 1e-6
+            p[A2A_PROMPT_S] = expert.a2a_prompt_s_per_token(model, gpu, ep) / tp
     # the routed experts' activation rows are the fused-MoE kernel's scratch (MOE_SCRATCH)
     ffn_gpu = (model.moe_ffn * model.shared_experts if model.is_moe else model.ffn) / atp
     heads_gpu = model.heads / atp
@@ -529,11 +533,12 @@ def marlin_block(routings):
 
 
 @engine_jit
-def experts_time(p, tokens):
+def experts_time(p, tokens, prompt=False):
     """The fused-MoE kernel of all MoE layers on the busiest GPU: the grouped GEMMs stream the
     touched experts' weights against their FLOPs, each expert's tokens padded to whole tiles; the
     scratch rows of every routing it computes; the routing kernels; and under DP attention the
-    dispatch and combine all-to-alls."""
+    dispatch and combine all-to-alls: a decode step's low-latency kernels send each routed copy on
+    its own, a step with prompt tokens (`prompt`) the normal kernels, once a node across nodes."""
     if p[MOE_LAYERS] <= 0 or tokens <= 0:
         return 0.0
     busiest = busiest_share(p, tokens)
@@ -548,7 +553,8 @@ def experts_time(p, tokens):
     t_weights = touched * p[EXPERT_W] * p[S_BYTE] / p[MOE_BW_EFF]
     t = soft_max(t_gemm, t_weights) + pairs * p[MOE_SCRATCH] * p[S_BYTE] + p[T_MOE_LAYER]
     if p[A2A_BYTES] > 0:
-        t += 2.0 * p[A2A_LAT] + tokens * busiest * p[A2A_BYTES] * p[S_A2A_BYTE]
+        per_token = p[A2A_PROMPT_S] if prompt and p[A2A_PROMPT_S] > 0 else p[A2A_BYTES] * p[S_A2A_BYTE]
+        t += 2.0 * p[A2A_LAT] + tokens * busiest * per_token
     return p[MOE_LAYERS] * t
 
 
@@ -686,7 +692,7 @@ def proposer_fixed(p, seqs):
         return 0.0
     one = soft_max(p[DRAFT_FLOPS] * seqs * p[S_FLOP], p[DRAFT_W] * p[S_BYTE])
     if p[DRAFT_MOE] > 0:  # its routed experts, as one of the target's MoE layers
-        one += experts_time(p, seqs) / p[MOE_LAYERS]
+        one += experts_time(p, seqs, False) / p[MOE_LAYERS]
     one += soft_max(p[DRAFT_HEAD_FLOPS] * seqs * p[S_FLOP], p[DRAFT_HEAD_W] * p[S_BYTE])
     one += p[DRAFT_LAYERS] * p[T_LAYER]
     if p[TP] > 1 and p[DRAFT_ALLREDUCE] > 0:
@@ -733,7 +739,7 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
     """The operators of a step that its token counts set, not the decodes' contexts: a run of
     decode steps with the same batch (fastforward.py) computes them once."""
     out[B_LINEAR] = linear_time(p, tokens)
-    out[B_EXPERTS] = experts_time(p, tokens)
+    out[B_EXPERTS] = experts_time(p, tokens, prefill_attn > 0)
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
     out[B_ATTN_PREFILL] = prefill_attn
     out[B_LM_HEAD] = lm_head_time(p, rows)

@@ -117,6 +117,31 @@ def a2a_link(gpu: GPU, ep: int) -> tuple[float, float]:
     return max(s_net, s_nvl), remote
 
 
+def remote_nodes(model: Model, ep: int, per_node: int) -> float:
+    """Expected nodes other than its own that hold at least one of a token's top-k experts, the experts
+    spread evenly over ep / per_node nodes and routed uniformly."""
+    nodes = ep / per_node
+    if nodes <= 1:
+        return 0.0
+    return (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** model.experts_per_token)
+
+
+def a2a_prompt_s_per_token(model: Model, gpu: GPU, ep: int) -> float:
+    """Seconds one GPU's dispatch and combine take per token it sends, with DeepEP's normal kernels (the
+    ones a step with prompt tokens runs): within a node as the low-latency ones; across nodes a token's
+    row crosses the network once for each other node its experts live on, and that node forwards it over
+    NVLink to each of them (the combine the reverse), the slower of the two links setting the pace."""
+    per_node = max(1, gpu.gpus_per_node)
+    s_link, _ = a2a_link(gpu, ep)
+    if ep <= per_node:
+        return dispatch_combine_bytes(model, ep) * s_link
+    eff, c = constants()["a2a_link_eff"], constants()["dispatch_bytes"]
+    row = model.hidden * (c["value"] + c["combine"])
+    net = remote_nodes(model, ep, per_node) * row / (gpu.internode_gbps_per_dir * 1e9 * eff["network"])
+    nvl = model.experts_per_token * row * (per_node - 1) / per_node / (gpu.link_gbps_per_dir * 1e9 * eff["nvlink"])
+    return max(net, nvl)
+
+
 def dispatch_combine_bytes(model: Model, ep: int) -> float:
     """Bytes one routed token sends and receives back in one MoE layer's dispatch and combine: its
     hidden row to each of its top-k experts' GPUs (FP8) and their outputs back (BF16), less the
