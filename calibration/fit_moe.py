@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import bench_serving  # noqa: E402
+import wide_ep  # noqa: E402
 from core.physics import catalog, costmodel, hfconfig  # noqa: E402
 from core.serving import engines  # noqa: E402
 from core.serving.simulate import SimConfig, simulate  # noqa: E402
@@ -318,7 +319,8 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "+67% and +47% (2K-, 4K- and 32K-token prompts), where DeepSeek-R1's runs of the same kind with vLLM 0.11 "
             "read +9% to +23%: the early sparse kernels (the indexer's scores and top-k, sparse MLA over the picked "
             "latents) take longer than their FLOPs and bytes say. Not fitted.", ""]
-    out += ["", "Errors at these rates (simulated / measured - 1):", "",
+    out += wide_ep.lines(chosen)
+    out += ["Errors at these rates (simulated / measured - 1):", "",
             "| run | fitted | dtype | ep | " + " | ".join(METRICS) + " |", "|---|---|---|---|" + "---|" * len(METRICS)]
     for r, e in per_run:
         fitted = ("yes" if r["fit"] else "SGLang's" if r.get("fit_sglang") else

@@ -10,7 +10,9 @@ Three shapes of a replica of `tp` GPUs (data/moe.json holds the sourced constant
   with --enable-expert-parallel, SGLang's --enable-dp-attention): every GPU runs attention, the
   dense layers and its own sequences' KV cache for 1/ep of the batch with the weights whole; an
   all-to-all dispatches each routed token to its expert's GPU and another combines the outputs,
-  over NVLink within a node and the network across nodes.
+  over NVLink within a node and the network across nodes: a decode step's low-latency kernels send
+  every routed copy, a prompt's normal kernels a token's row once to each node and forward it there
+  (data/moe.json deepep_modes).
 
 The busiest rank: a rank's routings are the sum over its experts/ep experts, each expert's load
 spread by the expert-load variation `cv` (skewed expert popularity) plus the sampling noise of
