@@ -66,8 +66,8 @@ if view["current_misses"]:
                icon=":material/warning:")
 widgets.headline(view["headline"])
 st.caption("How far to trust these figures: p99 TTFT and TPOT with every engine step as much faster or slower as "
-           "the cost model errs on steps it was not fitted to, and the simulator's error on the real vLLM run "
-           "nearest this setting (hover for the run and its source).")
+           "the cost model errs on steps it was not fitted to, and the simulator's error on the real serving run "
+           "nearest this setting (hover for the run, its engine and its source).")
 widgets.headline(view["trust"], columns=3)
 
 st.subheader("Bottlenecks")

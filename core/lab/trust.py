@@ -1,8 +1,8 @@
 """How far to trust the Lab's figures.
 
 Two readings, next to the headline metrics:
-- the error of the simulator on the real vLLM run nearest the user's setting (same GPU family,
-  nearest model size, nearest load), from core/data/validation_errors.json, which
+- the error of the simulator on the real serving run (vLLM's or SGLang's) nearest the user's setting
+  (same GPU family, nearest model size, nearest load), from core/data/validation_errors.json, which
   calibration/real_runs.py --write writes with each run's source;
 - a band on p99 TTFT and p99 TPOT: the same deployment re-simulated with every engine step
   scaled by the step-time model's error spread (the 10th and 90th percentiles of its errors on
