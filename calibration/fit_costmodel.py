@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from core.physics.catalog import get_gpu, get_model  # noqa: E402
-from core.physics.costmodel import FIT_FILE, Efficiency, fitted, steptime  # noqa: E402
+from core.physics.costmodel import ENGINE_LAYER_KERNELS, FIT_FILE, Efficiency, fitted, steptime  # noqa: E402
 
 # name, lower bound, upper bound (physically plausible ranges)
 FITTED = [
@@ -51,7 +51,7 @@ FITTED = [
 #   reshape_and_cache_flash, flash attention and its split-KV combine, o GEMM, fused add+rms_norm,
 #   gate-up GEMM, silu_and_mul, down GEMM = 11 (tensor-parallel all-reduces are timed apart)
 KERNELS_REFERENCE_LAYER = 13
-KERNELS_VLLM_LAYER = 11
+KERNELS_VLLM_LAYER = ENGINE_LAYER_KERNELS
 
 
 def engine_layer_us(eff: Efficiency) -> float:

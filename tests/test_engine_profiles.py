@@ -201,7 +201,10 @@ def test_sglang_on_rocm_decodes_16_bit_layers_at_the_cuda_pace_and_block_fp8_one
     assert tpot("calibration/configs/llama-4-scout-17b-16e.json", "bf16") == pytest.approx(7.49, rel=0.25)
     assert tpot("calibration/configs/llama-4-maverick-17b-128e.json", "bf16") == pytest.approx(5.95, rel=0.25)
     coder = "calibration/configs/qwen3-coder-480b-a35b.json"
-    assert tpot(coder, "fp8") == pytest.approx(17.06, rel=0.3)
+    # slower than the CUDA pace, within the spread of a constant fitted to another model's layers on another
+    # kernel path (DeepSeek-V3.1's latent attention on aiter; this run's Triton kernels, SGLANG_USE_AITER=0),
+    # on top of the four activation-quantising kernels every block-fp8 layer runs on either vendor
+    assert 17.06 < tpot(coder, "fp8") < 17.06 * 1.35
 
 
 def test_the_cookbook_runs_replay_the_requests_sglangs_benchmark_drew_and_what_the_server_had_cached():

@@ -37,6 +37,7 @@ class WeightFormat:
     without_fp4: "WeightFormat | None" = field(default=None, compare=False, hash=False)
     experts_only: bool = False  # only a mixture's routed experts take the format; every other layer stays 16-bit
     marlin_moe: bool = False  # its experts run Marlin's MoE kernel, whose rows a block follow the step's routings
+    block_quant_kernels: int = 0  # with 128 x 128 block scales, activation-quantising kernels a layer adds
 
     def check(self, model: "Model") -> None:
         """Refuse a format that quantises nothing of this model (experts_only on a dense model)."""
@@ -80,7 +81,8 @@ def _formats() -> tuple[dict[str, WeightFormat], dict[str, KVFormat]]:
     def weight(w, alt=None):
         return WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"], float(w["gemm_rate"]),
                             bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]), alt,
-                            bool(w.get("experts_only", False)), bool(w.get("marlin_moe", False)))
+                            bool(w.get("experts_only", False)), bool(w.get("marlin_moe", False)),
+                            int(w.get("block_scales", {}).get("quant_kernels_per_layer", 0)))
     weights = {}
     for w in raw["weights"]:
         alt = w.get("without_fp4")

@@ -150,6 +150,7 @@ S_INDEX_FLOP = WINDOW + 11  # seconds per indexer FLOP (fp8 tensor cores where t
 # token's experts live on and forward over NVLink inside it (expert.py a2a_prompt_s_per_token)
 A2A_PROMPT_S = WINDOW + 12  # seconds of such a step's dispatch and combine per token of the step (0: as decode)
 N_PARAMS = WINDOW + 13
+ENGINE_LAYER_KERNELS = 11  # the kernels of vLLM's compiled layer, over which t_layer_engine_us is derived
 QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
@@ -380,15 +381,17 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
             p[MOE_DENSE_FLOPS] *= s_flop_16 / p[S_FLOP]
     p[S_ATTN_FLOP] = 1.0 / (gpu.peak_flops("bf16") * eff.eta_attn)
     p[MOE_BW_EFF] = eff.moe_bw_eff
-    # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms, the
-    # absorbed per-head products, and a quantisation kernel before each block-fp8 GEMM (fit_moe.py); SGLang's
+    # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms and the
+    # absorbed per-head products (fit_moe.py; its block-fp8 GEMMs' quantising kernels are `quant`, below); SGLang's
     # kernels for both, and its MoE routing, are its own (fused top-k and alignment: fitted apart)
     sglang = engine == "sglang"
     mla = (eff.sglang_mla_layer_us if sglang else eff.t_mla_layer_us) if model.is_mla else 0.0
     # SGLang on an AMD GPU runs ROCm's kernels, and with block-scaled fp8 weights they take longer a layer
     # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
     rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
-    p[T_LAYER] = (eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) * 1e-6
+    # block-scaled fp8 quantises each GEMM's activations in a kernel of its own (data/quantisation.json)
+    quant = fmt.block_quant_kernels * eff.t_layer_engine_us / ENGINE_LAYER_KERNELS if block_fp8 else 0.0
+    p[T_LAYER] = ((eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) + quant) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
     p[ISSUE_SHARED] = eff.issue_shared
