@@ -185,6 +185,19 @@ def test_an_expert_parallel_answer_ends_in_a_serve_command_that_runs_it():
     assert "--enable-expert-parallel" in tp_only and "--data-parallel-size" not in tp_only
 
 
+def test_a_data_parallel_deployment_across_nodes_ends_in_deepeps_kernels_as_it_was_priced():
+    from core.serving.serve_command import pools
+    base = dict(gpu="h200", model="deepseek-v3", dtype="fp8", max_model_len=4096)
+    within = pools(SimConfig(**base, tp=8, ep=8, dp_attention=True))[0]
+    assert "--all2all-backend" not in within["args"]  # vLLM's default within a node
+    across = pools(SimConfig(**base, tp=16, ep=16, dp_attention=True))[0]
+    assert across["args"][across["args"].index("--all2all-backend") + 1] == "deepep_low_latency"
+    assert "DeepEP's normal kernels" in across["command"]  # one mode a server, said where prompts share it
+    split = pools(SimConfig(**base, gpus=32, tp=16, ep=16, dp_attention=True, disagg=True, prefill_gpus=16))
+    backend = {p["role"]: p["args"][p["args"].index("--all2all-backend") + 1] for p in split}
+    assert backend == {"prefill": "deepep_high_throughput", "decode": "deepep_low_latency"}
+
+
 def test_the_lab_runs_the_experts_choice_and_ignores_it_for_a_dense_model():
     from core.lab.inputs import LabInputs, current_config
     base = dict(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, dtype="fp8", requests=200)

@@ -137,6 +137,12 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
                          f"--data-parallel-size-local {g.host_gpus} and --data-parallel-address of the first, the "
                          f"others also with --headless and --data-parallel-start-rank "
                          f"{' / '.join(str(i * g.host_gpus) for i in range(1, g.hosts(tp)))}")
+            # across nodes the experts' all-to-all is DeepEP's (vLLM's guide), as the simulation prices it: the
+            # low-latency kernels where the pool decodes, the high-throughput ones in a pool of prompts alone
+            args += ["--all2all-backend", "deepep_low_latency" if decodes else "deepep_high_throughput"]
+            if decodes and not disagg:
+                notes.append("vLLM runs one DeepEP mode a server: its prompts' steps here were priced with DeepEP's "
+                             "normal kernels, which a pool of prompts alone runs (--disagg)")
     elif cfg.ep > 1:
         args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
     else:
