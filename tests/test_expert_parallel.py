@@ -198,11 +198,45 @@ def test_a_data_parallel_deployment_across_nodes_ends_in_deepeps_kernels_as_it_w
     assert backend == {"prefill": "deepep_high_throughput", "decode": "deepep_low_latency"}
 
 
+def test_micro_batch_overlap_hides_the_all_to_all_at_a_large_batch_and_costs_at_a_small_one():
+    """LMSYS's 72-GPU decode ablation: two-batch overlap +25.5% at 256 tokens a GPU, -27% at 32; the two
+    micro-batches each stream the weights, and only a large batch has all-to-all enough to hide."""
+    h100 = catalog.get_gpu("h100")
+
+    def tok_s(batch, overlap):
+        r = costmodel.steptime(h100, DSV3, 72, decode_batch=72 * batch, context=2000, dtype="fp8", engine="sglang",
+                               ep=72, dp_attention=True, eplb=True, redundant_experts=32, capture_tokens=72 * batch,
+                               micro_batch_overlap=overlap)
+        return batch / r["step_ms"], r["breakdown_ms"]
+    assert tok_s(256, True)[0] > tok_s(256, False)[0]
+    assert tok_s(32, True)[0] < tok_s(32, False)[0]
+    _, parts = tok_s(256, True)
+    assert parts["exposed_all_to_all"] >= 0.0 and parts["layer_overhead"] == pytest.approx(
+        2 * tok_s(256, False)[1]["layer_overhead"])  # every kernel launched once a micro-batch
+
+
+def test_micro_batch_overlap_without_dp_attention_is_refused_and_a_run_with_it_ends_in_vllms_flag():
+    from core.serving.command import simulate_command
+    from core.serving.serve_command import pools
+    with pytest.raises(ValueError, match="add --ep 8 --dp-attention or drop --micro-batch-overlap"):
+        simulate(SimConfig(gpu="h200", model="deepseek-v3", tp=8, ep=8, dtype="fp8", micro_batch_overlap=True,
+                           workload=WorkloadSpec(n_requests=20)))
+    cfg = SimConfig(gpu="h200", model="deepseek-v3", tp=8, ep=8, dp_attention=True, micro_batch_overlap=True,
+                    dtype="fp8", max_model_len=4096, workload=WorkloadSpec(n_requests=20, prompt_mean=256, output_mean=32))
+    assert "--enable-dbo" in pools(cfg)[0]["args"]
+    assert "--micro-batch-overlap" in simulate_command(cfg)
+    out = subprocess.run([sys.executable, "-m", "core", "simulate", "--model", "deepseek-v3", "--gpu", "h200", "--ep",
+                          "8", "--micro-batch-overlap", "--requests", "20"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode != 0 and "Traceback" not in out.stderr and "--dp-attention" in out.stderr
+
+
 def test_the_lab_runs_the_experts_choice_and_ignores_it_for_a_dense_model():
     from core.lab.inputs import LabInputs, current_config
     base = dict(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, dtype="fp8", requests=200)
     cfg = current_config(LabInputs(**base, experts="ep_dp"))
-    assert (cfg.ep, cfg.dp_attention, cfg.pp) == (cfg.tp, True, 1) and cfg.tp == 8
+    assert (cfg.ep, cfg.dp_attention, cfg.pp) == (cfg.tp, True, 1) and cfg.tp == 8 and not cfg.micro_batch_overlap
+    overlap = current_config(LabInputs(**base, experts="ep_dp_overlap"))
+    assert (overlap.ep, overlap.dp_attention, overlap.micro_batch_overlap) == (8, True, True)
     dense = current_config(LabInputs(model="llama-3.1-70b", gpu="h100", gpus=4, tensor_parallel=True, experts="ep"))
     assert dense.ep == 1
     with pytest.raises(ValueError, match="experts split as one of"):

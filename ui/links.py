@@ -27,7 +27,8 @@ ROUTERS = {"lor": "least outstanding requests", "rr": "round robin", "kv": "leas
            "prefix": "prefix-aware (cached prefix and load)"}
 TP_CHOICES = {0: "auto (the planner's choice)", 2: "2", 4: "4", 8: "8", 16: "16"}
 PP_CHOICES = {0: "auto (across nodes only)", 1: "1", 2: "2", 4: "4", 8: "8"}
-EXPERTS = {"tp": "sliced by tensor parallelism", "ep": "expert parallel", "ep_dp": "expert parallel + DP attention"}
+EXPERTS = {"tp": "sliced by tensor parallelism", "ep": "expert parallel", "ep_dp": "expert parallel + DP attention",
+           "ep_dp_overlap": "expert parallel + DP attention + two-batch overlap"}
 DTYPES = ("bf16", "fp8", "fp4", "mxfp4", "int4")  # weights (fp16 is bf16's size and speed)
 SPEC_METHODS = ("off",) + speculative.METHODS
 

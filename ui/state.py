@@ -192,7 +192,9 @@ def _knobs() -> None:
                       "--enable-expert-parallel). + DP attention: each GPU also runs attention and its own "
                       "sequences' KV cache for 1/tp of the batch, and an all-to-all sends each token to its "
                       "experts' GPUs and back (vLLM's --data-parallel-size, SGLang's --enable-dp-attention; "
-                      "DeepSeek-V3's deployment). Under prefill/decode disaggregation each pool splits its experts "
+                      "DeepSeek-V3's deployment). + two-batch overlap: each step as two micro-batches, one's "
+                      "all-to-all under the other's compute, each streaming the weights (vLLM's --enable-dbo, "
+                      "SGLang's --enable-two-batch-overlap). Under prefill/decode disaggregation each pool splits its experts "
                       "over its own replica, the decode pool as wide as the prefill pool or wider. A dense "
                       "model, or one GPU, has no experts to split.")
     st.toggle("Expert load balancer (EPLB)", DEFAULTS.eplb, key="eplb", persist_state="session",

@@ -56,13 +56,17 @@ def add_expert_args(p) -> None:
                    help="with --eplb: N extra copies of the most popular experts (vLLM's num_redundant_experts; "
                         "32 in large deployments): each GPU holds (experts + N) / ep, so 256 experts and 32 "
                         "copies split over 36, 48 or 72 GPUs")
+    p.add_argument("--micro-batch-overlap", action="store_true",
+                   help="with --dp-attention: each step as two micro-batches, one's expert all-to-all under the "
+                        "other's compute, each streaming the weights (vLLM --enable-dbo, SGLang "
+                        "--enable-two-batch-overlap)")
 
 
 def expert_fields(args) -> dict:
     """ep, dp_attention, EPLB and the load spread for a SimConfig; --ep alone sets the replica's tp to it."""
     tp = args.ep if args.ep > 1 and args.tp == 1 else args.tp
     return dict(tp=tp, ep=args.ep, dp_attention=args.dp_attention, ep_load_cv=args.ep_load_cv, eplb=args.eplb,
-                redundant_experts=args.redundant_experts)
+                redundant_experts=args.redundant_experts, micro_batch_overlap=args.micro_batch_overlap)
 
 
 def add_args(p) -> None:

@@ -88,7 +88,8 @@ def describe(d: dict) -> str:
     stages = f" x pp {d['pp']}" if d.get("pp", 1) > 1 else ""
     kv = f", {d['kv_dtype']} KV" if d.get("kv_dtype", "bf16") != "bf16" else ""
     if catalog.get_model(d["model"]).is_moe and d.get("experts", "tp") != "tp":
-        stages += (", experts split" + (" with DP attention" if d["experts"] == "ep_dp" else "")
+        stages += (", experts split" + (" with DP attention" if d["experts"].startswith("ep_dp") else "")
+                   + (", two-batch overlap" if d["experts"] == "ep_dp_overlap" else "")
                    + (", EPLB" if d.get("eplb") else ""))
     return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{stages}{split}, {d['dtype']}{kv}, {POLICY_WORDS[d['policy']]} "
             f"({d['max_batched_tokens']} tokens/step)")

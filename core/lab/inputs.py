@@ -26,7 +26,7 @@ from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 LOADS = ("rate", "users")
-EXPERT_SHAPES = ("tp", "ep", "ep_dp")  # LabInputs.experts
+EXPERT_SHAPES = ("tp", "ep", "ep_dp", "ep_dp_overlap")  # LabInputs.experts
 
 STAGES = {
     1: "One GPU, one request at a time",
@@ -93,7 +93,8 @@ class LabInputs:
     kv_offload_gb: float = 0.0
     # how a sharded MoE model's experts split over a replica's GPUs (physics/expert.py): sliced by
     # tensor parallelism ("tp"), expert parallel ("ep"), or expert parallel with data-parallel
-    # attention ("ep_dp"); a dense model, or a replica of one GPU, has no experts to split
+    # attention ("ep_dp"), its micro-batches overlapping their all-to-alls ("ep_dp_overlap"); a dense
+    # model, or a replica of one GPU, has no experts to split
     experts: str = "tp"
     # EPLB over split experts, with a redundant copy of a popular expert on every GPU of the split
     # (DeepSeek's and TensorRT-LLM's 9 slots a rank for 8 experts at EP32)
@@ -136,10 +137,11 @@ class LabInputs:
     def expert_parallel(self, tp: int) -> dict:
         """SimConfig's expert fields for a replica of `tp` GPUs: the experts over all of them."""
         ep, dp = expert.replica_split(tp, self.experts != "tp" and catalog.get_model(self.model).is_moe,
-                                      self.experts == "ep_dp")
+                                      self.experts.startswith("ep_dp"))
         if ep == 1:
             return {}
-        return dict(ep=ep, dp_attention=dp, **(dict(eplb=True, redundant_experts=ep) if self.eplb else {}))
+        return dict(ep=ep, dp_attention=dp, micro_batch_overlap=self.experts == "ep_dp_overlap",
+                    **(dict(eplb=True, redundant_experts=ep) if self.eplb else {}))
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
@@ -225,7 +227,7 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
                                 inputs.block_size, pp, kv_dtype=inputs.kv_dtype,
-                                **{k: v for k, v in inputs.expert_parallel(tp).items() if k != "eplb"})
+                                **{k: v for k, v in inputs.expert_parallel(tp).items() if k not in ("eplb", "micro_batch_overlap")})
 
 
 def min_tp(inputs: LabInputs) -> int | None:
@@ -365,7 +367,7 @@ def at_tp(cfg: SimConfig, inputs: LabInputs, tp: int) -> SimConfig:
     """`cfg` on replicas of `tp` GPUs, their experts split as the sidebar chose for that width (a split's
     decode width: each pool's experts over its own replica's GPUs)."""
     return replace(cfg, tp=tp, **{"ep": 1, "dp_attention": False, "eplb": False, "redundant_experts": 0,
-                                  **inputs.expert_parallel(tp)})
+                                  "micro_batch_overlap": False, **inputs.expert_parallel(tp)})
 
 
 def continuous_policy(inputs: LabInputs) -> str:

@@ -149,7 +149,10 @@ S_INDEX_FLOP = WINDOW + 11  # seconds per indexer FLOP (fp8 tensor cores where t
 # a step with prompt tokens dispatches with DeepEP's normal kernels, which cross the network once per node a
 # token's experts live on and forward over NVLink inside it (expert.py a2a_prompt_s_per_token)
 A2A_PROMPT_S = WINDOW + 12  # seconds of such a step's dispatch and combine per token of the step (0: as decode)
-N_PARAMS = WINDOW + 13
+# micro-batch overlap (vLLM --enable-dbo, SGLang --enable-two-batch-overlap): a step runs as two halves, one's
+# all-to-all under the other's compute, each streaming the weights and launching the kernels
+OVERLAP = WINDOW + 13  # 1: on (data-parallel attention only)
+N_PARAMS = WINDOW + 14
 ENGINE_LAYER_KERNELS = 11  # the kernels of vLLM's compiled layer, over which t_layer_engine_us is derived
 QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
@@ -260,7 +263,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
           attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
           capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
           spec: Speculation | None = None, ep: int = 1, dp_attention: bool = False,
-          ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0) -> np.ndarray:
+          ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0,
+          micro_batch_overlap: bool = False) -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
     capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py); spec, speculative
     decoding (its proposer priced per draft token, its acceptance model for the engine); ep and
@@ -284,7 +288,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass), vllm or sglang")
     served = engine != "bare"  # a serving engine's host around the step: vLLM's fitted times (SGLang's too)
-    expert.check(model, tp, ep, dp_attention, redundant_experts)
+    expert.check(model, tp, ep, dp_attention, redundant_experts, micro_batch_overlap)
     atp = expert.attention_tp(tp, dp_attention)  # GPUs one attention rank spans
     check_tp(model, atp)
     eff = eff or efficiency_for(gpu)
@@ -332,6 +336,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
             p[S_A2A_BYTE] = expert.a2a_link(gpu, ep)[0]
             p[A2A_LAT] = eff.link_latency_us * 1e-6
             p[A2A_PROMPT_S] = expert.a2a_prompt_s_per_token(model, gpu, ep) / tp
+            p[OVERLAP] = 1.0 if micro_batch_overlap else 0.0
     # the routed experts' activation rows are the fused-MoE kernel's scratch (MOE_SCRATCH)
     ffn_gpu = (model.moe_ffn * model.shared_experts if model.is_moe else model.ffn) / atp
     heads_gpu = model.heads / atp
@@ -555,10 +560,17 @@ def experts_time(p, tokens, prompt=False):
     t_gemm = rows * p[EXPERT_FLOPS] * p[S_FLOP] / p[MOE_GEMM_EFF]
     t_weights = touched * p[EXPERT_W] * p[S_BYTE] / p[MOE_BW_EFF]
     t = soft_max(t_gemm, t_weights) + pairs * p[MOE_SCRATCH] * p[S_BYTE] + p[T_MOE_LAYER]
-    if p[A2A_BYTES] > 0:
-        per_token = p[A2A_PROMPT_S] if prompt and p[A2A_PROMPT_S] > 0 else p[A2A_BYTES] * p[S_A2A_BYTE]
-        t += 2.0 * p[A2A_LAT] + tokens * busiest * per_token
-    return p[MOE_LAYERS] * t
+    return p[MOE_LAYERS] * t + all_to_all_time(p, tokens, prompt)
+
+
+@engine_jit
+def all_to_all_time(p, tokens, prompt):
+    """Under DP attention, every MoE layer's dispatch and combine for `tokens` tokens of the step, the
+    busiest rank's share: two calls' fixed time and the bytes over the slower of its links."""
+    if p[A2A_BYTES] <= 0 or p[MOE_LAYERS] <= 0 or tokens <= 0:
+        return 0.0
+    per_token = p[A2A_PROMPT_S] if prompt and p[A2A_PROMPT_S] > 0 else p[A2A_BYTES] * p[S_A2A_BYTE]
+    return p[MOE_LAYERS] * (2.0 * p[A2A_LAT] + tokens * busiest_share(p, tokens) * per_token)
 
 
 @engine_jit
@@ -717,10 +729,11 @@ def proposer_time(p, fixed, seqs, sum_ctx):
 # query positions a decoding sequence verifies, the speculating sequences and their share of the
 # decodes (kept so that a quiet run's steps divide nothing: a division is the slowest step of a step)
 B_LINEAR, B_EXPERTS, B_ELEMENTWISE, B_ATTN_DECODE, B_ATTN_PREFILL, B_LM_HEAD, B_COMM, B_LAYER_OVERHEAD, \
-    B_HOST_WAIT, B_SCHEDULER, B_PROPOSER, B_PROPOSER_FIXED, B_QUERIES, B_SPEC_SEQS, B_SPEC_SHARE = range(15)
-N_SCRATCH = 15
+    B_HOST_WAIT, B_SCHEDULER, B_PROPOSER, B_EXPOSED_A2A, B_PROPOSER_FIXED, B_QUERIES, B_SPEC_SEQS, B_SPEC_SHARE, \
+    B_A2A = range(17)
+N_SCRATCH = 17
 BREAKDOWN_NAMES = ("linear", "experts", "elementwise", "attn_decode", "attn_prefill", "lm_head", "comm",
-                   "layer_overhead", "host_issue_wait", "scheduler", "proposer")
+                   "layer_overhead", "host_issue_wait", "scheduler", "proposer", "exposed_all_to_all")
 
 
 @engine_jit
@@ -741,13 +754,24 @@ def step_breakdown(p, tokens, n_decode, sum_ctx, ctas, prefill_attn, n_chunks, r
 def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
     """The operators of a step that its token counts set, not the decodes' contexts: a run of
     decode steps with the same batch (fastforward.py) computes them once."""
+    prompt = prefill_attn > 0
     out[B_LINEAR] = linear_time(p, tokens)
-    out[B_EXPERTS] = experts_time(p, tokens, prefill_attn > 0)
+    out[B_EXPERTS] = experts_time(p, tokens, prompt)
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
     out[B_ATTN_PREFILL] = prefill_attn
     out[B_LM_HEAD] = lm_head_time(p, rows)
     out[B_COMM] = allreduce_time(p, tokens, n_decode)
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
+    out[B_A2A] = 0.0
+    if p[OVERLAP] > 0 and tokens >= 2:
+        # two micro-batches of half the tokens, one after the other: each streams the weights and launches
+        # the kernels; their all-to-alls are set apart for step_time to overlap with the other half's compute
+        half, a2a = tokens / 2.0, all_to_all_time(p, tokens / 2.0, prompt)
+        out[B_LINEAR] = 2.0 * linear_time(p, half)
+        out[B_EXPERTS] = 2.0 * (experts_time(p, half, prompt) - a2a)
+        out[B_LM_HEAD] = 2.0 * lm_head_time(p, rows / 2.0)
+        out[B_LAYER_OVERHEAD] *= 2.0
+        out[B_A2A] = 2.0 * a2a
     out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
     if drafts > 0:
         seqs = drafts * p[SPEC_PER_DRAFT]
@@ -769,6 +793,9 @@ def step_time(p, tokens, n_decode, sum_ctx, ctas, n_chunks, out, drafts):
     gpu = out[B_PROPOSER]
     for i in range(8):
         gpu += out[i]
+    # with micro-batch overlap the all-to-alls run under the other half's compute: what they take beyond it shows
+    out[B_EXPOSED_A2A] = max(0.0, out[B_A2A] - gpu)
+    gpu += out[B_EXPOSED_A2A]
     out[B_HOST_WAIT] = 0.0
     if p[ENGINE] > 0:
         return vllm_step(p, tokens, n_decode, n_chunks, gpu, out)
@@ -807,7 +834,8 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
              attn_kernel: str = "sdpa", engine: str = "bare", eff: Efficiency | None = None,
              capture_tokens: int = 512, async_scheduling: bool = True, kv_dtype: str = "bf16",
              spec: Speculation | None = None, ep: int = 1, dp_attention: bool = False,
-             ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0) -> dict:
+             ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0,
+             micro_batch_overlap: bool = False) -> dict:
     """One step of `decode_batch` sequences at `context` tokens each plus, optionally, one prefill
     chunk of `prefill_tokens` new tokens after `prefill_cached` cached ones. Times in ms. With
     speculative decoding (spec) every decoding sequence verifies spec.tokens drafts too."""
@@ -825,7 +853,7 @@ def steptime(gpu: GPU, model: Model, tp: int = 1, decode_batch: int = 0, context
     if longest > model.max_context:
         raise ValueError(f"{longest} tokens exceed {model.name}'s context of {model.max_context}")
     p = build(gpu, model, tp, dtype, launch, attn_kernel, engine, eff, capture_tokens, async_scheduling, kv_dtype,
-              spec, ep, dp_attention, ep_load_cv, eplb, redundant_experts)
+              spec, ep, dp_attention, ep_load_cv, eplb, redundant_experts, micro_batch_overlap)
     ctas = decode_batch * decode_ctas(p, context) if decode_batch else 0.0
     pre = prefill_attention_time(p, prefill_tokens, prefill_cached)
     n_chunks = 1 if prefill_tokens else 0

@@ -40,10 +40,13 @@ def slots(model: Model, redundant: int = 0) -> int:
     return model.experts + redundant
 
 
-def check(model: Model, tp: int, ep: int, dp_attention: bool, redundant: int = 0) -> None:
+def check(model: Model, tp: int, ep: int, dp_attention: bool, redundant: int = 0, overlap: bool = False) -> None:
     """One sentence naming the fix for a shape no engine runs."""
     if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
         raise ValueError(f"expert parallelism must be a whole number of GPUs >= 1, not {ep}")
+    if overlap and not dp_attention:
+        raise ValueError("micro-batch overlap hides a data-parallel attention's expert all-to-all under compute: "
+                         f"add --ep {max(tp, 2)} --dp-attention or drop --micro-batch-overlap")
     if redundant and ep == 1:
         raise ValueError("redundant experts are copies EPLB places over expert-parallel ranks: add --ep "
                          f"{max(tp, 2)} or drop --redundant-experts")

@@ -196,10 +196,10 @@ def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: 
     """The smallest tensor-parallel degree (one that splits the attention as vLLM does, up to 64) whose
     per-GPU weights and workspace leave room for at least one KV block. A mixture's experts split as
     `experts` says: sliced by tp ("tp"), or whole over the replica's GPUs ("ep"), with attention
-    data-parallel ("ep_dp"), whose every GPU then holds all of attention's weights."""
+    data-parallel ("ep_dp", "ep_dp_overlap"), whose every GPU then holds all of attention's weights."""
     budget = usable_bytes(gpu) * mem_util
     for tp in model.tp_choices():
-        ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts == "ep_dp")
+        ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts.startswith("ep_dp"))
         pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
         if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):

@@ -154,6 +154,8 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
     if cfg.eplb:
         flag("--eplb")
     differs("redundant-experts", cfg.redundant_experts)
+    if cfg.micro_batch_overlap:
+        flag("--micro-batch-overlap")
     if cfg.dtype != release_dtype(cfg.model):  # no --dtype means the weights as the model is released
         flag("--dtype", cfg.dtype)
     differs("kv-dtype", cfg.kv_dtype)

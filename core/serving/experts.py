@@ -21,5 +21,9 @@ def copies(cfg, ep: int) -> int:
 
 
 def balancer(cfg, ep: int) -> dict:
-    """The cost model's load fields for such a replica: the routings' spread, EPLB and its copies."""
-    return dict(ep_load_cv=cfg.ep_load_cv, eplb=cfg.eplb, redundant_experts=copies(cfg, ep)) if ep > 1 else {}
+    """The cost model's load fields for such a replica: the routings' spread, EPLB and its copies, and
+    whether its micro-batches overlap their all-to-alls."""
+    if ep <= 1:
+        return {}
+    return dict(ep_load_cv=cfg.ep_load_cv, eplb=cfg.eplb, redundant_experts=copies(cfg, ep),
+                micro_batch_overlap=cfg.micro_batch_overlap)

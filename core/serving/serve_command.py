@@ -147,6 +147,8 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
         args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
     else:
         args = [repo, "--tensor-parallel-size", str(tp)]
+    if cfg.micro_batch_overlap and cfg.ep > 1 and cfg.dp_attention:  # vLLM's dual-batch overlap
+        args += ["--enable-dbo"]
     if cfg.eplb and cfg.ep > 1 and tp > 1:  # vLLM's expert-parallel load balancer, its redundant copies
         args += ["--enable-eplb"]
         if cfg.redundant_experts:

@@ -74,6 +74,9 @@ class SimConfig:
     # keeps redundant_experts extra copies of the most popular ones (each rank holds (experts + them) / ep)
     eplb: bool = False
     redundant_experts: int = 0
+    # vLLM --enable-dbo, SGLang --enable-two-batch-overlap: each step as two micro-batches, one's expert
+    # all-to-all under the other's compute (data-parallel attention only)
+    micro_batch_overlap: bool = False
     dtype: str = "bf16"  # weights: bf16, fp8 or int4 (data/quantisation.json)
     kv_dtype: str = "bf16"  # KV cache: bf16 or fp8 (half the bytes a token: twice the blocks)
     policy: str = "vllm"
@@ -346,7 +349,8 @@ def validate(cfg: SimConfig) -> None:
     if cfg.eplb and cfg.ep == 1:
         raise ValueError("EPLB balances experts split over expert-parallel ranks: add --ep "
                          f"{max(cfg.tp, 2)} or drop --eplb")
-    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention, cfg.redundant_experts)
+    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention, cfg.redundant_experts,
+                 cfg.micro_batch_overlap)
     if cfg.ep > 1 and cfg.pp > 1:
         raise ValueError("expert parallelism is simulated with pp=1 (its all-to-all joins one stage's GPUs): set pp=1 "
                          "or drop --ep")
