@@ -237,6 +237,8 @@ def test_the_lab_runs_the_experts_choice_and_ignores_it_for_a_dense_model():
     assert (cfg.ep, cfg.dp_attention, cfg.pp) == (cfg.tp, True, 1) and cfg.tp == 8 and not cfg.micro_batch_overlap
     overlap = current_config(LabInputs(**base, experts="ep_dp_overlap"))
     assert (overlap.ep, overlap.dp_attention, overlap.micro_batch_overlap) == (8, True, True)
+    from core.lab.report import describe_config
+    assert "data-parallel attention and two-batch overlap" in describe_config(overlap)
     dense = current_config(LabInputs(model="llama-3.1-70b", gpu="h100", gpus=4, tensor_parallel=True, experts="ep"))
     assert dense.ep == 1
     with pytest.raises(ValueError, match="experts split as one of"):

@@ -341,7 +341,9 @@ def placement_note(cfg: SimConfig) -> str | None:
         nodes = -(-cfg.tp // gpu.gpus_per_node)
         return (f"A replica of {cfg.tp} GPUs spans {nodes} {gpu.gpus_per_node}-GPU nodes: attention runs data-parallel "
                 f"on every GPU, and the experts' all-to-all sends the {expert.a2a_link(gpu, cfg.ep)[1]:.0%} of each "
-                f"token's routed rows bound for other nodes over the network.")
+                f"decoding token's routed rows bound for other nodes over the network; a prompt's token crosses it "
+                f"once for each other node its experts live on "
+                f"({expert.remote_nodes(catalog.get_model(cfg.model), cfg.ep, gpu.gpus_per_node):.1f} on average).")
     return (f"A replica of {cfg.tp * cfg.pp} GPUs spans {gpu.gpus_per_node}-GPU nodes: "
             f"{pipeline.placement(gpu, cfg.tp, cfg.pp)}.")
 

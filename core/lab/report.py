@@ -89,6 +89,7 @@ def describe_config(cfg: SimConfig) -> str:
     policy += f", a {cfg.kv_offload_gb:g} GiB host KV tier a replica" if cfg.kv_offload_gb > 0 else ""
     policy += ", prefix-aware routing" if cfg.router == "prefix" else ""
     dp = " with data-parallel attention" if cfg.dp_attention else ""
+    dp += " and two-batch overlap" if cfg.micro_batch_overlap else ""
     dp += f", balanced by EPLB with {cfg.redundant_experts} redundant experts" if cfg.eplb else ""
     if cfg.disagg:
         experts = f"; each pool's experts split over its replica's GPUs{dp}" if cfg.ep > 1 else ""
