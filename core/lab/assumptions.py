@@ -137,7 +137,7 @@ def values() -> dict[str, str]:
         int4_gemm_rate=_pct(catalog.weight_format("int4").gemm_rate),
         fp4_gemm_rate=_pct(catalog.weight_format("fp4").gemm_rate),
         block_fp8_quant=(f"{catalog.weight_format('fp8').block_quant_kernels} kernels, "
-                         f"{catalog.weight_format('fp8').block_quant_kernels * eff.t_layer_engine_us / costmodel.ENGINE_LAYER_KERNELS:.0f} µs"),
+                         f"{costmodel.block_quant_us(catalog.weight_format('fp8'), eff):.0f} µs"),
         w70_bf16=_gb("llama-3.1-70b", "bf16"), w70_fp8=_gb("llama-3.1-70b", "fp8"), w70_int4=_gb("llama-3.1-70b", "int4"),
         w70_fp4=_gb("llama-3.1-70b", "fp4"),
         **_validation_values(),

@@ -394,8 +394,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # SGLang on an AMD GPU runs ROCm's kernels, and with block-scaled fp8 weights they take longer a layer
     # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
     rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
-    # block-scaled fp8 quantises each GEMM's activations in a kernel of its own (data/quantisation.json)
-    quant = fmt.block_quant_kernels * eff.t_layer_engine_us / ENGINE_LAYER_KERNELS if block_fp8 else 0.0
+    quant = block_quant_us(fmt, eff) if block_fp8 else 0.0
     p[T_LAYER] = ((eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) + quant) * 1e-6
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
     p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
@@ -445,6 +444,12 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         tops = np.arange(1, SPEC_BINS + 1) / SPEC_BINS
         p[SPEC_TABLE:SPEC_TABLE + SPEC_BINS] = 1 + (np.asarray(spec.survival)[None, :] >= tops[:, None]).sum(axis=1)
     return p
+
+
+def block_quant_us(fmt, eff: Efficiency) -> float:
+    """A layer's activation-quantising kernels with block-scaled weights (data/quantisation.json), each at
+    the measured time of one of vLLM's compiled layer's kernels, µs."""
+    return fmt.block_quant_kernels * eff.t_layer_engine_us / ENGINE_LAYER_KERNELS
 
 
 def check_tp(model: Model, tp: int) -> None:
@@ -542,11 +547,16 @@ def marlin_block(routings):
 
 @engine_jit
 def experts_time(p, tokens, prompt=False):
+    """All MoE layers on the busiest GPU: the fused-MoE kernel (expert_gemms_time) and, under DP
+    attention, the dispatch and combine all-to-alls (all_to_all_time)."""
+    return expert_gemms_time(p, tokens) + all_to_all_time(p, tokens, prompt)
+
+
+@engine_jit
+def expert_gemms_time(p, tokens):
     """The fused-MoE kernel of all MoE layers on the busiest GPU: the grouped GEMMs stream the
     touched experts' weights against their FLOPs, each expert's tokens padded to whole tiles; the
-    scratch rows of every routing it computes; the routing kernels; and under DP attention the
-    dispatch and combine all-to-alls: a decode step's low-latency kernels send each routed copy on
-    its own, a step with prompt tokens (`prompt`) the normal kernels, once a node across nodes."""
+    scratch rows of every routing it computes; the routing kernels."""
     if p[MOE_LAYERS] <= 0 or tokens <= 0:
         return 0.0
     busiest = busiest_share(p, tokens)
@@ -559,14 +569,15 @@ def experts_time(p, tokens, prompt=False):
     rows = touched * tile * math.ceil(pairs / (touched * tile))
     t_gemm = rows * p[EXPERT_FLOPS] * p[S_FLOP] / p[MOE_GEMM_EFF]
     t_weights = touched * p[EXPERT_W] * p[S_BYTE] / p[MOE_BW_EFF]
-    t = soft_max(t_gemm, t_weights) + pairs * p[MOE_SCRATCH] * p[S_BYTE] + p[T_MOE_LAYER]
-    return p[MOE_LAYERS] * t + all_to_all_time(p, tokens, prompt)
+    return p[MOE_LAYERS] * (soft_max(t_gemm, t_weights) + pairs * p[MOE_SCRATCH] * p[S_BYTE] + p[T_MOE_LAYER])
 
 
 @engine_jit
 def all_to_all_time(p, tokens, prompt):
     """Under DP attention, every MoE layer's dispatch and combine for `tokens` tokens of the step, the
-    busiest rank's share: two calls' fixed time and the bytes over the slower of its links."""
+    busiest rank's share: two calls' fixed time and the bytes over the slower of its links. A decode
+    step's low-latency kernels send each routed copy on its own, a step with prompt tokens (`prompt`)
+    the normal kernels, once a node across nodes."""
     if p[A2A_BYTES] <= 0 or p[MOE_LAYERS] <= 0 or tokens <= 0:
         return 0.0
     per_token = p[A2A_PROMPT_S] if prompt and p[A2A_PROMPT_S] > 0 else p[A2A_BYTES] * p[S_A2A_BYTE]
@@ -755,23 +766,24 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
     """The operators of a step that its token counts set, not the decodes' contexts: a run of
     decode steps with the same batch (fastforward.py) computes them once."""
     prompt = prefill_attn > 0
-    out[B_LINEAR] = linear_time(p, tokens)
-    out[B_EXPERTS] = experts_time(p, tokens, prompt)
     out[B_ELEMENTWISE] = elementwise_time(p, tokens)
     out[B_ATTN_PREFILL] = prefill_attn
-    out[B_LM_HEAD] = lm_head_time(p, rows)
     out[B_COMM] = allreduce_time(p, tokens, n_decode)
     out[B_LAYER_OVERHEAD] = p[LAYERS] * p[T_LAYER] if tokens > 0 else 0.0
-    out[B_A2A] = 0.0
     if p[OVERLAP] > 0 and tokens >= 2:
         # two micro-batches of half the tokens, one after the other: each streams the weights and launches
         # the kernels; their all-to-alls are set apart for step_time to overlap with the other half's compute
-        half, a2a = tokens / 2.0, all_to_all_time(p, tokens / 2.0, prompt)
+        half = tokens / 2.0
         out[B_LINEAR] = 2.0 * linear_time(p, half)
-        out[B_EXPERTS] = 2.0 * (experts_time(p, half, prompt) - a2a)
+        out[B_EXPERTS] = 2.0 * expert_gemms_time(p, half)
         out[B_LM_HEAD] = 2.0 * lm_head_time(p, rows / 2.0)
         out[B_LAYER_OVERHEAD] *= 2.0
-        out[B_A2A] = 2.0 * a2a
+        out[B_A2A] = 2.0 * all_to_all_time(p, half, prompt)
+    else:
+        out[B_LINEAR] = linear_time(p, tokens)
+        out[B_EXPERTS] = experts_time(p, tokens, prompt)
+        out[B_LM_HEAD] = lm_head_time(p, rows)
+        out[B_A2A] = 0.0
     out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
     if drafts > 0:
         seqs = drafts * p[SPEC_PER_DRAFT]
