@@ -227,7 +227,8 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
                                 inputs.block_size, pp, kv_dtype=inputs.kv_dtype,
-                                **{k: v for k, v in inputs.expert_parallel(tp).items() if k not in ("eplb", "micro_batch_overlap")})
+                                **{k: v for k, v in inputs.expert_parallel(tp).items()
+                                   if k in ("ep", "dp_attention", "redundant_experts")})
 
 
 def min_tp(inputs: LabInputs) -> int | None:

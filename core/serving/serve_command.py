@@ -131,6 +131,8 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
     repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
     if cfg.ep > 1 and cfg.dp_attention:  # vLLM: data-parallel ranks of one GPU, the experts over all of them
         args = [repo, "--tensor-parallel-size", "1", "--data-parallel-size", str(tp), "--enable-expert-parallel"]
+        if cfg.micro_batch_overlap:  # vLLM's dual-batch overlap
+            args += ["--enable-dbo"]
         g = catalog.get_gpu(cfg.gpu)
         if g.hosts(tp) > 1:
             notes.append(f"{tp} data-parallel ranks span {g.hosts(tp)} nodes: start one `vllm serve` a node with "
@@ -147,8 +149,6 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
         args = [repo, "--tensor-parallel-size", str(tp), "--enable-expert-parallel"]
     else:
         args = [repo, "--tensor-parallel-size", str(tp)]
-    if cfg.micro_batch_overlap and cfg.ep > 1 and cfg.dp_attention:  # vLLM's dual-batch overlap
-        args += ["--enable-dbo"]
     if cfg.eplb and cfg.ep > 1 and tp > 1:  # vLLM's expert-parallel load balancer, its redundant copies
         args += ["--enable-eplb"]
         if cfg.redundant_experts:
