@@ -257,6 +257,17 @@ def test_the_lab_shards_a_dp_attention_replica_widely_enough_to_hold_attention_o
                 dtype="fp8")
 
 
+def test_eplbs_redundant_experts_widen_the_lab_replica_where_they_tip_the_weights_past_the_budget():
+    # Qwen3-235B-A22B's 16-bit experts over eight H100s fill 76 of a GPU's 76.5 GB once each holds a redundant
+    # expert besides its sixteen: the Lab takes the next degree that holds them instead of an error
+    from core.lab.inputs import LabInputs, current_config, min_tp
+    base = dict(model="qwen3-235b-a22b", gpu="h100", gpus=16, tensor_parallel=True, experts="ep_dp", requests=200)
+    assert min_tp(LabInputs(**base, eplb=True)) > min_tp(LabInputs(**base))
+    cfg = current_config(LabInputs(**base, eplb=True))
+    plan_memory(catalog.get_gpu("h100"), catalog.get_model("qwen3-235b-a22b"), tp=cfg.tp, ep=cfg.ep,
+                dp_attention=True, redundant_experts=cfg.redundant_experts)
+
+
 def test_a_dp_attention_replica_across_nodes_is_said_to_cross_them_in_its_all_to_all_not_all_reduces():
     from core.lab.inputs import LabInputs, current_config, placement_note
     cfg = current_config(LabInputs(model="deepseek-v3", gpu="h200", gpus=16, tensor_parallel=True, dtype="fp8",

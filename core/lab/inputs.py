@@ -235,7 +235,7 @@ def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
     return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, MEM_UTIL,
                                inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, inputs.kv_dtype,
-                               inputs.experts)
+                               inputs.experts, inputs.eplb)
 
 
 def tp_choices(inputs: LabInputs) -> list[int]:

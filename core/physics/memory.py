@@ -192,15 +192,18 @@ def _smaller_weights(gpu: GPU, dtype: str) -> str:
 
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
-                        kv_dtype: str = "bf16", experts: str = "tp") -> int | None:
+                        kv_dtype: str = "bf16", experts: str = "tp", eplb: bool = False) -> int | None:
     """The smallest tensor-parallel degree (one that splits the attention as vLLM does, up to 64) whose
     per-GPU weights and workspace leave room for at least one KV block. A mixture's experts split as
     `experts` says: sliced by tp ("tp"), or whole over the replica's GPUs ("ep"), with attention
-    data-parallel ("ep_dp", "ep_dp_overlap"), whose every GPU then holds all of attention's weights."""
+    data-parallel ("ep_dp", "ep_dp_overlap"), whose every GPU then holds all of attention's weights;
+    with `eplb` each GPU of an expert-parallel replica holds one redundant expert besides (the Lab's and
+    the planner's EPLB)."""
     budget = usable_bytes(gpu) * mem_util
     for tp in model.tp_choices():
         ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts.startswith("ep_dp"))
-        pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp)
+        redundant = ep if eplb and ep > 1 else 0
+        pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp, redundant_experts=redundant)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
         if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):
             return tp
