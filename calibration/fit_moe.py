@@ -83,7 +83,7 @@ def config(run: dict) -> SimConfig:
                         output_mean=run["output_mean"],
                         length_dist=run.get("length_dist", "sharegpt" if run["dataset"] == "sharegpt" else "fixed"),
                         spread=run.get("spread", 0.5))
-    engine = dict(policy="sarathi", max_seqs=1024, max_batched_tokens=run["max_batched_tokens"])  # vLLM 0.11's
+    engine = dict(policy="sarathi", max_seqs=run.get("max_seqs", 1024), max_batched_tokens=run["max_batched_tokens"])  # vLLM 0.11's on the GPU
     if run["engine"] == "SGLang":  # its own defaults for the GPU (serving/engines.py)
         engine = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
     longest = {"max_model_len": run["bench_lengths"]["input_len"] + run["bench_lengths"]["output_len"]} if drawn else {}
@@ -319,7 +319,17 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "picks) on eight H200s with vLLM 0.13.0, every request at once (GPUStack): throughput +3% (ShareGPT), +79%, "
             "+67% and +47% (2K-, 4K- and 32K-token prompts), where DeepSeek-R1's runs of the same kind with vLLM 0.11 "
             "read +9% to +23%: the early sparse kernels (the indexer's scores and top-k, sparse MLA over the picked "
-            "latents) take longer than their FLOPs and bytes say. Not fitted.", ""]
+            "latents) take longer than their FLOPs and bytes say. Not fitted.", "",
+            "gpt-oss-20b on one A100 and one H100 with vLLM 0.11.0, every request at once (GPUStack): on the H100 "
+            "throughput +16% (ShareGPT; -0.2% with --async-scheduling) and +5% to +22% (32K-, 4K- and 2K-token "
+            "prompts), as gpt-oss-120b's. On the A100 -13% to -26% at ShareGPT, 4K- and 2K-token prompts, and -40% "
+            "at 128-token ones, where every other GPU's all-at-once short prompts read fast (API-server bound): the "
+            "prompts' steps there are the experts' (122 of 142 ms for a 2,048-token prompt), whose Marlin kernel (vLLM's "
+            "MXFP4 path on Ampere) is priced at Marlin's dense share of the 16-bit rate (0.61) times the grouped "
+            "GEMMs' fitted share (0.6), which these runs say is too slow by about the second factor. At 32K-token "
+            "prompts +64%: vLLM runs gpt-oss's attention sinks on Ampere with its Triton attention backend, not "
+            "FlashAttention, whose rate the A100's prefill attention is fitted to (recipes OpenAI/GPT-OSS.md). Not "
+            "fitted: one model on one Ampere GPU, two causes pulling opposite ways.", ""]
     out += wide_ep.lines(chosen)
     out += ["Errors at these rates (simulated / measured - 1):", "",
             "| run | fitted | dtype | ep | " + " | ".join(METRICS) + " |", "|---|---|---|---|" + "---|" * len(METRICS)]
