@@ -73,17 +73,34 @@ def test_fp8_kv_cache_halves_the_bytes_decode_attention_reads():
     assert fp8["breakdown_ms"]["attn_decode"] < 0.6 * bf16["breakdown_ms"]["attn_decode"]
 
 
-@pytest.mark.parametrize("kw,what", [(dict(dtype="fp8"), "fp8 weights"), (dict(kv_dtype="fp8"), "fp8 KV cache")])
-def test_a_gpu_without_fp8_is_refused_fp8(kw, what):
+def test_a_gpu_without_fp8_is_refused_an_fp8_cache():
     assert not A100.supports_fp8 and H100.supports_fp8
     assert "no FP8" in A100.source["fp8"] and "compute capability" in H100.source["fp8"]
-    with pytest.raises(ValueError, match=f"no FP8 support.*{what}"):
-        plan_memory(A100, L8, **kw)
+    with pytest.raises(ValueError, match="no FP8 support.*fp8 KV cache: choose a bf16 KV cache"):
+        plan_memory(A100, L8, kv_dtype="fp8")
     with pytest.raises(ValueError, match="no FP8 support"):
-        steptime(A100, L8, 1, decode_batch=1, context=16, **kw)
+        steptime(A100, L8, 1, decode_batch=1, context=16, kv_dtype="fp8")
     with pytest.raises(ValueError, match="no FP8 support"):
-        simulate(SimConfig(gpu="a100-80gb", model="llama-3.1-8b", workload=WorkloadSpec(n_requests=10), **kw))
+        simulate(SimConfig(gpu="a100-80gb", model="llama-3.1-8b", kv_dtype="fp8", workload=WorkloadSpec(n_requests=10)))
     assert plan_memory(A100, L8, dtype="int4").kv_blocks > 0  # int4 runs at 16-bit rate: no FP8 needed
+
+
+def test_fp8_weights_on_an_a100_stream_one_byte_but_multiply_at_the_16_bit_rate():
+    # vLLM's FP8 Marlin (W8A16) on a GPU without FP8 tensor cores: decode, bound by the weights' bytes,
+    # speeds up as on an H100; a prompt, bound by the tensor cores, gets slower than 16-bit, not faster
+    fp8, bf16 = plan_memory(A100, L70, tp=2, dtype="fp8"), plan_memory(A100, L70, tp=2)
+    assert fp8.weights_bytes < 0.52 * bf16.weights_bytes  # the embedding and LM head stay 16-bit
+    assert fp8.kv_tokens > 5 * bf16.kv_tokens  # two A100s hold 70B's 16-bit weights with little room to spare
+    decode = {d: steptime(A100, L70, 2, decode_batch=8, context=1024, dtype=d, launch="graph", attn_kernel="paged",
+                          engine="vllm")["breakdown_ms"]["linear"] for d in ("bf16", "fp8")}
+    assert decode["bf16"] / decode["fp8"] == pytest.approx(2.0, rel=0.05)
+    prefill = {(g.id, d): steptime(g, L8, 1, prefill_tokens=8192, dtype=d)["breakdown_ms"]["linear"]
+               for g in (A100, H100) for d in ("bf16", "fp8")}
+    assert prefill[("a100-80gb", "fp8")] > 1.4 * prefill[("a100-80gb", "bf16")]
+    assert prefill[("h100", "fp8")] < 0.7 * prefill[("h100", "bf16")]
+    # the activations stay 16-bit: no activation-quantising kernels, whatever the checkpoint's scales
+    fp8 = catalog.weight_format("fp8")
+    assert fp8.on(A100).block_quant_kernels == 0 < fp8.block_quant_kernels == fp8.on(H100).block_quant_kernels
 
 
 def test_unknown_formats_are_named():
@@ -121,7 +138,8 @@ def test_the_planner_searches_the_formats_a_gpu_runs_and_puts_70b_in_int4_on_one
     both = dict(dtypes=("bf16", "fp8", "int4"), kv_dtypes=("bf16", "fp8"))
     a100 = {(d.dtype, d.kv_dtype) for d in shapes(w, Budget(gpu_types=("a100-80gb",), **both))}
     h100 = {(d.dtype, d.kv_dtype) for d in shapes(w, Budget(gpu_types=("h100",), **both))}
-    assert a100 == {("bf16", "bf16"), ("int4", "bf16")}  # no FP8 on Ampere
+    # no FP8 cache on Ampere; its fp8 weights run weight-only (FP8 Marlin)
+    assert a100 == {("bf16", "bf16"), ("fp8", "bf16"), ("int4", "bf16")}
     assert h100 == {(d, k) for d in ("bf16", "fp8", "int4") for k in ("bf16", "fp8")}
     best, _ = cheapest(w, Budget(gpu_types=("h100",), max_gpus=1, dtypes=("bf16", "int4")))
     assert best is not None and best.deployment.gpus == 1 and best.deployment.dtype == "int4"
@@ -144,9 +162,9 @@ def lab_serves_then_refuses(choices: tuple, other_gpu: str, *words: str) -> None
     assert any(all(w in e.value for w in words) for e in at.error)
 
 
-def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_fp8_on_an_a100():
+def test_the_lab_serves_int4_weights_with_an_fp8_cache_and_refuses_the_cache_on_an_a100():
     lab_serves_then_refuses((("model", "llama-3.1-70b"), ("dtype", "int4"), ("kv_dtype", "fp8")), "a100-80gb",
-                            "no FP8 support")
+                            "no FP8 support", "choose a bf16 KV cache")
 
 
 # ---- FP4 weights on Blackwell: NVFP4 (4-bit values, an FP8 scale per 16) and MXFP4 (an 8-bit scale per 32)
@@ -235,3 +253,11 @@ def test_the_planner_searches_fp4_only_where_the_gpu_runs_it():
 def test_the_lab_serves_fp4_weights_on_a_b200_and_refuses_them_on_an_h200():
     lab_serves_then_refuses((("gpu", "b200"), ("model", "llama-3.1-70b"), ("dtype", "fp4")), "h200",
                             "no FP4 tensor cores", "Blackwell")
+
+
+def test_the_serve_command_says_when_the_gpu_runs_fp8_weights_weight_only():
+    from core.serving import serve_command
+    notes = {g: serve_command.commands(SimConfig(gpu=g, model="llama-3.1-70b", dtype="fp8", tp=2, gpus=2))
+             for g in ("a100-80gb", "h100")}
+    assert "--quantization fp8" in notes["a100-80gb"] and "--quantization fp8" in notes["h100"]
+    assert "weight-only: FP8 Marlin" in notes["a100-80gb"] and "weight-only" not in notes["h100"]

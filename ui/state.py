@@ -252,8 +252,9 @@ def _knobs() -> None:
     st.selectbox("Weights", WEIGHT_CHOICES, 0, key="dtype", persist_state="session", format_func=weights_label,
                  help="fp8 halves the weight bytes and runs the GEMMs on FP8 tensor cores; int4 (4-bit with "
                       "a scale per 128 weights, as AWQ and GPTQ store them) takes about a quarter and multiplies "
-                      "at the 16-bit rate; mxfp4 (gpt-oss's experts) takes a mixture's routed experts only. fp8 "
-                      "needs a GPU with FP8 support (Ada, Hopper, Blackwell, MI300 and later).")
+                      "at the 16-bit rate; mxfp4 (gpt-oss's experts) takes a mixture's routed experts only. On a GPU "
+                      "without FP8 support (the A100) fp8 weights run weight-only, as vLLM's FP8 Marlin runs them: "
+                      "half the bytes, multiplied at the 16-bit rate.")
     st.selectbox("KV cache", list(catalog.KV_DTYPES), 0, key="kv_dtype", persist_state="session", format_func=kv_label,
                  help="An fp8 cache stores a token in half the bytes of a 16-bit one: twice the blocks in the "
                       "same memory, and half the bytes each decode step reads. Needs FP8 support.")

@@ -41,9 +41,9 @@ with st.form("budget"):
     dtypes = c.multiselect("Weight dtypes", DTYPES, [d for d in DTYPES if d in DEFAULT_DTYPES or d == inputs.dtype
                                                      or d in released],
                            help="fp8 halves the weight bytes; int4 (AWQ/GPTQ, group 128) takes about a quarter, at "
-                                "some accuracy cost. GPUs without FP8 support skip fp8. A model released only "
-                                "quantised (gpt-oss's MXFP4 experts, DeepSeek's fp8) is searched in its release "
-                                "whatever is chosen.")
+                                "some accuracy cost. GPUs without FP8 support run fp8 weight-only (FP8 Marlin). A "
+                                "model released only quantised (gpt-oss's MXFP4 experts, DeepSeek's fp8) is searched "
+                                "in its release whatever is chosen.")
     kv_dtypes = c.multiselect("KV cache dtypes", KV_DTYPES,
                               [k for k in KV_DTYPES if k in DEFAULT_KV_DTYPES or k == inputs.kv_dtype],
                               help="An fp8 cache holds twice the tokens in the same memory (GPUs with FP8 support).")

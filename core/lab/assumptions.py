@@ -136,6 +136,7 @@ def values() -> dict[str, str]:
         fp4_gpus=", ".join(catalog.get_gpu(g).name for g in catalog.gpu_ids() if catalog.get_gpu(g).supports_fp4),
         int4_gemm_rate=_pct(catalog.weight_format("int4").gemm_rate),
         fp4_gemm_rate=_pct(catalog.weight_format("fp4").gemm_rate),
+        marlin_gemm_rate=_pct(catalog.weight_format("fp8").on(catalog.get_gpu("a100-80gb")).gemm_rate),
         block_fp8_quant=(f"{catalog.weight_format('fp8').block_quant_kernels} kernels, "
                          f"{costmodel.block_quant_us(catalog.weight_format('fp8'), eff):.0f} µs"),
         w70_bf16=_gb("llama-3.1-70b", "bf16"), w70_fp8=_gb("llama-3.1-70b", "fp8"), w70_int4=_gb("llama-3.1-70b", "int4"),

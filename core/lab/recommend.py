@@ -86,8 +86,10 @@ def lab_dtypes(inputs: LabInputs) -> tuple[str, ...]:
     """Weight dtypes the recommendation searches: the sidebar's, and fp8 beside 16-bit weights, as
     deployments run large models (vLLM's recipes serve Llama-3.1-405B in fp8 on 8 H100s; DeepSeek-V3
     ships in fp8). At equal cost 16-bit wins (planner.space.preference); GPUs without FP8 support
-    are searched in the sidebar's dtype alone."""
-    return (inputs.dtype, "fp8") if inputs.dtype == "bf16" else (inputs.dtype,)
+    are searched in the sidebar's dtype alone (an A100 runs fp8 weight-only, at the 16-bit rate: another
+    deployment, not the same one cheaper)."""
+    fp8 = catalog.get_gpu(inputs.gpu).supports_fp8
+    return (inputs.dtype, "fp8") if inputs.dtype == "bf16" and fp8 else (inputs.dtype,)
 
 
 def lab_budget(inputs: LabInputs, **changes) -> Budget:

@@ -221,7 +221,11 @@ def _quant_sentence(f: dict, inputs: LabInputs) -> str:
             f"(AWQ, GPTQ: 4 bits and a scale per 128) are dequantised inside the kernel and multiply at the 16-bit "
             f"rate, so they speed up memory-bound decode by the bytes saved but not a compute-bound prefill. ")
     if not gpu.supports_fp8:
-        return text + f"{gpu.name} has no FP8 support, so neither fp8 weights nor an fp8 cache run on it."
+        w8 = catalog.weight_format("fp8").on(gpu)
+        weights = (f"fp8 weights run on it weight-only, as vLLM's FP8 Marlin kernel runs them (one byte a weight "
+                   f"streamed, multiplied at {w8.gemm_rate:.0%} of the 16-bit rate), and an fp8 cache does not"
+                   if not w8.needs_fp8 else "neither fp8 weights nor an fp8 cache run on it")
+        return text + f"{gpu.name} has no FP8 support, so {weights}."
     if inputs.kv_dtype == "fp8":
         return text + ("The cache here is fp8: one byte a value, so the pool above holds twice the tokens a 16-bit "
                        "cache would.")

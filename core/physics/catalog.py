@@ -38,6 +38,10 @@ class WeightFormat:
     experts_only: bool = False  # only a mixture's routed experts take the format; every other layer stays 16-bit
     marlin_moe: bool = False  # its experts run Marlin's MoE kernel, whose rows a block follow the step's routings
     block_quant_kernels: int = 0  # with 128 x 128 block scales, activation-quantising kernels a layer adds
+    # how a GPU without FP8 tensor cores runs these weights (None: it cannot), and the vendors whose engines
+    # have that kernel (empty: any)
+    without_fp8: "WeightFormat | None" = field(default=None, compare=False, hash=False)
+    vendors: tuple[str, ...] = ()
 
     def check(self, model: "Model") -> None:
         """Refuse a format that quantises nothing of this model (experts_only on a dense model)."""
@@ -61,8 +65,14 @@ class WeightFormat:
         return f"{'its experts in ' if self.experts_only else ''}{amount} bytes of 16-bit ones"
 
     def on(self, gpu: "GPU") -> "WeightFormat":
-        """The format as this GPU runs it: natively, or weight-only where it lacks FP4 tensor cores."""
-        return self.without_fp4 if self.without_fp4 and self.needs_fp4 and not gpu.supports_fp4 else self
+        """The format as this GPU runs it: natively, or weight-only where it lacks the FP4 or FP8 tensor cores
+        the format multiplies on and its engine has a weight-only kernel for it."""
+        if self.without_fp4 and self.needs_fp4 and not gpu.supports_fp4:
+            return self.without_fp4
+        alt = self.without_fp8
+        if alt and self.needs_fp8 and not gpu.supports_fp8 and (not alt.vendors or gpu.vendor in alt.vendors):
+            return alt
+        return self
 
 
 @dataclass(frozen=True)
@@ -78,16 +88,17 @@ class KVFormat:
 @lru_cache(maxsize=1)
 def _formats() -> tuple[dict[str, WeightFormat], dict[str, KVFormat]]:
     raw = json.loads((DATA / "quantisation.json").read_text())
-    def weight(w, alt=None):
+    def weight(w, alt=None, alt8=None):
         return WeightFormat(w["id"], w["label"], float(w["bytes_per_weight"]), w["gemm"], float(w["gemm_rate"]),
                             bool(w["needs_fp8"]), w["source"], bool(w["needs_fp4"]), alt,
                             bool(w.get("experts_only", False)), bool(w.get("marlin_moe", False)),
-                            int(w.get("block_scales", {}).get("quant_kernels_per_layer", 0)))
-    weights = {}
-    for w in raw["weights"]:
-        alt = w.get("without_fp4")
-        alt = weight({**w, **alt, "needs_fp8": False, "needs_fp4": False}) if alt else None
-        weights[w["id"]] = weight(w, alt)
+                            int(w.get("block_scales", {}).get("quant_kernels_per_layer", 0)), alt8,
+                            tuple(w.get("vendors", ())))
+
+    def weight_only(w, key):  # the weight-only form: nothing it needs, no activation-quantising kernels
+        alt = w.get(key)
+        return weight({**w, "block_scales": {}, **alt, "needs_fp8": False, "needs_fp4": False}) if alt else None
+    weights = {w["id"]: weight(w, weight_only(w, "without_fp4"), weight_only(w, "without_fp8")) for w in raw["weights"]}
     kv = {k["id"]: KVFormat(k["id"], k["label"], int(k["bytes_per_value"]), bool(k["needs_fp8"]), k["source"],
                             bool(k["needs_fp4"])) for k in raw["kv"]}
     return weights, kv
@@ -118,14 +129,15 @@ def check_formats(gpu: "GPU", dtype: str = "bf16", kv_dtype: str = "bf16") -> No
     """Refuse a weight or KV cache format the GPU has no tensor cores for (data/gpus.json says which)."""
     w, kv = weight_format(dtype).on(gpu), kv_format(kv_dtype)
     if w.needs_fp4 and not gpu.supports_fp4:
-        fp8 = "fp8, " if gpu.supports_fp8 else ""
+        fp8 = "fp8, " if gpu.runs(weight_format("fp8")) else ""
         raise ValueError(f"{gpu.name} has no FP4 tensor cores, so it cannot run {w.id} weights: choose {fp8}int4 "
                          f"or bf16 weights, or a GPU with FP4 tensor cores ({fp4_gpus()})")
-    wanted = [what for what, fmt in (("fp8 weights", w), ("an fp8 KV cache", kv)) if fmt.needs_fp8]
+    wanted = [(what, fix) for what, fix, fmt in (("fp8 weights", "bf16 or int4 weights", w),
+                                                 ("an fp8 KV cache", "a bf16 KV cache", kv)) if fmt.needs_fp8]
     if wanted and not gpu.supports_fp8:
         raise ValueError(f"{gpu.name} has no FP8 support (FP8 needs compute capability 8.9 or later: Ada, Hopper, "
-                         f"Blackwell, or AMD MI300), so it cannot run {' or '.join(wanted)}: choose bf16 or int4 "
-                         f"weights and a bf16 KV cache, or a GPU with FP8")
+                         f"Blackwell, or AMD MI300), so it cannot run {' or '.join(w for w, _ in wanted)}: choose "
+                         f"{' and '.join(f for _, f in wanted)}, or a GPU with FP8")
 
 
 @dataclass(frozen=True)

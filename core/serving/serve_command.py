@@ -129,6 +129,10 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
     """The arguments of one replica's `vllm serve` (the model first) and notes on what they cannot say;
     a replica that decodes (not a prefill pool's) speculates as the deployment does."""
     repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
+    served = catalog.weight_format(cfg.dtype).on(catalog.get_gpu(cfg.gpu))
+    if served is not catalog.weight_format(cfg.dtype):  # no tensor cores for it: vLLM picks a weight-only kernel
+        notes.append(f"{catalog.get_gpu(cfg.gpu).name} runs these weights as {served.label}; vLLM picks that "
+                     f"kernel itself, no flag asks for it.")
     if cfg.ep > 1 and cfg.dp_attention:  # vLLM: data-parallel ranks of one GPU, the experts over all of them
         args = [repo, "--tensor-parallel-size", "1", "--data-parallel-size", str(tp), "--enable-expert-parallel"]
         if cfg.micro_batch_overlap:  # vLLM's dual-batch overlap
