@@ -141,7 +141,7 @@ class LabInputs:
         if ep == 1:
             return {}
         return dict(ep=ep, dp_attention=dp, micro_batch_overlap=self.experts == "ep_dp_overlap",
-                    **(dict(eplb=True, redundant_experts=ep) if self.eplb else {}))
+                    **(dict(eplb=True, redundant_experts=expert.eplb_copies(ep)) if self.eplb else {}))
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}

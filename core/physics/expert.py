@@ -34,6 +34,13 @@ def constants() -> dict:
     return json.loads((DATA / "moe.json").read_text())
 
 
+def eplb_copies(gpus: int) -> int:
+    """EPLB's redundant experts the Lab and the planner place on a replica whose experts split over `gpus`
+    GPUs: one a GPU (vLLM's docs price 'one redundant expert per EP rank'; DeepSeek's and TensorRT-LLM's
+    9 slots a rank for 8 experts at EP32)."""
+    return gpus
+
+
 def slots(model: Model, redundant: int = 0) -> int:
     """Expert copies a layer's expert-parallel group holds: the model's experts and EPLB's redundant
     copies of the most popular ones (data/moe.json redundant_experts)."""

@@ -202,7 +202,7 @@ def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: 
     budget = usable_bytes(gpu) * mem_util
     for tp in model.tp_choices():
         ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts.startswith("ep_dp"))
-        redundant = ep if eplb and ep > 1 else 0
+        redundant = expert.eplb_copies(ep) if eplb and ep > 1 else 0
         pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp, redundant_experts=redundant)
                 - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
         if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):

@@ -246,7 +246,8 @@ class Deployment:
         """A pool's replica of `tp` GPUs under this shape's expert parallelism (expert.replica_split), and
         EPLB's redundant copies it holds: one a GPU of the decode replica, which every pool's width divides."""
         ep, dp = expert.replica_split(tp, self.ep > 1, self.dp_attention)
-        return dict(ep=ep, dp_attention=dp, **(dict(redundant_experts=self.tp) if self.eplb and ep > 1 else {}))
+        copies = dict(redundant_experts=expert.eplb_copies(self.tp)) if self.eplb and ep > 1 else {}
+        return dict(ep=ep, dp_attention=dp, **copies)
 
     def balance(self) -> dict:
         """The cost model's balancer field: EPLB's placement of the experts, where the shape runs it."""
@@ -340,7 +341,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     ttft_slo_ms=w.targets.ttft_p99_ms, tpot_slo_ms=w.targets.tpot_p99_ms,
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps,
                     kv_offload_gb=d.kv_offload_gb, ep=d.ep, dp_attention=d.dp_attention, eplb=d.eplb,
-                    redundant_experts=d.tp if d.eplb else 0)
+                    redundant_experts=expert.eplb_copies(d.tp) if d.eplb else 0)
     if d.spec:
         cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
