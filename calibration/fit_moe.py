@@ -83,7 +83,8 @@ def config(run: dict) -> SimConfig:
                         output_mean=run["output_mean"],
                         length_dist=run.get("length_dist", "sharegpt" if run["dataset"] == "sharegpt" else "fixed"),
                         spread=run.get("spread", 0.5))
-    engine = dict(policy="sarathi", max_seqs=run.get("max_seqs", 1024), max_batched_tokens=run["max_batched_tokens"])  # vLLM 0.11's on the GPU
+    # vLLM 0.11's batch limits on the run's GPU (its API-server defaults where the run gives them)
+    engine = dict(policy="sarathi", max_seqs=run.get("max_seqs", 1024), max_batched_tokens=run["max_batched_tokens"])
     if run["engine"] == "SGLang":  # its own defaults for the GPU (serving/engines.py)
         engine = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
     longest = {"max_model_len": run["bench_lengths"]["input_len"] + run["bench_lengths"]["output_len"]} if drawn else {}

@@ -129,20 +129,19 @@ def serve_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | Non
     """The arguments of one replica's `vllm serve` (the model first) and notes on what they cannot say;
     a replica that decodes (not a prefill pool's) speculates as the deployment does."""
     repo, quant, notes = checkpoint(cfg.model, cfg.dtype)
-    served = catalog.weight_format(cfg.dtype).on(catalog.get_gpu(cfg.gpu))
-    if served is not catalog.weight_format(cfg.dtype):  # no tensor cores for it: vLLM picks a weight-only kernel
-        notes.append(f"{catalog.get_gpu(cfg.gpu).name} runs these weights as {served.label}; vLLM picks that "
-                     f"kernel itself, no flag asks for it.")
+    gpu, fmt = catalog.get_gpu(cfg.gpu), catalog.weight_format(cfg.dtype)
+    if fmt.on(gpu) is not fmt:  # no tensor cores for it: vLLM picks a weight-only kernel
+        notes.append(f"{gpu.name} runs these weights as {fmt.on(gpu).label}; vLLM picks that kernel itself, no "
+                     f"flag asks for it.")
     if cfg.ep > 1 and cfg.dp_attention:  # vLLM: data-parallel ranks of one GPU, the experts over all of them
         args = [repo, "--tensor-parallel-size", "1", "--data-parallel-size", str(tp), "--enable-expert-parallel"]
         if cfg.micro_batch_overlap:  # vLLM's dual-batch overlap
             args += ["--enable-dbo"]
-        g = catalog.get_gpu(cfg.gpu)
-        if g.hosts(tp) > 1:
-            notes.append(f"{tp} data-parallel ranks span {g.hosts(tp)} nodes: start one `vllm serve` a node with "
-                         f"--data-parallel-size-local {g.host_gpus} and --data-parallel-address of the first, the "
+        if gpu.hosts(tp) > 1:
+            notes.append(f"{tp} data-parallel ranks span {gpu.hosts(tp)} nodes: start one `vllm serve` a node with "
+                         f"--data-parallel-size-local {gpu.host_gpus} and --data-parallel-address of the first, the "
                          f"others also with --headless and --data-parallel-start-rank "
-                         f"{' / '.join(str(i * g.host_gpus) for i in range(1, g.hosts(tp)))}")
+                         f"{' / '.join(str(i * gpu.host_gpus) for i in range(1, gpu.hosts(tp)))}")
             # across nodes the experts' all-to-all is DeepEP's (vLLM's guide), as the simulation prices it: the
             # low-latency kernels where the pool decodes, the high-throughput ones in a pool of prompts alone
             args += ["--all2all-backend", "deepep_low_latency" if decodes else "deepep_high_throughput"]
