@@ -4,7 +4,9 @@ usage: python calibration/trtllm_replay.py [--write]
 
 `trtllm-bench throughput` runs every request of a fixed-length dataset at once. Three of its rules set the
 batch a rank runs, and calibration/offline_runs.json's replay commands carry them as --max-seqs and
---max-batched-tokens (nothing in the simulator changes):
+--max-batched-tokens, with --engine trtllm (TensorRT-LLM's PyTorch backend: whole prompts beside the decodes,
+CUDA graphs of decode batches up to the batch limit, a step with prompt tokens issued op by op;
+core/data/engines.json):
 
 1. The batch and token limits. Where the run sets neither, trtllm-bench sizes them from the dataset's
    lengths and the KV cache it expects for NVFP4, FP8 and 16-bit checkpoints; for other formats (gpt-oss's
@@ -115,7 +117,8 @@ def replay_command(command: str, entry: dict) -> str:
     bs, tokens = stated if all(stated) else bench_limits(gpu, model, tp, ep, dp, dtype, kv, isl, osl)
     seqs = min(bs, admitted(gpu, model, tp, ep, dp, dtype, kv, isl, osl, bs, tokens))
     command = re.sub(r"--max-seqs \d+", f"--max-seqs {seqs}", command)
-    return re.sub(r"--max-batched-tokens \d+", f"--max-batched-tokens {tokens}", command)
+    command = re.sub(r"--max-batched-tokens \d+", f"--max-batched-tokens {tokens}", command)
+    return command if "--engine trtllm" in command else command.replace(" --offline", " --engine trtllm --offline")
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
-"""SGLang's engine profile: its rule on the loop (prompt chunks in steps of their own, decodes
-paused while prompts wait), the defaults it picks for a GPU, its CUDA graphs (decode batches only),
-and the command line and the benchmark replay that take it."""
+"""Engine profiles: SGLang's rule on the loop (prompt chunks in steps of their own, decodes paused
+while prompts wait), the defaults it picks for a GPU, its CUDA graphs (decode batches only), and the
+command line and the benchmark replay that take it; TensorRT-LLM's CUDA graphs (decode batches only,
+up to its capture limit) and defaults."""
 import json
 import math
 from dataclasses import replace
@@ -245,3 +246,50 @@ def test_norms_over_all_the_heads_cost_an_all_reduce_a_layer_where_gpus_share_th
     tpot = simulate(SimConfig(gpu="h100", model="minimax-m2", tp=8, ep=8, dtype="fp8", workload=spec,
                               **engines.sglang_defaults(h100, 8))).summary["tpot_ms"]["mean"]
     assert tpot == pytest.approx(8.05, rel=0.1)
+
+
+def test_trtllm_issues_a_step_with_prompt_tokens_op_by_op_and_replays_decode_graphs_up_to_its_limit():
+    gpu, model = catalog.get_gpu("b200"), catalog.get_model("qwen3-30b-a3b")
+
+    def step(engine, capture=128, **kw):
+        return costmodel.steptime(gpu, model, 1, dtype="fp4", launch="graph", engine=engine, capture_tokens=capture,
+                                  **kw)
+
+    mixed = dict(decode_batch=64, context=1500, prefill_tokens=1024)
+    # 48 MoE layers issued from Python: the host, not the GPU, sets a mixed step's pace
+    assert step("trtllm", **mixed)["step_ms"] > 2 * step("vllm", **mixed)["step_ms"]
+    assert step("trtllm", **mixed)["breakdown_ms"]["host_issue_wait"] > 0
+    # a decode batch within the captured sizes replays a graph; past them it runs eagerly
+    assert step("trtllm", decode_batch=128, context=1500)["breakdown_ms"]["host_issue_wait"] == 0
+    assert step("trtllm", decode_batch=512, context=1500)["step_ms"] > step(
+        "trtllm", capture=512, decode_batch=512, context=1500)["step_ms"]
+
+
+def test_the_command_line_runs_trtllms_profile_with_trtllm_benchs_graphs_offline():
+    cmd = "python -m core simulate --gpu b200 --model qwen3-30b-a3b --dtype fp4 --engine trtllm --requests 200"
+    cfg = cli_config(cmd)
+    assert (cfg.policy, cfg.max_batched_tokens, cfg.max_seqs, cfg.engine_overhead) == ("vllm", 8192, 2048, "trtllm")
+    assert cli_config(cmd + " --max-seqs 256").max_seqs == 256
+    for c in (cfg, cli_config(cmd + " --offline --max-seqs 512 --policy sarathi")):
+        assert cli_config(simulate_command(c)) == c  # the reproduce command carries it
+    assert engines.trtllm_capture(2048, offline=False) == 128  # DecodeCudaGraphConfig's default
+    assert engines.trtllm_capture(700, offline=True) == 700  # trtllm-bench: its batch limit
+
+
+def test_trtllms_offline_throughput_of_light_moe_sequences_is_the_hosts_under_its_profile():
+    # TensorRT-LLM's performance overview: Qwen3-30B-A3B FP4 on one B200, 1,024 tokens in and out, all at once
+    entry = next(e for e in json.loads((ROOT / "calibration" / "offline_runs.json").read_text())["entries"]
+                 if e["id"] == "trtllm120-qwen3-30b-a3b-b200-tp1-fp4-1024in-1024out")
+    replay = entry["replay"][0]
+    measured = float(entry["measured"][replay["measured"]])
+
+    def per_gpu(command):
+        summary = simulate(cli_config(command)).summary
+        return summary["completed_tok_s"] / summary["gpus"]
+
+    assert "--engine trtllm" in replay["command"]
+    trtllm = per_gpu(replay["command"]) / measured - 1
+    vllm = per_gpu(replay["command"].replace(" --engine trtllm", "")) / measured - 1
+    assert abs(trtllm) < 0.25
+    assert abs(trtllm) < abs(vllm) / 2
+

@@ -75,10 +75,14 @@ with st.form("bench_deployment"):
     tp = c.selectbox("Tensor parallelism (GPUs per replica)", TPS, TPS.index(tp0), help=tp_help + " Set the run's own.")
     a, b, c = st.columns(3)
     engine = a.selectbox("Engine", engines.ENGINES[1:], engines.ENGINES[1:].index(engine0),
-                         format_func={"vllm": "vLLM V1", "sglang": "SGLang"}.get,
+                         format_func={"vllm": "vLLM V1", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get,
                          help="SGLang runs prompt chunks in steps of their own (decodes pause while prompts wait), "
-                              "with its overlap scheduler and its own server; the file's tool is the default.")
-    chunked = a.toggle("Chunked prefill (vLLM V1's default)", True, disabled=engine == "sglang")
+                              "with its overlap scheduler and its own server. TensorRT-LLM (its PyTorch backend, "
+                              "behind trtllm-serve) replays CUDA graphs of decode batches only, up to 128 "
+                              "sequences, and issues a step with prompt tokens op by op; its chunked prefill is off "
+                              "unless the run turned it on. The file's tool is the default.")
+    chunked = a.toggle("Chunked prefill (vLLM V1's default; TensorRT-LLM's enable_chunked_prefill)", True,
+                       disabled=engine == "sglang")
     asynchronous = a.toggle("Async scheduling (vLLM 0.14 and later)", async0,
                             help="The engine plans each step while the last one runs, so a new request waits one "
                                  "step more before its prefill; vLLM before 0.14 schedules each step after the last."
@@ -87,9 +91,10 @@ with st.form("bench_deployment"):
     budget = b.select_slider("Token budget per step", [512, 1024, 2048, 4096, 8192, 16384],
                              profile0.get("max_batched_tokens", 2048),
                              help="vLLM's max_num_batched_tokens; SGLang's chunked_prefill_size (its default for "
-                                  "the GPU's memory when the file is SGLang's)")
+                                  "the GPU's memory when the file is SGLang's); TensorRT-LLM's max_num_tokens")
     max_seqs = c.select_slider("Max sequences per step", [32, 64, 128, 256, 512, 1024, 2048],
-                               profile0.get("max_seqs", 256), help="vLLM's max_num_seqs; SGLang's max_running_requests")
+                               profile0.get("max_seqs", 256), help="vLLM's max_num_seqs; SGLang's max_running_requests; TensorRT-LLM's "
+                                                    "max_batch_size")
     st.form_submit_button("Simulate this run", type="primary", icon=":material/play_arrow:")
 base = SimConfig(gpu=gpu, model=model, tp=tp, policy="sglang" if engine == "sglang" else "sarathi" if chunked else "vllm",
                  max_batched_tokens=budget, max_seqs=max_seqs, async_scheduling=asynchronous, engine_overhead=engine)

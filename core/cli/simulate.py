@@ -86,7 +86,7 @@ def add_args(p) -> None:
                    help="requests to simulate (default 2000, the Lab's: enough for a stable p99)")
     p.add_argument("--policy", default=None, choices=layout.POLICIES,
                    help="scheduler (default sarathi: continuous batching with chunked prefill, vLLM V1's and the "
-                        "Lab's default; vllm: whole prompts in one step; with --engine sglang its own)")
+                        "Lab's default; vllm: whole prompts in one step; with --engine sglang or trtllm the engine's own)")
     p.add_argument("--length-dist", default=DEFAULTS["length_dist"], choices=LENGTH_DISTS,
                    help="prompt and output lengths around --prompt/--output (default lognormal, the Lab's: no real "
                         "workload sends one length; fixed: every request the same)")
@@ -97,11 +97,11 @@ def add_args(p) -> None:
     p.add_argument("--block-size", type=bounded("block"), default=16)
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=None,
                    help="sequences a step (default 256, the Lab's; with --offline vLLM's LLM class's for the GPU: "
-                        "1024 on GPUs of 70 GiB and more bar A100s; with --engine sglang its own)")
+                        "1024 on GPUs of 70 GiB and more bar A100s; with --engine sglang its own; trtllm 2048)")
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=None,
                    help="token budget of a step (default 2048, the Lab's: vLLM V1's online default on A100s and "
                         "GPUs under 70 GiB; it sets 8192 on H100-class GPUs. With --offline vLLM's LLM class's: "
-                        "16384 there, 8192 elsewhere; with --engine sglang its chunk for the GPU)")
+                        "16384 there, 8192 elsewhere; with --engine sglang its chunk for the GPU; trtllm 8192)")
     p.add_argument("--chunk", type=bounded("chunk"), default=None,
                    help="longest prefill chunk of a step (default: the token budget, as vLLM V1 and Sarathi-Serve)")
     p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None,
@@ -162,7 +162,10 @@ def add_args(p) -> None:
                    help="vllm: vLLM V1's host time around each step (default); sglang: SGLang's profile (its rule of "
                         "prompts in steps of their own, its chunk, budget and batch limit for the GPU unless "
                         "--policy, --max-batched-tokens, --chunk or --max-seqs say otherwise, its overlap scheduler "
-                        "and server; data/engines.json); bare: forward passes alone")
+                        "and server; data/engines.json); trtllm: TensorRT-LLM's PyTorch backend (whole prompts beside "
+                        "the decodes, its batch limits, CUDA graphs of decode batches only: up to 128 sequences, under "
+                        "--offline trtllm-bench's --max-seqs; a step with prompt tokens issued op by op); bare: forward "
+                        "passes alone")
     p.add_argument("--no-async-scheduling", action="store_true",
                    help="schedule each step after the last, as vLLM before 0.14 (default: async, vLLM >= 0.14)")
     p.add_argument("--offline", action="store_true",

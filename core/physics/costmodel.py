@@ -157,7 +157,10 @@ ENGINE_LAYER_KERNELS = 11  # the kernels of vLLM's compiled layer, over which t_
 QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
 LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
-ENGINES = ("bare", "vllm", "sglang")  # a forward pass alone; vLLM V1's host around it; SGLang's (serving/engines.py)
+# a forward pass alone; vLLM V1's host around it; SGLang's; TensorRT-LLM's PyTorch backend's (serving/engines.py)
+ENGINES = ("bare", "vllm", "sglang", "trtllm")
+# engines that replay CUDA graphs of decode batches only and issue a step with prompt tokens op by op from Python
+EAGER_PROMPT_ENGINES = ("sglang", "trtllm")
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
 PAGED_KV_SPLIT = 512  # vLLM PagedAttention V2 partition size (csrc/attention: PARTITION_SIZE = 512)
 
@@ -266,7 +269,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
           ep_load_cv: float | None = None, eplb: bool = False, redundant_experts: int = 0,
           micro_batch_overlap: bool = False) -> np.ndarray:
     """The parameter vector of one replica: model shape per GPU x GPU rates x fitted constants.
-    capture_tokens and async_scheduling describe a vLLM engine (vllm_host.py); spec, speculative
+    capture_tokens and async_scheduling describe the serving engine's CUDA graphs and host (vllm_host.py,
+    serving/engines.py); spec, speculative
     decoding (its proposer priced per draft token, its acceptance model for the engine); ep and
     dp_attention, how an MoE model's layers split over the replica's tp GPUs (expert.py), and eplb with
     redundant_experts, EPLB's placement of them and its extra copies (each rank holds (experts +
@@ -286,7 +290,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if attn_kernel not in ATTN_KERNELS:
         raise ValueError(f"unknown attention kernel '{attn_kernel}': choose sdpa or paged")
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass), vllm or sglang")
+        raise ValueError(f"unknown engine '{engine}': choose bare (a forward pass), vllm, sglang or trtllm")
     served = engine != "bare"  # a serving engine's host around the step: vLLM's fitted times (SGLang's too)
     expert.check(model, tp, ep, dp_attention, redundant_experts, micro_batch_overlap)
     atp = expert.attention_tp(tp, dp_attention)  # GPUs one attention rank spans
@@ -411,17 +415,20 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
     p[ENGINE] = 1.0 if served else 0.0
     p[CAPTURE] = capture_tokens
-    # a layer's host issue without graphs; SGLang's MoE and MLA layers issue more (fit_moe.py): a mean a layer
+    # a layer's host issue without graphs; SGLang's MoE and MLA layers issue more (fit_moe.py): a mean a layer.
+    # TensorRT-LLM's PyTorch backend issues them from Python too, and publishes no step times: SGLang's fit
+    eager_prompts = engine in EAGER_PROMPT_ENGINES
     issue = eff.t_issue_engine_us
-    if sglang:
+    if eager_prompts:
         issue += (eff.sglang_issue_moe_us * model.moe_layers
                   + (eff.sglang_issue_mla_us * model.layers if model.is_mla else 0.0)) / model.layers
     p[T_ISSUE_ENGINE] = issue * 1e-6
-    # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang captures graphs of
-    # decode batches only, and issues a prompt's step op by op (data/engines.json: cuda_graphs)
-    p[T_PIECE] = p[T_ISSUE_ENGINE] if sglang else eff.t_piecewise_us * 1e-6
+    # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang and TensorRT-LLM capture
+    # graphs of decode batches only, and issue a prompt's step op by op (data/engines.json: cuda_graphs)
+    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else eff.t_piecewise_us * 1e-6
     p[T_SEQ] = eff.engine_seq_us * 1e-6 if served else 0.0
-    # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json)
+    # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json);
+    # TensorRT-LLM's kernels and its host's per-step share are vLLM's fitted ones, no step times of its own being public
     p[ASYNC] = (1.0 if sglang else eff.async_overlap) if async_scheduling else 0.0
     p[T_MOE_LAYER] = (eff.sglang_moe_layer_us if sglang else eff.t_moe_layer_us) * 1e-6 if model.is_moe else 0.0
     if spec is not None:

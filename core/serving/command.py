@@ -47,10 +47,13 @@ TRACE_FILE = "trace.csv"
 
 def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int = 1, dp_attention: bool = False) -> dict:
     """The engine fields `python -m core simulate` fills in where no flag sets them: SGLang's own for
-    the GPU under --engine sglang (its rule, chunk, budget and batch limit), vLLM's offline LLM
-    class's budget and batch limit for the GPU under --offline (data/engines.json vllm), else the
-    Lab's (DEFAULTS: vLLM's API server on GPUs under 70 GiB, kept on every GPU)."""
+    the GPU under --engine sglang (its rule, chunk, budget and batch limit), TensorRT-LLM's LLM API's
+    under --engine trtllm, vLLM's offline LLM class's budget and batch limit for the GPU under
+    --offline (data/engines.json vllm), else the Lab's (DEFAULTS: vLLM's API server on GPUs under
+    70 GiB, kept on every GPU)."""
     lab = dict(max_batched_tokens=DEFAULTS["max_batched_tokens"], max_seqs=DEFAULTS["max_seqs"])
+    if engine == "trtllm":
+        return engines.trtllm_defaults()
     try:
         gpu = catalog.get_gpu(gpu_id) if gpu_id else None
     except ValueError:

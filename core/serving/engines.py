@@ -4,7 +4,12 @@ chunk, budget, CUDA-graph size and batch limit it picks for the GPU it runs on, 
 scheduler, its CUDA graphs (decode batches only: a prompt's step is issued op by op), and what its
 server adds to a client's TTFT. Its small kernels and host issue of MoE and latent-attention layers
 are fitted to its public runs (calibration/fit_moe.py); the host's time per step and per dense layer
-are vLLM's fitted constants: no SGLang step times are public to fit them to."""
+are vLLM's fitted constants: no SGLang step times are public to fit them to.
+
+TensorRT-LLM's PyTorch backend (engine "trtllm"): in-flight batching of whole prompts beside the
+decodes (chunked prefill off), its LLM API's batch limits, CUDA graphs of decode batches only (up
+to 128 sequences, or trtllm-bench's batch limit offline), a step with prompt tokens issued op by
+op at SGLang's fitted host issue; its kernels and host otherwise vLLM's fitted ones."""
 from __future__ import annotations
 
 import json
@@ -12,7 +17,7 @@ from functools import lru_cache
 
 from .. import DATA
 from ..physics import catalog
-from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang)
+from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang, TRT-LLM)
 
 
 @lru_cache(maxsize=1)
@@ -43,6 +48,21 @@ def sglang_capture(gpu: catalog.GPU, tp: int) -> int:
     return large if tp >= 4 else small
 
 
+def trtllm_defaults() -> dict:
+    """SimConfig fields TensorRT-LLM's LLM API and trtllm-serve set when a deployment sets none: its
+    engine, whole prompts beside the decodes, its token budget and batch limit."""
+    t = profiles()["trtllm"]
+    budget, seqs = t["batch_limits"]["value"]
+    return dict(engine_overhead="trtllm", policy=t["policy"]["value"], max_batched_tokens=budget, chunk=None,
+                max_seqs=seqs)
+
+
+def trtllm_capture(max_seqs: int, offline: bool) -> int:
+    """The largest decode batch TensorRT-LLM replays through a CUDA graph: its default, or under
+    trtllm-bench (offline) its batch limit."""
+    return max_seqs if offline else min(max_seqs, profiles()["trtllm"]["cuda_graph_max_bs"]["value"])
+
+
 def vllm_batch_defaults(gpu: catalog.GPU, offline: bool = False) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM V1 picks on `gpu` when a deployment sets neither:
     its API server's, or its offline LLM class's (data/engines.json vllm.batch_defaults)."""
@@ -53,5 +73,6 @@ def vllm_batch_defaults(gpu: catalog.GPU, offline: bool = False) -> tuple[int, i
 
 
 def server_ttft_ms(engine: str, fitted_api_ms: float) -> float:
-    """What an engine's server adds to a client's TTFT: vLLM's fitted API-server time, or SGLang's."""
+    """What an engine's server adds to a client's TTFT: vLLM's fitted API-server time (which
+    trtllm-serve, an OpenAI-compatible server in Python too, takes), or SGLang's."""
     return profiles()["sglang"]["server_ttft_ms"]["value"] if engine == "sglang" else fitted_api_ms

@@ -270,6 +270,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                              f"{plan.kv_tokens // ranks} tokens, fewer than one request of the maximum "
                              f"model length ({max_len} tokens): lower the max model length or raise tp")
         capture = (engines.sglang_capture(g, tp) if cfg.engine_overhead == "sglang"
+                   else engines.trtllm_capture(cfg.max_seqs, not cfg.api_server) if cfg.engine_overhead == "trtllm"
                    else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
                             pool_efficiency(cfg, g, eff), capture * ranks,
@@ -702,9 +703,9 @@ def startup_seconds(cfg: SimConfig, model: catalog.Model, tp: int) -> float:
 
 
 def client_side(cfg: SimConfig) -> bool:
-    """Whether the run is vLLM V1's engine behind its API server, whose clients see each token later
-    than the engine emits it (_client_side)."""
-    return (cfg.engine_overhead == "vllm" and cfg.policy == "sarathi") or cfg.engine_overhead == "sglang"
+    """Whether the run is vLLM V1's engine behind its API server (or SGLang's, or TensorRT-LLM's), whose
+    clients see each token later than the engine emits it (_client_side)."""
+    return (cfg.engine_overhead == "vllm" and cfg.policy == "sarathi") or cfg.engine_overhead in ("sglang", "trtllm")
 
 
 def _client_side(cfg, requests, async_step, stream_t, stream_ids, eff) -> None:
