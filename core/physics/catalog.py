@@ -166,6 +166,9 @@ class GPU:
     fp4_tflops: float | None = None  # dense FP4 tensor TFLOP/s; None: no FP4 tensor cores
     # GPUs one operating system runs, where fewer than a node's: an NVL72 rack's compute tray holds 4 of its 72
     gpus_per_host: int | None = None
+    # the host CPU's time for the engine's Python work against the x86 servers every host constant was fitted
+    # on: a Grace CPU's (Arm Neoverse V2) per call of a PyTorch module is 2.75 times a Xeon's
+    host_time_factor: float = 1.0
 
     @property
     def host_gpus(self) -> int:
@@ -383,7 +386,7 @@ def _gpu_table() -> dict[str, GPU]:
                   price_usd_per_gpu_hour=g["price_usd_per_gpu_hour"], price_provider=g["price_provider"],
                   price_date=g["price_date"], nvlink_pair_gbps_per_dir=g.get("nvlink_pair_gbps_per_dir"),
                   source=g["source"], arch=g.get("arch", ""), fp4_tflops=g.get("fp4_tflops"),
-                  gpus_per_host=g.get("gpus_per_host"))
+                  gpus_per_host=g.get("gpus_per_host"), host_time_factor=g.get("host_time_factor", 1.0))
         table[g["id"]] = gpu
         for alias in g.get("aliases", []):
             table[alias] = gpu
@@ -490,7 +493,7 @@ _custom: dict[str, GPU] = {}
 GPU_FIELDS = ("id", "name", "vendor", "memory_gib", "hbm_tbps", "bf16_tflops", "fp8_tflops", "sms", "link_topology",
               "link_gbps_per_dir", "gpus_per_node", "internode_gbps_per_dir", "price_usd_per_gpu_hour",
               "price_provider", "price_date", "nvlink_pair_gbps_per_dir", "source", "efficiency", "arch",
-              "fp4_tflops", "gpus_per_host")
+              "fp4_tflops", "gpus_per_host", "host_time_factor")
 
 
 def gpu_to_dict(gpu: GPU) -> dict:

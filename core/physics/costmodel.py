@@ -400,8 +400,10 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
     quant = block_quant_us(fmt, eff) if block_fp8 else 0.0
     p[T_LAYER] = ((eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) + quant) * 1e-6
-    p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6
-    p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6
+    # every host time was fitted on x86 servers; a Grace host takes longer for the same Python work (catalog)
+    host = gpu.host_time_factor
+    p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6 * host
+    p[T_ISSUE_PREFILL] = eff.t_issue_prefill_us * 1e-6 * host
     p[ISSUE_SHARED] = eff.issue_shared
     p[LAUNCH] = LAUNCH_MODES[launch]
     p[TP] = atp  # the all-reduces span an attention rank; DP attention has none
@@ -411,7 +413,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[S_LINK_BYTE] = 1.0 / (gpu.tp_link_gbps(atp) * 1e9 * eff.link_eff) if atp > 1 else 0.0
     p[S_DECODE_LINK_BYTE] = p[S_LINK_BYTE] * (1.0 / eff.decode_allreduce_share - 1.0)
     p[LINK_LAT] = allreduce_latency_us(gpu, atp, eff) * 1e-6
-    p[T_STEP] = eff.engine_step_us * 1e-6 if served else 0.0
+    p[T_STEP] = eff.engine_step_us * 1e-6 * host if served else 0.0
     p[KV_SPLIT] = PAGED_KV_SPLIT if attn_kernel == "paged" else 0
     p[ENGINE] = 1.0 if served else 0.0
     p[CAPTURE] = capture_tokens
@@ -422,11 +424,11 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if eager_prompts:
         issue += (eff.sglang_issue_moe_us * model.moe_layers
                   + (eff.sglang_issue_mla_us * model.layers if model.is_mla else 0.0)) / model.layers
-    p[T_ISSUE_ENGINE] = issue * 1e-6
+    p[T_ISSUE_ENGINE] = issue * 1e-6 * host
     # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang and TensorRT-LLM capture
     # graphs of decode batches only, and issue a prompt's step op by op (data/engines.json: cuda_graphs)
-    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else eff.t_piecewise_us * 1e-6
-    p[T_SEQ] = eff.engine_seq_us * 1e-6 if served else 0.0
+    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else eff.t_piecewise_us * 1e-6 * host
+    p[T_SEQ] = eff.engine_seq_us * 1e-6 * host if served else 0.0
     # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json);
     # TensorRT-LLM's kernels and its host's per-step share are vLLM's fitted ones, no step times of its own being public
     p[ASYNC] = (1.0 if sglang else eff.async_overlap) if async_scheduling else 0.0
@@ -442,9 +444,9 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
         p[DRAFT_HEAD_FLOPS] = prop.head_flops * share * p[HEAD_FLOPS] / (2 * model.vocab / tp * h)  # 16-bit, as the LM head
         p[DRAFT_ALLREDUCE] = prop.allreduce_bytes if atp > 1 else 0.0
         p[DRAFT_MOE] = 1.0 if prop.moe_layer else 0.0
-        p[T_PROPOSE_SEQ] = prop.host_s_per_seq
+        p[T_PROPOSE_SEQ] = prop.host_s_per_seq * host
         # fitted to vLLM V1's drafting loop, checked on SGLang's (calibration/SPEC_FIT.md)
-        p[T_DRAFT_PASS] = eff.t_draft_pass_us * 1e-6 if served and prop.layers > 0 else 0.0
+        p[T_DRAFT_PASS] = eff.t_draft_pass_us * 1e-6 * host if served and prop.layers > 0 else 0.0
         p[T_SPEC_STEP] = eff.t_spec_step_us * 1e-6 if served else 0.0
         p[SPEC_SURV:SPEC_SURV + spec.tokens] = spec.survival
         p[SPEC_PER_DRAFT] = 1.0 / spec.tokens

@@ -72,7 +72,9 @@ def vllm_batch_defaults(gpu: catalog.GPU, offline: bool = False) -> tuple[int, i
     return budget, seqs
 
 
-def server_ttft_ms(engine: str, fitted_api_ms: float) -> float:
+def server_ttft_ms(engine: str, fitted_api_ms: float, gpu: catalog.GPU) -> float:
     """What an engine's server adds to a client's TTFT: vLLM's fitted API-server time (which
-    trtllm-serve, an OpenAI-compatible server in Python too, takes), or SGLang's."""
-    return profiles()["sglang"]["server_ttft_ms"]["value"] if engine == "sglang" else fitted_api_ms
+    trtllm-serve, an OpenAI-compatible server in Python too, takes), or SGLang's; on the GPU's host,
+    whose CPU may take longer than the x86 servers they were measured on (GPU.host_time_factor)."""
+    ms = profiles()["sglang"]["server_ttft_ms"]["value"] if engine == "sglang" else fitted_api_ms
+    return ms * gpu.host_time_factor

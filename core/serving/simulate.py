@@ -300,8 +300,12 @@ def _budget(cfg: SimConfig, max_len: int) -> int:
 
 
 def _planned_tokens(cfg: SimConfig, max_len: int) -> int:
-    """Tokens of one step that the memory planner sizes the activation workspace for."""
-    return max(cfg.max_batched_tokens, max_len) if cfg.policy not in CHUNKING else cfg.max_batched_tokens
+    """Tokens of one step that the memory planner sizes the activation workspace for: the budget, which
+    vLLM raises to a whole request without chunked prefill; TensorRT-LLM sizes it by its max_num_tokens,
+    which its own rule makes hold a whole prompt (trtllm-bench: the longest prompt beside a full batch)."""
+    if cfg.policy in CHUNKING or cfg.engine_overhead == "trtllm":
+        return cfg.max_batched_tokens
+    return max(cfg.max_batched_tokens, max_len)
 
 
 def validate(cfg: SimConfig) -> None:
@@ -574,7 +578,7 @@ def _clients(cfg: SimConfig, wl: Workload, RI, RF, gpu, eff=None):
     RF[:, L.F_THINK] = RF[:, L.F_ASYNC] = 0.0
     if not spec.closed_loop:
         return np.arange(n, dtype=np.int64), np.zeros(1), np.zeros(1, np.int64)
-    lag = (engines.server_ttft_ms(cfg.engine_overhead, (eff or costmodel.efficiency_for(gpu)).api_ms) * 1e-3
+    lag = (engines.server_ttft_ms(cfg.engine_overhead, (eff or costmodel.efficiency_for(gpu)).api_ms, gpu) * 1e-3
            if client_side(cfg) and cfg.api_server else 0.0)
     RF[:, L.F_THINK] = think_times(spec, n) + lag
     later = np.zeros(n, bool)
@@ -714,7 +718,8 @@ def _client_side(cfg, requests, async_step, stream_t, stream_ids, eff) -> None:
     schedules it at once): the step in flight on its replica then, which the engine recorded."""
     first = requests["first_token_s"]
     delay = vllm_host.client_delay_s(np.where(first >= 0, async_step, 0.0),
-                                     engines.server_ttft_ms(cfg.engine_overhead, eff.api_ms) * cfg.api_server,
+                                     engines.server_ttft_ms(cfg.engine_overhead, eff.api_ms, catalog.get_gpu(cfg.gpu))
+                                     * cfg.api_server,
                                      cfg.async_scheduling)
     done = first >= 0
     first[done] += delay[done]
