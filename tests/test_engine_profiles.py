@@ -265,8 +265,10 @@ def test_trtllm_issues_a_step_with_prompt_tokens_op_by_op_and_replays_decode_gra
         "trtllm", capture=512, decode_batch=512, context=1500)["step_ms"]
 
 
-def test_the_command_line_runs_trtllms_profile_with_trtllm_benchs_graphs_offline():
+def test_the_command_line_runs_trtllms_profile_with_trtllm_benchs_graphs_offline(capsys):
     cmd = "python -m core simulate --gpu b200 --model qwen3-30b-a3b --dtype fp4 --engine trtllm --requests 200"
+    assert main(cmd.split()[3:]) == 0
+    assert "TensorRT-LLM's profile" in capsys.readouterr().out.splitlines()[0]  # the header says whose rules ran
     cfg = cli_config(cmd)
     assert (cfg.policy, cfg.max_batched_tokens, cfg.max_seqs, cfg.engine_overhead) == ("vllm", 8192, 2048, "trtllm")
     assert cli_config(cmd + " --max-seqs 256").max_seqs == 256

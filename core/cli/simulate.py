@@ -264,13 +264,18 @@ def vllm_defaults_note(cfg: SimConfig, args) -> str | None:
             f"--max-batched-tokens {budget} --max-seqs {seqs} to replay such a run")
 
 
+# the header names an engine whose profile is not the policy's own name (vLLM V1, the default; SGLang's is "sglang")
+ENGINE_WORDS = {"trtllm": " (TensorRT-LLM's profile)", "bare": " (forward passes alone, no serving engine's host)"}
+
+
 def cmd_simulate(args) -> None:
     cfg = config_from_args(args)
     result = simulate(cfg)
     s = result.summary
     lines = [
         f"{s['requests']} requests, {_deployment(s)}, "
-        f"policy {s['policy']}: " + ("stable" if s["stable"] else f"OVERLOADED, {overload(s)}"),
+        f"policy {s['policy']}{ENGINE_WORDS.get(cfg.engine_overhead, '')}: "
+        + ("stable" if s["stable"] else f"OVERLOADED, {overload(s)}"),
     ]
     if clients_words(s):
         lines.append(f"  clients: {clients_words(s)}")
