@@ -93,8 +93,8 @@ with st.form("bench_deployment"):
                              help="vLLM's max_num_batched_tokens; SGLang's chunked_prefill_size (its default for "
                                   "the GPU's memory when the file is SGLang's); TensorRT-LLM's max_num_tokens")
     max_seqs = c.select_slider("Max sequences per step", [32, 64, 128, 256, 512, 1024, 2048],
-                               profile0.get("max_seqs", 256), help="vLLM's max_num_seqs; SGLang's max_running_requests; TensorRT-LLM's "
-                                                    "max_batch_size")
+                               profile0.get("max_seqs", 256),
+                               help="vLLM's max_num_seqs; SGLang's max_running_requests; TensorRT-LLM's max_batch_size")
     st.form_submit_button("Simulate this run", type="primary", icon=":material/play_arrow:")
 base = SimConfig(gpu=gpu, model=model, tp=tp, policy="sglang" if engine == "sglang" else "sarathi" if chunked else "vllm",
                  max_batched_tokens=budget, max_seqs=max_seqs, async_scheduling=asynchronous, engine_overhead=engine)
