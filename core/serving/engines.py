@@ -16,7 +16,7 @@ import json
 from functools import lru_cache
 
 from .. import DATA
-from ..physics import catalog
+from ..physics import catalog, vllm_host
 from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang, TRT-LLM)
 
 
@@ -61,6 +61,16 @@ def trtllm_capture(max_seqs: int, offline: bool) -> int:
     """The largest decode batch TensorRT-LLM replays through a CUDA graph: its default, or under
     trtllm-bench (offline) its batch limit."""
     return max_seqs if offline else min(max_seqs, profiles()["trtllm"]["cuda_graph_max_bs"]["value"])
+
+
+def cuda_graph_capture(engine: str, gpu: catalog.GPU, tp: int, max_seqs: int, budget: int, offline: bool) -> int:
+    """The largest step an engine replays through a CUDA graph: SGLang's decode limit for the GPU,
+    TensorRT-LLM's (trtllm-bench's offline), else vLLM's default capture sizes."""
+    if engine == "sglang":
+        return sglang_capture(gpu, tp)
+    if engine == "trtllm":
+        return trtllm_capture(max_seqs, offline)
+    return vllm_host.capture_tokens(max_seqs, budget)
 
 
 def vllm_batch_defaults(gpu: catalog.GPU, offline: bool = False) -> tuple[int, int]:

@@ -269,9 +269,8 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"the KV cache of one {name} {'attention rank' if dp else 'replica'} holds "
                              f"{plan.kv_tokens // ranks} tokens, fewer than one request of the maximum "
                              f"model length ({max_len} tokens): lower the max model length or raise tp")
-        capture = (engines.sglang_capture(g, tp) if cfg.engine_overhead == "sglang"
-                   else engines.trtllm_capture(cfg.max_seqs, not cfg.api_server) if cfg.engine_overhead == "trtllm"
-                   else vllm_host.capture_tokens(cfg.max_seqs, _budget(cfg, max_len)))
+        capture = engines.cuda_graph_capture(cfg.engine_overhead, g, tp, cfg.max_seqs, _budget(cfg, max_len),
+                                             not cfg.api_server)
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
                             pool_efficiency(cfg, g, eff), capture * ranks,
                             cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, **balancer(cfg, ep))
