@@ -81,7 +81,7 @@ with st.form("bench_deployment"):
                               "behind trtllm-serve) replays CUDA graphs of decode batches only, up to 128 "
                               "sequences, and issues a step with prompt tokens op by op; its chunked prefill is off "
                               "unless the run turned it on. The file's tool is the default.")
-    chunked = a.toggle("Chunked prefill (vLLM V1's default; TensorRT-LLM's enable_chunked_prefill)", True,
+    chunked = a.toggle("Chunked prefill (vLLM V1's default; off in TensorRT-LLM unless enabled)", True,
                        disabled=engine == "sglang")
     asynchronous = a.toggle("Async scheduling (vLLM 0.14 and later)", async0,
                             help="The engine plans each step while the last one runs, so a new request waits one "
