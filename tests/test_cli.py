@@ -31,6 +31,38 @@ def test_steptime_chunked_prefill_step_with_tp():
     assert out["breakdown_ms"]["attn_prefill"] > 0 and out["breakdown_ms"]["attn_decode"] > 0
 
 
+def _step(*args):
+    r = run("steptime", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_steptime_prices_each_engine_s_cuda_graph_limit():
+    """SGLang replays decode batches up to 256 sequences on an H100 and TensorRT-LLM up to 128
+    (data/engines.json); a batch past both is issued kernel by kernel, whose host time a short
+    step cannot hide, while vLLM replays it (its graphs go to 512 tokens)."""
+    from core.physics import catalog
+    from core.serving import engines
+    assert engines.sglang_capture(catalog.get_gpu("h100"), 1) < 300 and engines.trtllm_capture(2048, False) < 300
+    shape = ("--gpu", "h100", "--model", "llama-3.2-1b", "--context", "10")
+    for engine in ("vllm", "sglang", "trtllm"):
+        small = _step(*shape, "--decode-batch", "100", "--engine", engine)
+        large = _step(*shape, "--decode-batch", "300", "--engine", engine)
+        assert small["breakdown_ms"]["host_issue_wait"] == 0
+        assert (large["breakdown_ms"]["host_issue_wait"] > 0) == (engine != "vllm"), engine
+
+
+def test_steptime_data_parallel_attention_reads_each_rank_s_own_sequences():
+    """Under tp 8 every GPU reads the latent KV of all 256 sequences; with the experts over 8 GPUs and
+    attention data-parallel, each rank reads its own 32 sequences' and attends to them alone."""
+    shape = ("--gpu", "h200", "--model", "deepseek-r1", "--decode-batch", "256", "--context", "2000", "--engine", "vllm")
+    tp = _step(*shape, "--tp", "8")
+    dp = _step(*shape, "--ep", "8", "--dp-attention")
+    assert dp["kv_bytes_read_per_gpu"] == pytest.approx(tp["kv_bytes_read_per_gpu"] / 8, rel=0.01)
+    assert dp["breakdown_ms"]["attn_decode"] < tp["breakdown_ms"]["attn_decode"] / 2
+    assert dp["comm_ms"] == 0 < tp["comm_ms"]  # no all-reduce: the dispatch and combine move the tokens
+
+
 def test_memory_json():
     out = json.loads(run("memory", "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "4", "--json").stdout)
     assert out["weights_gb_per_gpu"] == pytest.approx(35.3, abs=0.1)
@@ -48,6 +80,9 @@ def test_catalog_json_lists_everything():
     ["steptime", "--gpu", "h900", "--model", "llama-3.1-8b", "--decode-batch", "1", "--context", "9"],
     ["steptime", "--gpu", "h200", "--model", "llama-3.1-8b", "--decode-batch", "many"],
     ["steptime", "--gpu", "h200", "--model", "llama-3.1-8b"],
+    ["steptime", "--gpu", "h200", "--model", "llama-3.1-8b", "--ep", "2", "--decode-batch", "1", "--context", "9"],
+    ["steptime", "--gpu", "h200", "--model", "deepseek-r1", "--tp", "8", "--dp-attention", "--decode-batch", "1",
+     "--context", "9"],
     ["memory", "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "1"],
     ["memory", "--gpu", "h100"],
     ["nonsense"],

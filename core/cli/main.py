@@ -7,9 +7,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import replace
 
 from .. import jitcache
 from ..physics import catalog, costmodel, memory
+from ..serving import engines
+from ..serving.command import engine_defaults
+from ..serving.experts import check_experts
+from ..serving.simulate import SimConfig, steptime
 from . import plan, simulate, sweep, yourdata
 from .args import DTYPE_HELP, Parser, UsageError, bounded, emit, weights_as_released
 
@@ -32,13 +37,19 @@ def cmd_catalog(args) -> None:
 
 
 def cmd_steptime(args) -> None:
-    gpu, model = catalog.get_gpu(args.gpu), catalog.get_model(args.model)
-    r = costmodel.steptime(gpu, model, args.tp, decode_batch=args.decode_batch, context=args.context,
-                           prefill_tokens=args.prefill_tokens, prefill_cached=args.prefill_cached,
-                           launch=args.launch, dtype=args.dtype, attn_kernel=args.attention, engine=args.engine,
-                           kv_dtype=args.kv_dtype)
-    lines = [f"{model.label()} on {args.tp} x {gpu.name}: one step of {r['tokens']} tokens takes "
-             f"{r['step_ms']:.3f} ms (tensor-parallel communication {r['comm_ms']:.3f} ms)"]
+    cfg = SimConfig(gpu=args.gpu, model=args.model, dtype=args.dtype, kv_dtype=args.kv_dtype, launch=args.launch,
+                    attn_kernel=args.attention, engine_overhead=args.engine, **simulate.expert_fields(args))
+    check_experts(cfg)
+    cfg = replace(cfg, **engine_defaults(cfg.gpu, cfg.engine_overhead, True, cfg.tp, cfg.dp_attention))
+    r = steptime(cfg, decode_batch=args.decode_batch, context=args.context, prefill_tokens=args.prefill_tokens,
+                 prefill_cached=args.prefill_cached)
+    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
+    engine = (f"as {engines.profiles()[cfg.engine_overhead]['name']} runs it" if cfg.engine_overhead != "bare"
+              else "a bare forward pass")
+    experts = (f" (experts over {cfg.ep} GPUs{', attention data-parallel' if cfg.dp_attention else ''})"
+               if cfg.ep > 1 else "")
+    lines = [f"{model.label()} on {cfg.tp} x {gpu.name}{experts}, {engine}: one step of "
+             f"{r['tokens']} tokens takes {r['step_ms']:.3f} ms (tensor-parallel communication {r['comm_ms']:.3f} ms)"]
     lines += [f"  {k:<16} {v:8.3f} ms" for k, v in r["breakdown_ms"].items() if v > 0]
     emit(r, args.json, lines)
 
@@ -99,8 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attention", default="sdpa", choices=costmodel.ATTN_KERNELS,
                    help="decode attention kernel: sdpa (one thread block per sequence and KV head, as "
                         "measured) or paged (split-KV in 512-token partitions)")
-    p.add_argument("--engine", default="bare", choices=("bare", "vllm"),
-                   help="bare: a forward pass alone; vllm: plus the engine's per-step host time")
+    p.add_argument("--engine", default="bare", choices=costmodel.ENGINES,
+                   help="bare: a forward pass alone (default); vllm, sglang or trtllm: as that engine runs the step "
+                        "(its host time, and its CUDA graphs: SGLang's and TensorRT-LLM's of decode steps only, "
+                        "up to their batch limits), as `simulate --engine` does")
+    simulate.add_expert_args(p)
     p.set_defaults(func=cmd_steptime)
 
     p = sub.add_parser("memory", help="per-GPU memory plan and KV blocks")

@@ -3,7 +3,8 @@ adds there. One rule for the simulator's pools, its step-time what-ifs, the comm
 model length and a deployment's capacity (physics/expert.py holds the physics)."""
 from __future__ import annotations
 
-from ..physics import expert
+from .. import bounds
+from ..physics import catalog, expert
 
 
 def pool_experts(cfg, tp: int) -> tuple[int, bool]:
@@ -27,3 +28,25 @@ def balancer(cfg, ep: int) -> dict:
         return {}
     return dict(ep_load_cv=cfg.ep_load_cv, eplb=cfg.eplb, redundant_experts=copies(cfg, ep),
                 micro_batch_overlap=cfg.micro_batch_overlap)
+
+
+def check_experts(cfg) -> None:
+    """One sentence naming the fix for expert fields of `cfg` (a SimConfig) that no engine runs."""
+    bounds.check("ep", cfg.ep)
+    if cfg.ep_load_cv is not None:
+        bounds.check("ep_load_cv", cfg.ep_load_cv)
+    bounds.check("redundant_experts", cfg.redundant_experts)
+    if cfg.redundant_experts and not cfg.eplb:
+        raise ValueError("redundant experts are EPLB's copies of the most popular experts: add --eplb, or drop "
+                         "--redundant-experts")
+    if cfg.eplb and cfg.ep == 1:
+        raise ValueError("EPLB balances experts split over expert-parallel ranks: add --ep "
+                         f"{max(cfg.tp, 2)} or drop --eplb")
+    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention, cfg.redundant_experts,
+                 cfg.micro_batch_overlap)
+    if cfg.ep > 1 and cfg.pp > 1:
+        raise ValueError("expert parallelism is simulated with pp=1 (its all-to-all joins one stage's GPUs): set pp=1 "
+                         "or drop --ep")
+    if cfg.ep > 1 and cfg.disagg:  # each pool's experts over its own replica's GPUs
+        for width in {cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} - {1}:
+            expert.check(catalog.get_model(cfg.model), width, width, cfg.dp_attention, cfg.redundant_experts)

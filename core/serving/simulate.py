@@ -21,7 +21,7 @@ from ..physics import catalog, costmodel, expert, pipeline, speculative, vllm_ho
 from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, weight_bytes_per_gpu
 from . import engines, offload
 from .capacity import capacity
-from .experts import balancer, copies, pool_experts
+from .experts import balancer, check_experts, copies, pool_experts
 from .metrics import summarize
 from .workload import Workload, WorkloadSpec, generate, load_trace, think_times
 
@@ -234,14 +234,26 @@ def trace_max_model_len(trace: Workload, model: catalog.Model) -> int:
 
 
 def steptime(cfg: SimConfig, tp: int | None = None, **mix) -> dict:
-    """One step of this deployment's GPU, model and engine (cost model), at `tp` (default: the
-    config's); `mix` as for costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
+    """One step of this deployment's GPU, model and engine as its replicas run it (cost model, with the
+    pools' constants and CUDA-graph limit), at `tp` (default: the config's); `mix` as for
+    costmodel.steptime (decode_batch, context, prefill_tokens, ...)."""
     tp = tp or cfg.tp
+    gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     ep, dp = pool_experts(cfg, tp)
-    return costmodel.steptime(catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model), tp,
-                              launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
-                              engine=cfg.engine_overhead, kv_dtype=cfg.kv_dtype, ep=ep, dp_attention=dp,
+    max_len = cfg.max_model_len or default_max_model_len(model, cfg.workload)
+    return costmodel.steptime(gpu, model, tp, launch=cfg.launch, dtype=cfg.dtype, attn_kernel=cfg.attn_kernel,
+                              engine=cfg.engine_overhead, eff=pool_efficiency(cfg, gpu),
+                              capture_tokens=graph_capture(cfg, gpu, tp, dp, max_len),
+                              async_scheduling=cfg.async_scheduling, kv_dtype=cfg.kv_dtype, ep=ep, dp_attention=dp,
                               **balancer(cfg, ep), **mix)
+
+
+def graph_capture(cfg: SimConfig, gpu: catalog.GPU, tp: int, dp_attention: bool, max_len: int) -> int:
+    """Tokens of the largest step a replica of `gpu` at `tp` replays through a CUDA graph: its engine's
+    limit (serving/engines.py) on each attention rank, the ranks' steps joined in every MoE layer."""
+    capture = engines.cuda_graph_capture(cfg.engine_overhead, gpu, tp, cfg.max_seqs, _budget(cfg, max_len),
+                                         not cfg.api_server)
+    return capture * expert.attention_ranks(tp, dp_attention)
 
 
 def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int, eff=None) -> list[Pool]:
@@ -269,10 +281,8 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
             raise ValueError(f"the KV cache of one {name} {'attention rank' if dp else 'replica'} holds "
                              f"{plan.kv_tokens // ranks} tokens, fewer than one request of the maximum "
                              f"model length ({max_len} tokens): lower the max model length or raise tp")
-        capture = engines.cuda_graph_capture(cfg.engine_overhead, g, tp, cfg.max_seqs, _budget(cfg, max_len),
-                                             not cfg.api_server)
         p = costmodel.build(g, model, tp, cfg.dtype, cfg.launch, cfg.attn_kernel, cfg.engine_overhead,
-                            pool_efficiency(cfg, g, eff), capture * ranks,
+                            pool_efficiency(cfg, g, eff), graph_capture(cfg, g, tp, dp, max_len),
                             cfg.async_scheduling, cfg.kv_dtype, spec, ep, dp, **balancer(cfg, ep))
         return Pool(name, n_gpus // (tp * pp), tp, plan, pipeline.stage_params(p, pp), pp, g, ep, dp)
 
@@ -343,24 +353,7 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("pipeline parallelism (pp > 1) is simulated on a colocated deployment of fixed replicas: "
                          "turn off disaggregation and autoscaling, or set pp=1")
     bounds.check("block", cfg.block_size)
-    bounds.check("ep", cfg.ep)
-    if cfg.ep_load_cv is not None:
-        bounds.check("ep_load_cv", cfg.ep_load_cv)
-    bounds.check("redundant_experts", cfg.redundant_experts)
-    if cfg.redundant_experts and not cfg.eplb:
-        raise ValueError("redundant experts are EPLB's copies of the most popular experts: add --eplb, or drop "
-                         "--redundant-experts")
-    if cfg.eplb and cfg.ep == 1:
-        raise ValueError("EPLB balances experts split over expert-parallel ranks: add --ep "
-                         f"{max(cfg.tp, 2)} or drop --eplb")
-    expert.check(catalog.get_model(cfg.model), cfg.tp, cfg.ep, cfg.dp_attention, cfg.redundant_experts,
-                 cfg.micro_batch_overlap)
-    if cfg.ep > 1 and cfg.pp > 1:
-        raise ValueError("expert parallelism is simulated with pp=1 (its all-to-all joins one stage's GPUs): set pp=1 "
-                         "or drop --ep")
-    if cfg.ep > 1 and cfg.disagg:  # each pool's experts over its own replica's GPUs
-        for width in {cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp} - {1}:
-            expert.check(catalog.get_model(cfg.model), width, width, cfg.dp_attention, cfg.redundant_experts)
+    check_experts(cfg)
     if cfg.spec_method is not None and cfg.pp > 1:
         raise ValueError("speculative decoding runs with pp=1 (vLLM V1 speculates on one pipeline stage): set pp=1 "
                          "or turn speculative decoding off")
