@@ -21,6 +21,9 @@ VARIED = [
     LabInputs(model="qwen2.5-7b", gpu="l4", prompt_tokens=4096, output_tokens=64, max_batched_tokens=512),
     LabInputs(rate=0.2, prompt_tokens=64, output_tokens=1024, gpus=3),
     LabInputs(model="llama-3.1-70b", dtype="int4", kv_dtype="fp8"),
+    LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, experts="ep_dp"),
+    LabInputs(model="qwen3-30b-a3b", gpu="h100", gpus=2, tensor_parallel=True, experts="ep_dp_overlap",
+              spec_method="eagle3"),
 ]
 
 
@@ -39,6 +42,16 @@ def test_every_placeholder_is_filled_with_a_computed_number(inputs):
     assert "{" not in md and "}" not in md
     assert "n/a" not in md  # every one of these deployments runs, so nothing is left uncomputed
     assert tutorial.numbers(inputs)["model_name"] in md
+
+
+def test_every_part_of_a_step_the_cost_model_reports_has_words():
+    from core.physics import costmodel
+    assert set(tutorial.STEP_PARTS) == set(costmodel.BREAKDOWN_NAMES)
+
+
+def test_a_data_parallel_attention_step_names_its_dispatch_and_combine():
+    md = tutorial.render(LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, experts="ep_dp"))
+    assert tutorial.STEP_PARTS["all_to_all"] in md
 
 
 def test_weights_are_two_bytes_per_parameter_and_grow_with_the_model():

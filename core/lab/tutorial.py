@@ -602,13 +602,17 @@ def _chunk_sentence(f: dict, cfg, inputs: LabInputs) -> str:
             f"{ms(f['mixed']['step_ms'])}.")
 
 
+STEP_PARTS = {  # a step's parts (costmodel.BREAKDOWN_NAMES) in words
+    "linear": "projections and MLP", "experts": "routed experts", "elementwise": "norms and activations",
+    "attn_decode": "attention over the KV cache", "attn_prefill": "prefill attention", "lm_head": "LM head",
+    "comm": "all-reduces", "layer_overhead": "per-layer kernel overhead",
+    "host_issue_wait": "waiting for the CPU to issue kernels", "scheduler": "the engine's per-step host work",
+    "proposer": "the speculative proposer", "all_to_all": "the experts' dispatch and combine (all-to-all)"}
+
+
 def _breakdown(parts: dict[str, float]) -> str:
-    names = {"linear": "projections and MLP", "experts": "routed experts", "elementwise": "norms and activations",
-             "attn_decode": "attention over the KV cache", "attn_prefill": "prefill attention", "lm_head": "LM head",
-             "comm": "all-reduces", "layer_overhead": "per-layer kernel overhead",
-             "host_issue_wait": "waiting for the CPU to issue kernels", "scheduler": "the engine's per-step host work"}
     top = sorted(((v, k) for k, v in parts.items() if v > 0), reverse=True)
-    return "; ".join(f"{names[k]} {ms(v)}" for v, k in top)
+    return "; ".join(f"{STEP_PARTS[k]} {ms(v)}" for v, k in top)
 
 
 def _sim_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:

@@ -753,7 +753,7 @@ B_LINEAR, B_EXPERTS, B_ELEMENTWISE, B_ATTN_DECODE, B_ATTN_PREFILL, B_LM_HEAD, B_
     B_A2A = range(17)
 N_SCRATCH = 17
 BREAKDOWN_NAMES = ("linear", "experts", "elementwise", "attn_decode", "attn_prefill", "lm_head", "comm",
-                   "layer_overhead", "host_issue_wait", "scheduler", "proposer", "exposed_all_to_all")
+                   "layer_overhead", "host_issue_wait", "scheduler", "proposer", "all_to_all")
 
 
 @engine_jit
@@ -790,9 +790,9 @@ def step_fixed(p, tokens, n_decode, prefill_attn, rows, drafts, out):
         out[B_A2A] = 2.0 * all_to_all_time(p, half, prompt)
     else:
         out[B_LINEAR] = linear_time(p, tokens)
-        out[B_EXPERTS] = experts_time(p, tokens, prompt)
+        out[B_EXPERTS] = expert_gemms_time(p, tokens)
         out[B_LM_HEAD] = lm_head_time(p, rows)
-        out[B_A2A] = 0.0
+        out[B_A2A] = all_to_all_time(p, tokens, prompt)
     out[B_QUERIES], out[B_SPEC_SEQS], out[B_SPEC_SHARE], out[B_PROPOSER_FIXED] = 1.0, 0.0, 0.0, 0.0
     if drafts > 0:
         seqs = drafts * p[SPEC_PER_DRAFT]
@@ -814,8 +814,9 @@ def step_time(p, tokens, n_decode, sum_ctx, ctas, n_chunks, out, drafts):
     gpu = out[B_PROPOSER]
     for i in range(8):
         gpu += out[i]
-    # with micro-batch overlap the all-to-alls run under the other half's compute: what they take beyond it shows
-    out[B_EXPOSED_A2A] = max(0.0, out[B_A2A] - gpu)
+    # the step waits for its dispatch and combine; with micro-batch overlap they run under the other half's
+    # compute, and only what they take beyond it shows
+    out[B_EXPOSED_A2A] = max(0.0, out[B_A2A] - gpu) if p[OVERLAP] > 0 else out[B_A2A]
     gpu += out[B_EXPOSED_A2A]
     out[B_HOST_WAIT] = 0.0
     if p[ENGINE] > 0:
