@@ -70,6 +70,19 @@ def test_memory_json():
     assert out["kv_bytes_per_token"] == 81920
 
 
+def test_memory_per_rank_under_expert_parallelism_and_data_parallel_attention():
+    """DeepSeek-R1 on 8 H200s: whole experts over the GPUs hold the bytes the tp slices do; with attention
+    data-parallel each GPU holds attention's weights whole, and each sequence's latent KV (replicated on
+    every GPU under tp) on its own rank only, so the replica holds several times the tokens."""
+    shape = ("memory", "--gpu", "h200", "--model", "deepseek-r1", "--json")
+    tp, ep, dp = (json.loads(run(*shape, *a).stdout) for a in (("--tp", "8"), ("--ep", "8"), ("--ep", "8", "--dp-attention")))
+    assert ep["weights_gb_per_gpu"] == pytest.approx(tp["weights_gb_per_gpu"], rel=0.01)
+    assert dp["weights_gb_per_gpu"] > tp["weights_gb_per_gpu"] + 5
+    assert dp["kv_tokens"] > 3 * tp["kv_tokens"]
+    r = run("memory", "--gpu", "h200", "--model", "deepseek-r1", "--ep", "8", "--dp-attention")
+    assert "attention ranks" in r.stdout and "68.6 KiB/token on the rank" in r.stdout
+
+
 def test_catalog_json_lists_everything():
     out = json.loads(run("catalog", "--json").stdout)
     assert {"h100", "mi300x"} <= {g["id"] for g in out["gpus"]}
@@ -85,6 +98,8 @@ def test_catalog_json_lists_everything():
      "--context", "9"],
     ["memory", "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "1"],
     ["memory", "--gpu", "h100"],
+    ["memory", "--gpu", "h200", "--model", "deepseek-r1", "--ep", "3"],
+    ["memory", "--gpu", "h200", "--model", "deepseek-r1", "--ep", "8", "--redundant-experts", "8"],
     ["nonsense"],
 ])
 def test_bad_arguments_give_one_line_and_status_2(args):

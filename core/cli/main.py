@@ -56,17 +56,31 @@ def cmd_steptime(args) -> None:
 
 def cmd_memory(args) -> None:
     gpu, model = catalog.get_gpu(args.gpu), catalog.get_model(args.model)
-    plan = memory.plan_memory(gpu, model, args.tp, args.block_size, args.mem_util, args.max_batched_tokens,
-                              args.max_seqs, args.dtype, args.pp, kv_dtype=args.kv_dtype)
+    tp = args.ep if args.ep > 1 and args.tp == 1 else args.tp  # --ep alone: the replica's GPUs, as simulate
+    check_experts(SimConfig(gpu=args.gpu, model=args.model, tp=tp, pp=args.pp, ep=args.ep,
+                            dp_attention=args.dp_attention, eplb=args.eplb, redundant_experts=args.redundant_experts))
+    plan = memory.plan_memory(gpu, model, tp, args.block_size, args.mem_util, args.max_batched_tokens,
+                              args.max_seqs, args.dtype, args.pp, kv_dtype=args.kv_dtype, ep=args.ep,
+                              dp_attention=args.dp_attention, redundant_experts=args.redundant_experts)
     d = plan.to_dict()
-    stages = f" x pp={args.pp} ({args.tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
-    lines = [f"{model.label()} on {args.tp} x {gpu.name}{stages}, {args.dtype} weights, {args.kv_dtype} KV cache, "
+    stages = f" x pp={args.pp} ({tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
+    experts = ""
+    if args.ep > 1:
+        held = (model.experts + args.redundant_experts) // args.ep
+        experts = (f" (experts over {args.ep} GPUs, {held} a GPU"
+                   f"{'; attention data-parallel, its weights whole on each' if args.dp_attention else ''})")
+    per_token = f"{plan.kv_bytes_per_token / 1024:.1f} KiB/token per GPU"
+    ranks = ""
+    if args.dp_attention:  # a sequence's whole KV on the one rank that runs it; the blocks are the ranks' together
+        per_token = f"{plan.kv_bytes_per_token * tp / 1024:.1f} KiB/token on the rank that runs the sequence"
+        ranks = f" over the replica's {tp} attention ranks ({plan.kv_blocks // tp} blocks each)"
+    lines = [f"{model.label()} on {tp} x {gpu.name}{stages}{experts}, {args.dtype} weights, {args.kv_dtype} KV cache, "
              f"per GPU:",
              f"  usable memory     {d['usable_gb_per_gpu']:8.2f} GB (budget {args.mem_util:.0%}: {plan.budget_bytes / 1e9:.2f} GB)",
              f"  weights           {d['weights_gb_per_gpu']:8.2f} GB",
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
-             f"  KV cache          {d['kv_gb_per_gpu']:8.2f} GB at {plan.kv_bytes_per_token / 1024:.1f} KiB/token per GPU",
-             f"  KV blocks         {plan.kv_blocks:8d} of {args.block_size} tokens = {plan.kv_tokens} tokens"]
+             f"  KV cache          {d['kv_gb_per_gpu']:8.2f} GB at {per_token}",
+             f"  KV blocks         {plan.kv_blocks:8d} of {args.block_size} tokens = {plan.kv_tokens} tokens{ranks}"]
     emit(d, args.json, lines)
 
 
@@ -124,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=8192, help="token budget of one step")
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="sequences per step")
     p.add_argument("--pp", type=bounded("pp"), default=1, help="pipeline stages (the plan is the fullest stage's GPU)")
+    simulate.add_expert_args(p, pace=False)
     p.set_defaults(func=cmd_memory)
 
     p = sub.add_parser("compile", help="compile the engine into core/compiled/, the cache that ships with the "

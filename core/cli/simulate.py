@@ -37,8 +37,9 @@ def add_shape_args(p) -> None:
                    help=DTYPE_HELP)
 
 
-def add_expert_args(p) -> None:
-    """How an MoE model's experts and attention split over a replica's GPUs (physics/expert.py)."""
+def add_expert_args(p, pace: bool = True) -> None:
+    """How an MoE model's experts and attention split over a replica's GPUs (physics/expert.py); pace:
+    with the flags that change a step's time alone (the load spread, micro-batch overlap)."""
     p.add_argument("--ep", type=bounded("ep"), default=1,
                    help="expert parallelism: the replica's N GPUs each hold experts/N whole experts (vLLM "
                         "--enable-expert-parallel); tp defaults to N; with --disagg each pool's experts split "
@@ -46,9 +47,6 @@ def add_expert_args(p) -> None:
     p.add_argument("--dp-attention", action="store_true",
                    help="with --ep: attention and the KV cache data-parallel over the same GPUs, an all-to-all "
                         "dispatching tokens to their experts (vLLM --data-parallel-size, SGLang --enable-dp-attention)")
-    p.add_argument("--ep-load-cv", type=bounded("ep_load_cv"), default=None,
-                   help="spread of routed tokens over experts, std/mean (default 1.28, DeepSeek-R1 without EPLB; "
-                        "0.12 with --eplb; 0: perfectly balanced)")
     p.add_argument("--eplb", action="store_true",
                    help="with --ep: the expert-parallel load balancer (vLLM --enable-eplb) places the experts so "
                         "that every rank receives about the mean (the busiest of 32 ranks 1.11x it, not 2.56x)")
@@ -56,6 +54,11 @@ def add_expert_args(p) -> None:
                    help="with --eplb: N extra copies of the most popular experts (vLLM's num_redundant_experts; "
                         "32 in large deployments): each GPU holds (experts + N) / ep, so 256 experts and 32 "
                         "copies split over 36, 48 or 72 GPUs")
+    if not pace:
+        return
+    p.add_argument("--ep-load-cv", type=bounded("ep_load_cv"), default=None,
+                   help="spread of routed tokens over experts, std/mean (default 1.28, DeepSeek-R1 without EPLB; "
+                        "0.12 with --eplb; 0: perfectly balanced)")
     p.add_argument("--micro-batch-overlap", action="store_true",
                    help="with --dp-attention: each step as two micro-batches, one's expert all-to-all under the "
                         "other's compute, each streaming the weights (vLLM --enable-dbo, SGLang "
