@@ -21,7 +21,7 @@ VARIED = [
     LabInputs(model="qwen2.5-7b", gpu="l4", prompt_tokens=4096, output_tokens=64, max_batched_tokens=512),
     LabInputs(rate=0.2, prompt_tokens=64, output_tokens=1024, gpus=3),
     LabInputs(model="llama-3.1-70b", dtype="int4", kv_dtype="fp8"),
-    LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, experts="ep_dp"),
+    LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, experts="ep_dp", dtype="fp8"),
     LabInputs(model="qwen3-30b-a3b", gpu="h100", gpus=2, tensor_parallel=True, experts="ep_dp_overlap",
               spec_method="eagle3"),
 ]
@@ -50,8 +50,10 @@ def test_every_part_of_a_step_the_cost_model_reports_has_words():
 
 
 def test_a_data_parallel_attention_step_names_its_dispatch_and_combine():
-    md = tutorial.render(LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, experts="ep_dp"))
+    inputs = LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, experts="ep_dp", dtype="fp8")
+    md = tutorial.render(inputs)
     assert tutorial.STEP_PARTS["all_to_all"] in md
+    assert "fits no replica" not in md  # DeepSeek's fp8 release fits eight H200s in every shape
 
 
 def test_weights_are_two_bytes_per_parameter_and_grow_with_the_model():
