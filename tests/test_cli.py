@@ -61,6 +61,8 @@ def test_steptime_data_parallel_attention_reads_each_rank_s_own_sequences():
     assert dp["kv_bytes_read_per_gpu"] == pytest.approx(tp["kv_bytes_read_per_gpu"] / 8, rel=0.01)
     assert dp["breakdown_ms"]["attn_decode"] < tp["breakdown_ms"]["attn_decode"] / 2
     assert dp["comm_ms"] == 0 < tp["comm_ms"]  # no all-reduce: the dispatch and combine move the tokens
+    assert dp["breakdown_ms"]["all_to_all"] > 0 == tp["breakdown_ms"]["all_to_all"]
+    assert (dp["ep"], dp["dp_attention"], tp["ep"], tp["dp_attention"]) == (8, True, 1, False)
 
 
 def test_memory_json():

@@ -43,6 +43,7 @@ def cmd_steptime(args) -> None:
     cfg = replace(cfg, **engine_defaults(cfg.gpu, cfg.engine_overhead, True, cfg.tp, cfg.dp_attention))
     r = steptime(cfg, decode_batch=args.decode_batch, context=args.context, prefill_tokens=args.prefill_tokens,
                  prefill_cached=args.prefill_cached)
+    r.update(ep=cfg.ep, dp_attention=cfg.dp_attention)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     engine = (f"as {engines.profiles()[cfg.engine_overhead]['name']} runs it" if cfg.engine_overhead != "bare"
               else "a bare forward pass")
