@@ -57,9 +57,9 @@ def cmd_steptime(args) -> None:
 
 def cmd_memory(args) -> None:
     gpu, model = catalog.get_gpu(args.gpu), catalog.get_model(args.model)
-    tp = args.ep if args.ep > 1 and args.tp == 1 else args.tp  # --ep alone: the replica's GPUs, as simulate
-    check_experts(SimConfig(gpu=args.gpu, model=args.model, tp=tp, pp=args.pp, ep=args.ep,
-                            dp_attention=args.dp_attention, eplb=args.eplb, redundant_experts=args.redundant_experts))
+    cfg = SimConfig(gpu=args.gpu, model=args.model, pp=args.pp, **simulate.expert_fields(args))
+    check_experts(cfg)
+    tp = cfg.tp
     plan = memory.plan_memory(gpu, model, tp, args.block_size, args.mem_util, args.max_batched_tokens,
                               args.max_seqs, args.dtype, args.pp, kv_dtype=args.kv_dtype, ep=args.ep,
                               dp_attention=args.dp_attention, redundant_experts=args.redundant_experts)

@@ -66,10 +66,12 @@ def add_expert_args(p, pace: bool = True) -> None:
 
 
 def expert_fields(args) -> dict:
-    """ep, dp_attention, EPLB and the load spread for a SimConfig; --ep alone sets the replica's tp to it."""
+    """ep, dp_attention, EPLB and the load spread for a SimConfig; --ep alone sets the replica's tp to it.
+    A command without the pace flags (add_expert_args(pace=False)) leaves those at SimConfig's defaults."""
     tp = args.ep if args.ep > 1 and args.tp == 1 else args.tp
-    return dict(tp=tp, ep=args.ep, dp_attention=args.dp_attention, ep_load_cv=args.ep_load_cv, eplb=args.eplb,
-                redundant_experts=args.redundant_experts, micro_batch_overlap=args.micro_batch_overlap)
+    return dict(tp=tp, ep=args.ep, dp_attention=args.dp_attention, ep_load_cv=getattr(args, "ep_load_cv", None),
+                eplb=args.eplb, redundant_experts=args.redundant_experts,
+                micro_batch_overlap=getattr(args, "micro_batch_overlap", False))
 
 
 def add_args(p) -> None:
