@@ -607,7 +607,7 @@ STEP_PARTS = {  # a step's parts (costmodel.BREAKDOWN_NAMES) in words
     "attn_decode": "attention over the KV cache", "attn_prefill": "prefill attention", "lm_head": "LM head",
     "comm": "all-reduces", "layer_overhead": "per-layer kernel overhead",
     "host_issue_wait": "waiting for the CPU to issue kernels", "scheduler": "the engine's per-step host work",
-    "proposer": "the speculative proposer", "all_to_all": "the experts' dispatch and combine (all-to-all)"}
+    "proposer": "the speculative proposer", "all_to_all": "the experts' dispatch and combine (all-to-all) the step waits for"}
 
 
 def _breakdown(parts: dict[str, float]) -> str:
