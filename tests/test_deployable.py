@@ -74,7 +74,7 @@ def test_the_planner_searches_splits_over_pairs_of_the_budgets_gpu_types():
 def test_every_row_carries_a_vllm_serve_line_vllm_would_parse():
     p = plan(eight_b(), Budget(max_gpus=4), executor="inline")
     for r in p.rows():
-        serve = [line for line in r["vllm_serve"].splitlines() if line.startswith("vllm serve ")]
+        serve = [line for line in r["serve"].splitlines() if line.startswith("vllm serve ")]
         assert len(serve) == (2 if r["prefill_replicas"] else 1)
         args = shlex.split(serve[0].split("  #")[0])
         assert args[args.index("--tensor-parallel-size") + 1] == str(r["prefill_tp"] if r["prefill_replicas"] else r["tp"])

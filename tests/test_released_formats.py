@@ -65,7 +65,7 @@ def test_gpt_oss_120b_is_planned_on_one_h100_in_its_own_mxfp4_though_the_search_
     p = plan(w, Budget(gpu_types=("h100",), max_gpus=4, dtypes=("bf16", "fp8")), executor="inline")
     best = p.cheapest.deployment
     assert (best.gpus, best.dtype) == (1, "mxfp4")
-    argv = shlex.split(p.row(p.cheapest)["vllm_serve"].split("vllm serve", 1)[1].splitlines()[0])
+    argv = shlex.split(p.row(p.cheapest)["serve"].split("vllm serve", 1)[1].splitlines()[0])
     assert argv[0] == "openai/gpt-oss-120b" and "--quantization" not in argv
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.serving import export
+from core.serving import engines, export
 from core.serving.command import simulate_command
 from core.serving.simulate import SimResult
 
@@ -56,13 +56,17 @@ def runs(named: dict[str, SimResult], inputs: dict | None, key: str, label: str 
         help="Each run's deployment and summary, with the inputs and the project's version: enough to reproduce them.")
 
 
-def serve_commands(serve: str, manifest: str, key: str, label: str = "Run it with vLLM") -> None:
-    """The vllm serve lines that run a deployment and its Kubernetes manifest (core.serving.serve_command),
-    copyable (st.code has a copy button) and downloadable."""
-    with st.expander(label, icon=":material/terminal:"):
+FLAG_SOURCES = {"vllm": "its EngineArgs", "sglang": "its server_args.py",
+                "trtllm": "trtllm-serve's options and its LLM API's, in the file written before the line"}
+
+
+def serve_commands(serve: str, manifest: str, key: str, engine: str = "vllm", label: str | None = None) -> None:
+    """The serving lines that run a deployment on `engine` and its Kubernetes manifest
+    (core.serving.serve_command), copyable (st.code has a copy button) and downloadable."""
+    with st.expander(label or f"Run it with {engines.name(engine)}", icon=":material/terminal:"):
         st.code(serve, language="bash")
-        st.caption("One line per pool, with vLLM's own flag names (its EngineArgs); the comments say how many "
-                   "replicas of each to start and how requests reach them.")
+        st.caption(f"One line per pool, with {engines.name(engine)}'s own flag names ({FLAG_SOURCES[engine]}); the "
+                   f"comments say how many replicas of each to start and how requests reach them.")
         a, b = st.columns(2)
         a.download_button("serve.sh", serve + "\n", "serve.sh", "text/x-shellscript", key=f"{key}_sh",
                           icon=":material/download:")

@@ -17,6 +17,7 @@ import streamlit as st
 from core import bounds
 from core.lab.inputs import LOADS, LabInputs
 from core.physics import catalog, speculative
+from core.serving import engines
 from core.serving.workload import LENGTH_DISTS
 from ui import widgets
 
@@ -29,6 +30,7 @@ TP_CHOICES = {0: "auto (the planner's choice)", 2: "2", 4: "4", 8: "8", 16: "16"
 PP_CHOICES = {0: "auto (across nodes only)", 1: "1", 2: "2", 4: "4", 8: "8"}
 EXPERTS = {"tp": "sliced by tensor parallelism", "ep": "expert parallel", "ep_dp": "expert parallel + DP attention",
            "ep_dp_overlap": "expert parallel + DP attention + two-batch overlap"}
+ENGINES = {e: engines.label(e) for e in engines.SERVING}
 DTYPES = ("bf16", "fp8", "fp4", "mxfp4", "int4")  # weights (fp16 is bf16's size and speed)
 SPEC_METHODS = ("off",) + speculative.METHODS
 
@@ -41,7 +43,7 @@ OPTIONS = {"prompt": "prompt", "output": "output", "gpus": "gpus", "ttft": "ttft
 # ... or a range (a slider, a number field)
 RANGES = {"rate": "rate", "seed": "seed", "price": "price", "stage": "stage"}
 BOOLS = ("cb", "tp_on", "chunked", "prefix_cache", "eplb")
-CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load", "spec", "experts")
+CHOICES = ("dist", "dtype", "kv_dtype", "router", "tp", "pp", "model", "gpu", "load", "spec", "experts", "engine")
 # set by Streamlit itself, or by widgets that bind their own parameter (the Lab's chart tabs)
 OTHERS = ("embed", "embed_options", "chart")
 
@@ -54,7 +56,8 @@ FIELDS = {"rate": "rate", "prompt": "prompt_tokens", "output": "output_tokens", 
           "dtype": "dtype", "kv_dtype": "kv_dtype", "prefix_cache": "prefix_caching", "sys_prompts": "system_prompts",
           "sys_tokens": "system_prompt_tokens", "turns": "turns", "turn_gap": "turn_gap_s", "load": "load",
           "users": "users", "think": "think_s", "spec": "spec_method", "spec_k": "spec_tokens",
-          "spec_a": "spec_acceptance", "offload": "kv_offload_gb", "experts": "experts", "eplb": "eplb"}
+          "spec_a": "spec_acceptance", "offload": "kv_offload_gb", "experts": "experts", "eplb": "eplb",
+          "engine": "engine"}
 
 
 def defaults() -> dict:
@@ -138,6 +141,8 @@ def _read_choice(key: str, raw: str, default):
         known = {**{k: k for k in ROUTERS}, **{v: k for k, v in ROUTERS.items()}}
     elif key == "experts":
         known = {**{k: k for k in EXPERTS}, **{v: k for k, v in EXPERTS.items()}}
+    elif key == "engine":
+        known = {**{k: k for k in ENGINES}, **{v: k for k, v in ENGINES.items()}}
     elif key in ("tp", "pp"):
         labels = TP_CHOICES if key == "tp" else PP_CHOICES
         known = {**{str(k): k for k in labels}, **{v: k for k, v in labels.items()}}

@@ -155,26 +155,30 @@ def sidebar() -> None:
 def _knobs() -> None:
     """The Advanced section's engine and workload knobs. Each keeps its value while it is not drawn (a
     closed section): persist_state="session"."""
+    st.selectbox("Serving engine", list(links.ENGINES), 0, key="engine", persist_state="session",
+                 format_func=links.ENGINES.get, help=engines.choice_help())
+    engine = st.session_state.get("engine", DEFAULTS.engine)
+    own = engines.own_limits_note(engine, catalog.get_gpu(st.session_state.get("gpu", DEFAULTS.gpu)))
     st.toggle("Chunked prefill (Sarathi-Serve)", DEFAULTS.chunked_prefill, key="chunked", persist_state="session",
-              disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching),
+              disabled=not st.session_state.get("cb", DEFAULTS.continuous_batching) or engine != "vllm",
               help="Split long prompts into chunks that share steps with the decodes, under a token budget. "
                    "Off: vLLM's prefill-first scheduling, whole prompts in steps of their own. Needs continuous "
-                   "batching: a static batch prefills its members together.")
+                   "batching: a static batch prefills its members together." + own)
     # vLLM's own pair on the GPUs it gives more (data/engines.json), beside the Lab's one for all
     budget, seqs = engines.vllm_batch_defaults(catalog.get_gpu("h100"))
     st.select_slider("Token budget per step", bounds.sidebar_options("budget"),
-                     DEFAULTS.max_batched_tokens, key="budget", persist_state="session",
+                     DEFAULTS.max_batched_tokens, key="budget", persist_state="session", disabled=engine != "vllm",
                      help=f"Most tokens one engine step processes (vLLM's max_num_batched_tokens); with chunked "
                           f"prefill a prompt's chunk is as large as the budget allows, as vLLM V1 and "
                           f"Sarathi-Serve run it. Default {DEFAULTS.max_batched_tokens:,}: vLLM V1's online-serving "
                           f"default on A100s and GPUs under 70 GiB (it uses {budget:,} on H100-class GPUs; "
-                          f"EngineArgs.get_batch_defaults).")
+                          f"EngineArgs.get_batch_defaults)." + own)
     st.select_slider("Max batch (sequences per step)", bounds.sidebar_options("max_seqs"),
-                     DEFAULTS.max_seqs, key="max_seqs", persist_state="session",
+                     DEFAULTS.max_seqs, key="max_seqs", persist_state="session", disabled=engine != "vllm",
                      help=f"Most sequences one engine step runs (vLLM's max_num_seqs, SGLang's "
                           f"max_running_requests). Default {DEFAULTS.max_seqs:,}: vLLM V1's online-serving default on "
                           f"A100s and GPUs under 70 GiB (it uses {seqs:,} on H100-class GPUs; "
-                          f"EngineArgs.get_batch_defaults).")
+                          f"EngineArgs.get_batch_defaults)." + own)
     st.select_slider("KV block size (tokens)", bounds.sidebar_options("block"), DEFAULTS.block_size, key="block",
                      persist_state="session")
     st.selectbox("Tensor-parallel degree", list(links.TP_CHOICES), 0, key="tp", persist_state="session",
@@ -320,7 +324,7 @@ def inputs(ss: Mapping | None = None) -> LabInputs:
         spec_method=ss.get("spec", DEFAULTS.spec_method), spec_tokens=int(ss.get("spec_k", DEFAULTS.spec_tokens)),
         spec_acceptance=float(ss.get("spec_a", DEFAULTS.spec_acceptance)),
         kv_offload_gb=float(ss.get("offload", DEFAULTS.kv_offload_gb)), experts=ss.get("experts", DEFAULTS.experts),
-        eplb=bool(ss.get("eplb", DEFAULTS.eplb)), trace_csv=ss.get(TRACE_KEY)))
+        eplb=bool(ss.get("eplb", DEFAULTS.eplb)), engine=ss.get("engine", DEFAULTS.engine), trace_csv=ss.get(TRACE_KEY)))
 
 
 def valid_inputs() -> LabInputs:

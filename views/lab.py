@@ -25,7 +25,7 @@ if rec.met:
 else:
     st.warning(rec.reason, icon=":material/warning:")
 if rec.met and rec.serve:
-    export.serve_commands(rec.serve, rec.manifest, "rec_serve")
+    export.serve_commands(rec.serve, rec.manifest, "rec_serve", inputs.engine)
 st.html(widgets.diagram_html(view["path"]))
 st.caption(rec.path_caption)
 if view["adopt"]:

@@ -9,7 +9,7 @@ from core.lab.recommend import lab_inputs_for, planner_workload
 from core.physics import catalog, speculative
 from core.planner.plan import highest_load, plan
 from core.planner.space import HEADROOM, DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES, KV_DTYPES, Budget, Deployment
-from core.serving import serve_command
+from core.serving import engines, serve_command
 from core.text import count, fmt_ms, sentence, usd
 from ui import cache, charts, compare, export, state, widgets, yourgpu
 
@@ -139,7 +139,7 @@ else:
     ], columns=3)
     st.caption(f"Checked {r['checked']}; the p99s above are that check's. Headroom: the highest load within the "
                f"targets over the offered one, less 1.")
-    export.serve_commands(r["vllm_serve"], r["kubernetes"], "plan_serve")
+    export.serve_commands(r["serve"], r["kubernetes"], "plan_serve", inputs.engine)
     recipe = p.recipe_json()
     if recipe is not None:
         conv = recipe["row"]
@@ -197,7 +197,7 @@ def open_in_lab(row: dict) -> None:
     d = Deployment(row["gpu"], row["tp"], row["replicas"], row["dtype"], row["policy"], row["chunk"],
                    row["prefill_tp"], row["prefill_replicas"], row.get("pp", 1), row.get("kv_dtype", "bf16"),
                    ep=row.get("ep", 1), dp_attention=row.get("dp_attention", False), eplb=row.get("eplb", False))
-    state.load(lab_inputs_for(d))
+    state.apply(lab_inputs_for(d))  # the deployment; the sidebar keeps its model, workload and engine
 
 
 a, pin, b, c = st.columns(4)
@@ -210,8 +210,8 @@ b.download_button("Download CSV", table.to_csv(index=False), "plan.csv", "text/c
 c.download_button("Download JSON", json.dumps(p.to_json(), indent=1, default=float), "plan.json", "application/json",
                   icon=":material/download:")
 if chosen is not None:
-    export.serve_commands(rows[chosen]["vllm_serve"], rows[chosen]["kubernetes"], "row_serve",
-                          f"Run {rows[chosen]['deployment']} with vLLM")
+    export.serve_commands(rows[chosen]["serve"], rows[chosen]["kubernetes"], "row_serve", inputs.engine,
+                          f"Run {rows[chosen]['deployment']} with {engines.name(inputs.engine)}")
 st.caption("Select a row, then open it in the Lab (the sidebar takes its GPUs, dtype and schedule) or pin it for "
            "Compare. A prefill/decode split has no sidebar toggle, so the Lab shows its GPUs and its own "
            "recommendation finds the split.")

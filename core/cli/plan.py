@@ -10,7 +10,7 @@ from ..planner.space import HEADROOM, DEFAULT_DTYPES, DEFAULT_KV_DTYPES, DTYPES,
 from ..serving.command import DEFAULTS
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec
 from ..text import fmt_ms
-from ..serving import export
+from ..serving import engines, export
 from .. import bounds
 from ..physics import catalog
 from .args import acceptance_arg, add_client_args, bounded, client_fields, emit
@@ -67,7 +67,11 @@ def register(sub) -> None:
                    help=f"KV cache dtypes to search, comma-separated, of {','.join(KV_DTYPES)} (fp8: twice the blocks)")
     p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a list price (repeatable)")
-    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256)
+    p.add_argument("--max-seqs", type=bounded("max_seqs"), default=None,
+                   help="most sequences a step (default: vLLM's 256 as the Lab runs it; another engine's own)")
+    p.add_argument("--engine", default="vllm", choices=engines.SERVING,
+                   help="the engine that serves: vLLM V1 (its schedules searched), or SGLang or TensorRT-LLM as each "
+                        "runs out of the box (its own rule, chunk and batch limits for the GPU); the commands are its own")
     p.add_argument("--system-prompts", type=bounded("system_prompts"), default=0,
                    help="distinct system prompts the prompts start with (0: none shared)")
     p.add_argument("--system-prompt-tokens", type=bounded("system_prompt_tokens"), default=0, help="tokens of each system prompt")
@@ -107,7 +111,8 @@ def cmd_plan(args) -> None:
                         prefix_groups=args.system_prompts, prefix_tokens=args.system_prompt_tokens, turns=args.turns,
                         turn_gap_s=args.turn_gap)
     w = Workload(args.model, spec, Targets(args.ttft_p99_ms, args.tpot_p99_ms, args.attainment, args.headroom),
-                 Engine(max_seqs=args.max_seqs, prefix_caching=not args.no_prefix_caching, spec_tokens=args.spec_tokens,
+                 Engine(max_seqs=args.max_seqs or engines.max_seqs(args.engine, DEFAULTS["max_seqs"]),
+                        name=args.engine, prefix_caching=not args.no_prefix_caching, spec_tokens=args.spec_tokens,
                         spec_acceptance=args.spec_acceptance, draft_model=args.draft_model))
     budget = Budget(gpu_types=_ids(args.gpu), max_gpus=args.max_gpus, prices=_prices(args.price),
                     dtypes=_ids(args.dtypes), kv_dtypes=_ids(args.kv_dtypes), disaggregation=not args.no_disagg,
@@ -145,18 +150,18 @@ def cmd_plan(args) -> None:
         elif rec is not None:
             lines.append(rec["why"])
         lines.append("Run it:")
-        lines += ["  " + x for x in r["vllm_serve"].splitlines()]
+        lines += ["  " + x for x in r["serve"].splitlines()]
         lines.append("Frontier (cost against p99 TTFT and TPOT):")
         for r in map(p.row, p.frontier):
             lines.append(f"  ${r['usd_per_hour']:7.2f}/h  TTFT {fmt_ms(r['ttft_p99_ms']):>8}  TPOT "
                          f"{r['tpot_p99_ms']:6.1f} ms  up to {highest_load(r):>18}  {r['deployment']}")
     if args.csv:
         inputs = {k: v for k, v in vars(args).items() if k != "func"}
-        files = {"deployments.csv": export.table_csv([{k: v for k, v in r.items() if k not in ("vllm_serve", "kubernetes")}
+        files = {"deployments.csv": export.table_csv([{k: v for k, v in r.items() if k not in ("serve", "kubernetes")}
                                                       for r in p.rows()], f"planner search for {args.model}"),
                  "plan.json": export.to_json({"version": export.project_version(), "inputs": inputs, "plan": p.to_json()})}
         if best is not None:  # the cheapest answer's commands, ready to run
-            files["serve.sh"] = p.row(best)["vllm_serve"] + "\n"
+            files["serve.sh"] = p.row(best)["serve"] + "\n"
             files["kubernetes.yaml"] = p.row(best)["kubernetes"]
         export.write_dir(args.csv, files)
         lines.append(f"wrote {', '.join(files)} to {args.csv}")

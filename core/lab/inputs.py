@@ -20,7 +20,8 @@ from .. import bounds, memo
 from ..physics import catalog, expert, pipeline, speculative
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
-from ..serving import serve_command
+from ..serving import engines, serve_command
+from ..serving.command import engine_defaults, on_engine
 from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
                                 trace_max_model_len)
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
@@ -100,6 +101,10 @@ class LabInputs:
     # (DeepSeek's and TensorRT-LLM's 9 slots a rank for 8 experts at EP32)
     eplb: bool = False
     trace_csv: str | None = None  # a replayed trace replaces the generated workload
+    # the serving engine (serving/engines.py): vLLM V1, or SGLang or TensorRT-LLM as each runs out of
+    # the box, whose own rule, token budget, prefill chunk and batch limit on the GPU replace the
+    # chunked-prefill toggle, the token budget and the max batch (batch_limits)
+    engine: str = "vllm"
 
     @property
     def closed_loop(self) -> bool:
@@ -143,6 +148,15 @@ class LabInputs:
         return dict(ep=ep, dp_attention=dp, micro_batch_overlap=self.experts == "ep_dp_overlap",
                     **(dict(eplb=True, redundant_experts=expert.eplb_copies(ep)) if self.eplb else {}))
 
+    def batch_limits(self) -> tuple[int, int]:
+        """(tokens a step, sequences a step) the deployment runs with: the Advanced knobs under vLLM,
+        else the engine's own on the GPU (SGLang's chunk and running-request limit, TensorRT-LLM's
+        max_num_tokens and max_batch_size: serving.command.engine_defaults)."""
+        if self.engine == "vllm":
+            return self.max_batched_tokens, self.max_seqs
+        own = engine_defaults(self.gpu, self.engine, True)
+        return own["max_batched_tokens"], own["max_seqs"]
+
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "trace_csv"}
 
@@ -155,6 +169,8 @@ class LabInputs:
         catalog.get_gpu(self.gpu)
         catalog.get_model(self.model)
         catalog.check_formats(catalog.get_gpu(self.gpu), self.dtype, self.kv_dtype)
+        if self.engine not in engines.SERVING:
+            raise ValueError(f"the serving engine is one of {', '.join(engines.SERVING)}, not '{self.engine}'")
         if self.gpus < 1:
             raise ValueError("the GPU count must be at least 1")
         if self.trace_csv is not None:  # raises with the offending line, or the request beyond the context
@@ -225,7 +241,7 @@ def workload(inputs: LabInputs) -> WorkloadSpec:
 def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
-                                inputs.trace_csv, tp, inputs.dtype, inputs.max_batched_tokens, inputs.max_seqs,
+                                inputs.trace_csv, tp, inputs.dtype, *inputs.batch_limits(),
                                 inputs.block_size, pp, kv_dtype=inputs.kv_dtype,
                                 **{k: v for k, v in inputs.expert_parallel(tp).items()
                                    if k in ("ep", "dp_attention", "redundant_experts")})
@@ -234,8 +250,7 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
 def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
     return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, MEM_UTIL,
-                               inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, inputs.kv_dtype,
-                               inputs.experts, inputs.eplb)
+                               *inputs.batch_limits(), inputs.dtype, inputs.kv_dtype, inputs.experts, inputs.eplb)
 
 
 def tp_choices(inputs: LabInputs) -> list[int]:
@@ -355,25 +370,29 @@ def _base(inputs: LabInputs, tp: int = 1, **kw) -> SimConfig:
         pp = 1
     else:
         tp, pp = replica_shape(inputs, tp)
-    return SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype,
-                     kv_dtype=inputs.kv_dtype, tp=tp, pp=pp,
-                     block_size=inputs.block_size, max_seqs=inputs.max_seqs,
-                     max_batched_tokens=max(inputs.max_batched_tokens, inputs.max_seqs),
-                     chunk=max(inputs.max_batched_tokens, inputs.max_seqs), max_model_len=max_model_len(inputs, tp, pp),
-                     workload=workload(inputs), trace_csv=inputs.trace_csv,
-                     ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, max_steps=PAGE_STEPS,
-                     **inputs.caching(kw.get("policy", "sarathi")), **inputs.speculation(kw.get("policy", "sarathi")),
-                     **experts, **kw)
+    budget = max(inputs.max_batched_tokens, inputs.max_seqs)
+    cfg = SimConfig(gpu=inputs.gpu, model=inputs.model, gpus=inputs.gpus, dtype=inputs.dtype,
+                    kv_dtype=inputs.kv_dtype, tp=tp, pp=pp,
+                    block_size=inputs.block_size, max_seqs=inputs.max_seqs, max_batched_tokens=budget, chunk=budget,
+                    max_model_len=max_model_len(inputs, tp, pp), workload=workload(inputs), trace_csv=inputs.trace_csv,
+                    ttft_slo_ms=inputs.ttft_p99_ms, tpot_slo_ms=inputs.tpot_ms, max_steps=PAGE_STEPS,
+                    **inputs.caching(kw.get("policy", "sarathi")), **inputs.speculation(kw.get("policy", "sarathi")),
+                    **experts, **kw)
+    return on_engine(cfg, inputs.engine)
 
 
 def at_tp(cfg: SimConfig, inputs: LabInputs, tp: int) -> SimConfig:
     """`cfg` on replicas of `tp` GPUs, their experts split as the sidebar chose for that width (a split's
     decode width: each pool's experts over its own replica's GPUs)."""
-    return replace(cfg, tp=tp, **{"ep": 1, "dp_attention": False, "eplb": False, "redundant_experts": 0,
-                                  "micro_batch_overlap": False, **inputs.expert_parallel(tp)})
+    return on_engine(replace(cfg, tp=tp, **{"ep": 1, "dp_attention": False, "eplb": False, "redundant_experts": 0,
+                                            "micro_batch_overlap": False, **inputs.expert_parallel(tp)}), inputs.engine)
 
 
 def continuous_policy(inputs: LabInputs) -> str:
+    """The rule on the loop once batching is continuous: vLLM's chunked prefill or whole prompts (the
+    toggle), else the engine's own (SGLang's prefill-first steps, TensorRT-LLM's whole prompts)."""
+    if inputs.engine != "vllm":
+        return engine_defaults(inputs.gpu, inputs.engine, True)["policy"]
     return "sarathi" if inputs.chunked_prefill else "vllm"
 
 

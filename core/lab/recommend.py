@@ -75,7 +75,8 @@ def planner_workload(inputs: LabInputs, requests: int | None = None, attainment:
     headroom: the Planner page's inputs)."""
     spec = replace(workload(inputs), n_requests=search_requests(inputs) if requests is None else requests)
     return Workload(inputs.model, spec, Targets(inputs.ttft_p99_ms, inputs.tpot_ms, attainment, headroom),
-                    Engine(max_seqs=inputs.max_seqs, block_size=inputs.block_size, router=inputs.router,
+                    Engine(max_seqs=inputs.batch_limits()[1], name=inputs.engine, block_size=inputs.block_size,
+                           router=inputs.router,
                            prefix_caching=inputs.prefix_caching, max_steps=PAGE_STEPS,
                            spec_tokens=inputs.spec_tokens or None,
                            spec_acceptance=inputs.spec_acceptance if inputs.spec_acceptance >= 0 else None),
@@ -99,6 +100,7 @@ def lab_budget(inputs: LabInputs, **changes) -> Budget:
     with speculative decoding on, its proposer beside plain decoding; with a host KV tier, that tier
     where prompts share prefixes."""
     own = (continuous_policy(inputs), inputs.max_batched_tokens) if inputs.continuous_batching else None
+    own = own if inputs.engine == "vllm" else None  # another engine runs one schedule: its own
     spec = (inputs.spec_method,) if inputs.spec_method != "off" and inputs.continuous_batching else ()
     return replace(Budget(gpu_types=(inputs.gpu,), max_gpus=inputs.gpus, dtypes=lab_dtypes(inputs),
                           kv_dtypes=(inputs.kv_dtype,), own_schedule=own, speculative=spec,
@@ -242,8 +244,10 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None,
 def lab_inputs_for(d: Deployment) -> dict:
     """The sidebar's settings that describe deployment `d` (LabInputs fields). A prefill/decode split
     has no toggle: the Lab then shows its GPUs, and its recommendation finds the split itself."""
-    return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, kv_dtype=d.kv_dtype, continuous_batching=d.policy in ("vllm", "sarathi"),
-                chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk,
+    # vLLM's schedule knobs; another engine's own schedule sets none of them
+    schedule = dict(chunked_prefill=d.policy == "sarathi", max_batched_tokens=d.chunk) if d.policy in ("vllm", "sarathi") else {}
+    return dict(gpus=d.gpus, gpu=d.gpu, dtype=d.dtype, kv_dtype=d.kv_dtype,
+                continuous_batching=d.policy not in ("serial", "static"), **schedule,
                 tensor_parallel=d.tp > 1 and not d.disagg, tp=d.tp if d.tp > 1 and not d.disagg else 0,
                 pp=d.pp if not d.disagg else 0, spec_method=d.spec or "off", experts=experts_of(d.ep, d.dp_attention),
                 eplb=d.eplb)

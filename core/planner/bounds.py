@@ -36,8 +36,8 @@ class Bound:
         return max(1, math.ceil(rate / self.prefill_req_s - 1e-9))
 
 
-def _step_s(gpu, model, tp, dtype, kv_dtype="bf16", **mix) -> float:
-    return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged", engine="vllm",
+def _step_s(gpu, model, tp, dtype, kv_dtype="bf16", engine="vllm", **mix) -> float:
+    return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged", engine=engine,
                               kv_dtype=kv_dtype, **mix)["step_ms"] / 1e3
 
 
@@ -98,7 +98,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     decode_tp = shape.tp
     experts = {**shape.pool_experts(decode_tp), **shape.balance()}  # the cost model's: EPLB's balance too
     ranks = expert.attention_ranks(decode_tp, experts["dp_attention"])
-    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=1, context=1,
+    tpot_floor = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, w.engine.name, decode_batch=1, context=1,
                          spec=spec, **experts) * 1e3 / gained
     if tpot_floor > t.tpot_p99_ms:
         return Bound(refused=f"a decode step alone takes {tpot_floor:.1f} ms, above the {t.tpot_p99_ms:g} ms "
@@ -106,7 +106,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     pre_tp = shape.prefill_tp if shape.disagg else shape.tp
     pre_experts = {**shape.pool_experts(pre_tp), **shape.balance()}
     pre_ranks = expert.attention_ranks(pre_tp, pre_experts["dp_attention"])
-    ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype,
+    ttft_floor = _step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, w.engine.name,
                          prefill_tokens=min(prompt_q, model.max_context), **pre_experts) * 1e3
     if ttft_floor > t.ttft_p99_ms:
         return Bound(refused=f"prefilling a {prompt_q:,}-token prompt alone takes {ttft_floor:.0f} ms, above the "
@@ -116,12 +116,12 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     # at the largest batch the slots and KV blocks hold.
     serial = shape.policy == "serial"
     chunk = min(budget, max(int(P_new), 1))
-    prefill_s_per_token = (_step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype,
+    prefill_s_per_token = (_step_s(pre_gpu, model, pre_tp, shape.dtype, shape.kv_dtype, w.engine.name,
                                    prefill_tokens=chunk * pre_ranks, **pre_experts) / (chunk * pre_ranks))
     kv_plan = plans["decode" if shape.disagg else "serving"]
     ctx = max(1, int(P + O / 2))
     batch = 1 if serial else max(1, min(w.engine.max_seqs * ranks, kv_plan.kv_tokens // ctx))
-    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, decode_batch=batch,
+    decode_s_per_token = _step_s(gpu, model, decode_tp, shape.dtype, shape.kv_dtype, w.engine.name, decode_batch=batch,
                                  context=max(1, int(P)), spec=spec, **experts) / (batch * gained)
     if shape.disagg:
         return Bound(serving_req_s=GENEROUS / (O * decode_s_per_token),

@@ -56,7 +56,7 @@ def row(r: ShapeResult, w: Workload, budget: Budget, frontier: list | None = Non
                 usd_per_hour=usd_h, usd_per_1m_output_tokens=usd_h / (tok_h / 1e6) if tok_h > 0 else math.inf,
                 requests_per_usd=(r.max_rate_req_s or 0.0) * 3600 / usd_h,
                 frontier=r in (frontier or ()), misses="; ".join(o.misses),
-                vllm_serve=serve_command.commands(cfg), kubernetes=serve_command.manifest(cfg))
+                serve=serve_command.commands(cfg), kubernetes=serve_command.manifest(cfg))
 
 
 def rank(r: ShapeResult, w: Workload, budget: Budget) -> tuple:

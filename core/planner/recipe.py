@@ -10,7 +10,7 @@ from ..physics import catalog
 from ..physics.memory import weight_bytes_per_gpu
 from ..serving.serve_command import recipes
 from .search import ShapeResult, search_shape
-from .space import Budget, Deployment, Workload, runs
+from .space import Budget, Deployment, Workload, engine_schedules, runs
 
 GIB = 2**30
 
@@ -31,7 +31,7 @@ def conventional_shape(w: Workload, gpu: str) -> Deployment:
     pp = 1
     while pp < 8 and weight_bytes_per_gpu(model, tp, dtype, pp) > 0.9 * g.memory_gib * GIB and model.layers >= 2 * pp:
         pp *= 2  # beyond one node: pipeline stages across nodes, tp within each
-    return Deployment(gpu, tp, 1, dtype, "sarathi", 2048, pp=pp)
+    return Deployment(gpu, tp, 1, dtype, *engine_schedules(w, Budget(), g)[0], pp=pp)
 
 
 @dataclass

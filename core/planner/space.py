@@ -16,6 +16,7 @@ from .. import bounds
 from ..physics import catalog, expert, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
 from ..serving import serve_command
+from ..serving.command import engine_defaults, on_engine
 from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.stepspread import carried_margin, step_scales
 from ..serving.workload import WorkloadSpec, load_trace
@@ -167,8 +168,10 @@ class Budget:
 
 @dataclass(frozen=True)
 class Engine:
-    """The serving engine's limits, as the user runs it."""
+    """The serving engine and its limits, as the user runs it."""
     max_seqs: int = 256
+    # vLLM V1 (its schedules searched), or SGLang or TensorRT-LLM with their own (engine_schedules)
+    name: str = "vllm"
     block_size: int = 16
     router: str = "lor"  # least outstanding requests
     prefix_caching: bool = True  # vLLM V1's default
@@ -258,7 +261,7 @@ class Deployment:
         mixed = self.disagg and pre != dec
         gpus = (f"{self.prefill_tp * self.prefill_replicas} {pre} + {self.tp * self.replicas} {dec}" if mixed
                 else f"{self.gpus} {dec}")
-        sched = POLICY_WORDS[self.policy] + (f" {self.chunk}" if self.policy == "sarathi" else "")
+        sched = POLICY_WORDS[self.policy] + (f" {self.chunk}" if self.policy in ("sarathi", "sglang") else "")
         if self.disagg and self.ep > 1:  # each pool's experts over its own replica's GPUs
             shape = (f"{self.prefill_replicas}×ep{self.prefill_tp} prefill + {self.replicas}×ep{self.tp} decode"
                      + (" with DP attention" if self.dp_attention else ""))
@@ -342,6 +345,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps,
                     kv_offload_gb=d.kv_offload_gb, ep=d.ep, dp_attention=d.dp_attention, eplb=d.eplb,
                     redundant_experts=expert.eplb_copies(d.tp) if d.eplb else 0)
+    cfg = on_engine(cfg, w.engine.name)
     if d.spec:
         cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
@@ -372,6 +376,15 @@ def runs(g: catalog.GPU, dtype: str, kv_dtype: str) -> bool:
     return g.runs(catalog.weight_format(dtype)) and g.runs(catalog.kv_format(kv_dtype))
 
 
+def engine_schedules(w: Workload, budget: Budget, g: catalog.GPU) -> tuple[tuple[str, int], ...]:
+    """The schedules (policy, token budget) searched on GPU `g`: vLLM's (SCHEDULES and the user's
+    own), or the one SGLang or TensorRT-LLM runs out of the box there (to_config gives it its limits)."""
+    if w.engine.name == "vllm":
+        return budget.schedules()
+    own = engine_defaults(g.id, w.engine.name, True)
+    return ((own["policy"], own["max_batched_tokens"]),)
+
+
 def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     """Every deployment shape within the budget (replica counts left at 1; room left for the spare
     replicas): each GPU type, each weight and KV dtype it supports (fp8 needs FP8 support), each
@@ -388,34 +401,36 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
               if moe or not catalog.weight_format(d).experts_only]  # mxfp4: experts only
     for gpu in budget.gpu_types:
         g = catalog.get_gpu(gpu)
+        schedules = engine_schedules(w, budget, g)
         for dtype in dtypes:
             for kv in [k for k in budget.kv_dtypes if runs(g, dtype, k)]:
                 tps = [tp for tp in tp_degrees(gpu, w.model, dtype, w, kv) if tp <= room]
                 for tp in tps:
-                    for policy, chunk in budget.schedules() + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
+                    for policy, chunk in schedules + (TEACHING_SCHEDULES if budget.teaching_stages else ()):
                         if policy in ("serial", "static") and (tp > 1 or dtype != "bf16" or kv != "bf16"):
                             continue
                         out.append(Deployment(gpu, tp, 1, dtype, policy, chunk, kv_dtype=kv))
-                    out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, spec=m)
+                    out.extend(Deployment(gpu, tp, 1, dtype, *schedules[0], kv_dtype=kv, spec=m)
                                for m in methods)
-                    out.extend(Deployment(gpu, tp, 1, dtype, *budget.schedules()[0], kv_dtype=kv, router=router,
+                    out.extend(Deployment(gpu, tp, 1, dtype, *schedules[0], kv_dtype=kv, router=router,
                                           kv_offload_gb=gb) for router, gb in reuse)
-                out.extend(Deployment(gpu, ep, 1, dtype, *budget.schedules()[0], kv_dtype=kv, ep=ep, dp_attention=dp,
+                out.extend(Deployment(gpu, ep, 1, dtype, *schedules[0], kv_dtype=kv, ep=ep, dp_attention=dp,
                                       eplb=eplb)
                            for ep, dp in expert_shapes(g, w.model) if ep <= room for eplb in balancers(ep))
                 for pp, tp in pipeline_shapes(g, w, dtype, kv):
                     if tp * pp <= room:
                         out.extend(Deployment(gpu, tp, 1, dtype, policy, chunk, pp=pp, kv_dtype=kv)
-                                   for policy, chunk in budget.schedules())
+                                   for policy, chunk in schedules)
     if budget.disaggregation:
         for pre in budget.gpu_types:
             for dec in budget.gpu_types:
                 gp, gd = catalog.get_gpu(pre), catalog.get_gpu(dec)
+                split = engine_schedules(w, budget, gd)[0]  # the decode pool's first schedule, each pool's
                 for dtype in dtypes:
                     for kv in [k for k in budget.kv_dtypes if runs(gp, dtype, k) and runs(gd, dtype, k)]:
                         ptps = [tp for tp in tp_degrees(pre, w.model, dtype, w, kv) if tp <= room][:2]
                         dtps = [tp for tp in tp_degrees(dec, w.model, dtype, w, kv) if tp <= room][:2]
-                        out.extend(Deployment(dec, dtp, 1, dtype, "sarathi", 2048, ptp, 1, kv_dtype=kv,
+                        out.extend(Deployment(dec, dtp, 1, dtype, *split, ptp, 1, kv_dtype=kv,
                                               prefill_gpu="" if pre == dec else pre, spec=m)
                                    for ptp in ptps for dtp in dtps if ptp + dtp <= room for m in ("",) + methods)
                         # a mixture's split as DeepSeek's and SGLang's run it: a narrow expert-parallel prefill
@@ -424,7 +439,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                                                     2048, w.engine.max_seqs, dtype, kv, "ep_dp") for g in (gp, gd)]
                         if None not in fits:
                             widths = [ep for ep, dp in expert_shapes(gd, w.model) if dp and ep >= min(fits)]
-                            out.extend(Deployment(dec, dw, 1, dtype, "sarathi", 2048, pw, 1, kv_dtype=kv,
+                            out.extend(Deployment(dec, dw, 1, dtype, *split, pw, 1, kv_dtype=kv,
                                                   prefill_gpu="" if pre == dec else pre, ep=dw, dp_attention=True,
                                                   eplb=eplb)
                                        for pw in widths[:2] for dw in widths

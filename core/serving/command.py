@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import replace
 
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL
@@ -64,6 +65,20 @@ def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int =
         return engines.sglang_defaults(gpu, tp, dp_attention)
     budget, seqs = engines.vllm_batch_defaults(gpu, offline=True)
     return dict(max_batched_tokens=budget, max_seqs=seqs)
+
+
+def on_engine(cfg: SimConfig, engine: str) -> SimConfig:
+    """`cfg` served by `engine` as it runs out of the box: SGLang's or TensorRT-LLM's own rule on the
+    loop, token budget, prefill chunk and batch limit for the GPU (engine_defaults), in place of the
+    Lab's vLLM ones. The teaching stages keep their rule (one request at a time, static batches: no
+    engine's setting) and take the engine's host and kernels only. vLLM: `cfg` as it is."""
+    if engine == "vllm":
+        return cfg
+    if engine not in engines.SERVING:
+        raise ValueError(f"the serving engine is one of {', '.join(engines.SERVING)}, not '{engine}'")
+    if cfg.policy in ("serial", "static"):
+        return replace(cfg, engine_overhead=engine)
+    return replace(cfg, **engine_defaults(cfg.gpu, engine, cfg.api_server, cfg.tp, cfg.dp_attention))
 
 
 def cli_max_model_len(cfg: SimConfig) -> int:

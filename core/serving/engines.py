@@ -20,9 +20,18 @@ from ..physics import catalog, vllm_host
 from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang, TRT-LLM)
 
 
+# the engines a deployment is served by (the Lab's choice, the planner's): vLLM V1 first, the default
+SERVING = ("vllm", "sglang", "trtllm")
+
+
 @lru_cache(maxsize=1)
 def profiles() -> dict:
     return json.loads((DATA / "engines.json").read_text())
+
+
+def name(engine: str) -> str:
+    """The engine's name as its users write it ('SGLang'; vLLM's is 'vLLM')."""
+    return "vLLM" if engine == "vllm" else profiles()[engine]["name"]
 
 
 def _by_memory(table: list, gpu: catalog.GPU) -> list:
@@ -39,7 +48,47 @@ def sglang_defaults(gpu: catalog.GPU, tp: int, dp_attention: bool = False) -> di
     if dp_attention:
         chunk = max(1, chunk // tp)
     return dict(engine_overhead="sglang", policy=s["policy"]["value"], max_batched_tokens=chunk, chunk=chunk,
-                max_seqs=s["max_running_requests"]["value"])
+                max_seqs=max_seqs("sglang", 0))
+
+
+def label(engine: str) -> str:
+    """The engine as a choice names it."""
+    return {"vllm": "vLLM V1", "trtllm": "TensorRT-LLM (PyTorch backend)"}.get(engine, name(engine))
+
+
+def choice_help() -> str:
+    """What choosing an engine changes in the simulation, each rule from data/engines.json."""
+    s, t = profiles()["sglang"], profiles()["trtllm"]
+    return ("The engine that serves, as it runs out of the box: its rule on the loop, its token budget and batch "
+            "limit for the GPU, its CUDA graphs and its server's time. vLLM V1: the Lab's default, the knobs "
+            f"below. SGLang: {s['policy']['why']}; {s['cuda_graphs']['why'].split(':')[0]}; "
+            f"{s['overlap_schedule']['why'].split(':')[0]}. TensorRT-LLM: {t['policy']['why']}. The recommended "
+            "deployment's commands are the engine's own (its launch line, flags and container image).")
+
+
+def own_limits_note(engine: str, gpu: catalog.GPU) -> str:
+    """A sentence for the knobs an engine's own limits replace ('' under vLLM)."""
+    if engine == "vllm":
+        return ""
+    if engine == "sglang":
+        d = sglang_defaults(gpu, 1)
+        own = (f"prompts in steps of their own, chunks of {d['chunk']:,} tokens on {gpu.name} (its "
+               f"chunked_prefill_size), up to {d['max_seqs']:,} running requests")
+    else:
+        d = trtllm_defaults()
+        own = (f"whole prompts beside the decodes, up to {d['max_batched_tokens']:,} tokens and {d['max_seqs']:,} "
+               f"sequences a step (its max_num_tokens and max_batch_size)")
+    return f" Under {name(engine)} its own apply instead: {own}."
+
+
+def max_seqs(engine: str, vllm: int) -> int:
+    """The sequences a step an engine runs when a deployment sets none: SGLang's running-request
+    limit, TensorRT-LLM's LLM API's batch limit, else `vllm` (the Lab's for vLLM)."""
+    if engine == "sglang":
+        return profiles()["sglang"]["max_running_requests"]["value"]
+    if engine == "trtllm":
+        return profiles()["trtllm"]["batch_limits"]["value"][1]
+    return vllm
 
 
 def sglang_capture(gpu: catalog.GPU, tp: int) -> int:
@@ -52,9 +101,8 @@ def trtllm_defaults() -> dict:
     """SimConfig fields TensorRT-LLM's LLM API and trtllm-serve set when a deployment sets none: its
     engine, whole prompts beside the decodes, its token budget and batch limit."""
     t = profiles()["trtllm"]
-    budget, seqs = t["batch_limits"]["value"]
-    return dict(engine_overhead="trtllm", policy=t["policy"]["value"], max_batched_tokens=budget, chunk=None,
-                max_seqs=seqs)
+    return dict(engine_overhead="trtllm", policy=t["policy"]["value"], max_batched_tokens=t["batch_limits"]["value"][0],
+                chunk=None, max_seqs=max_seqs("trtllm", 0))
 
 
 def trtllm_capture(max_seqs: int, offline: bool) -> int:

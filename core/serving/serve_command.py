@@ -11,99 +11,29 @@ from __future__ import annotations
 
 import json
 import shlex
-from functools import lru_cache
 
-from .. import DATA
 from ..physics import catalog, speculative
-from . import offload
+from . import engines, offload
+from .checkpoints import (checkpoint, eagle_head, hf_repos, recipes, release_dtype, release_note,  # noqa: F401
+                          released_formats)
+from . import serve_sglang, serve_trtllm
 from .simulate import SimConfig, _budget, prefill_gpu_of
+from .yamltext import to_yaml
 
 
-@lru_cache(maxsize=1)
-def recipes() -> dict:
-    return json.loads((DATA / "recipes.json").read_text())
+# the program each engine's server starts with, and its container's command
+PROGRAMS = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglang.launch_server"], "trtllm": ["trtllm-serve"]}
 
 
-@lru_cache(maxsize=1)
-def hf_repos() -> dict[str, str]:
-    """The Hugging Face release of each catalog model (data/models.json hf_repo)."""
-    return {m["id"]: m["hf_repo"] for m in json.loads((DATA / "models.json").read_text())["models"] if m.get("hf_repo")}
-
-
-def released_formats(model_id: str) -> tuple[str, ...]:
-    """The weight format a catalog model is released in where it has no 16-bit release: its
-    checkpoint in data/recipes.json is the model's own Hugging Face repo (gpt-oss, DeepSeek)."""
-    model = catalog.get_model(model_id).id
-    own = hf_repos().get(model)
-    if own is None:
-        return ()
-    return tuple(d for d in ("mxfp4", "fp8") if recipes()[f"{d}_checkpoints"].get(model, {}).get("repo") == own)
-
-
-def release_dtype(model_id: str | None) -> str:
-    """The weights' format a model is served in as released, as vLLM and SGLang read it from the
-    checkpoint: what a quantised repo's name says (catalog.checkpoint_format), else a catalog model's
-    only release (gpt-oss's MXFP4 experts, DeepSeek's fp8), else 16-bit."""
-    if not model_id:
-        return "bf16"
-    named = catalog.checkpoint_format(model_id)
-    if named:
-        return named
-    try:
-        released = released_formats(model_id)
-    except ValueError:  # an unknown model: the simulation says so in its own words
-        return "bf16"
-    return released[0] if released else "bf16"
-
-
-def release_note(model_id: str, dtype: str) -> str | None:
-    """One sentence where `dtype` is not the format the model is released in (it has no 16-bit
-    release): what the release holds and how to serve it as released."""
-    released = released_formats(model_id)
-    if not released or dtype in released:
-        return None
-    fmt = catalog.weight_format(released[0])
-    held = "its experts in MXFP4" if fmt.experts_only else f"{released[0]} weights"
-    return (f"{catalog.get_model(model_id).name} is released with {held} only: choose the weights "
-            f"'{fmt.label}' under Advanced to serve it as released (another format needs a conversion of it); "
-            f"the recommendation searches that format whatever you choose.")
-
-
-def checkpoint(model_id: str, dtype: str) -> tuple[str, list[str], list[str]]:
-    """(the Hugging Face repo to serve, the quantisation flags, notes) for a model in a weight dtype:
-    an fp8 release where the model ships one (vLLM reads its quantisation from the checkpoint),
-    else the 16-bit release quantised to fp8 as it loads (--quantization fp8)."""
-    model = catalog.get_model(model_id)
-    repo = hf_repos().get(model.id, model.id)
-    shipped = recipes()["fp8_checkpoints"].get(model.id)
-    notes = [] if model.id in hf_repos() else [f"{model.id} has no Hugging Face release in the catalog: serve your "
-                                               f"own checkpoint of it in place of '{model.id}'"]
-    released = released_formats(model.id)
-    if dtype == "fp8":
-        if shipped:
-            return shipped["repo"], [], notes
-        if released:  # no 16-bit release to quantise as it loads
-            notes.append(f"{repo} is released in {released[0]}: fp8 weights need a 16-bit conversion of it, "
-                         f"quantised as it loads")
-        return repo, ["--quantization", "fp8"], notes
-    if dtype == "int4":
-        return repo, [], notes + [f"int4: serve an AWQ or GPTQ (int4, group 128) checkpoint of {repo} in its place; "
-                                  f"vLLM reads the method from its config"]
-    if dtype == "fp4":
-        return repo, [], notes + [f"fp4: serve an NVFP4 checkpoint of {repo} in its place (NVIDIA ModelOpt or "
-                                  f"llm-compressor quantise one); vLLM reads the method from its config"]
-    if dtype == "mxfp4":
-        if "mxfp4" in released:  # the release itself carries MXFP4 experts: vLLM reads the method from its config
-            return repo, [], notes
-        return repo, [], notes + [f"mxfp4: serve an MXFP4 checkpoint of {repo} in its place (gpt-oss ships its "
-                                  f"experts in MXFP4); vLLM reads the method from its config"]
-    if released:  # the release itself is quantised: 16-bit weights are a conversion
-        notes.append(f"{repo} is released in {released[0]}: bf16 weights need a bf16 conversion of it")
-    return repo, [], notes
+def engine_of(cfg: SimConfig) -> str:
+    """The engine a deployment is served by: the one it was simulated with (vLLM for a bare forward pass)."""
+    return cfg.engine_overhead if cfg.engine_overhead in engines.SERVING else "vllm"
 
 
 def pools(cfg: SimConfig) -> list[dict]:
-    """Each pool of the deployment: its role, GPU type, replicas, tp, pp and `vllm serve` line."""
+    """Each pool of the deployment: its role, GPU type, replicas, tp, pp and the serving line of the
+    engine it was simulated with (`vllm serve`, `python3 -m sglang.launch_server`, `trtllm-serve`
+    after its options file)."""
     max_len = cfg.max_model_len
     budget = _budget(cfg, max_len) if max_len else cfg.max_batched_tokens
     gpus = cfg.gpus if cfg.gpus is not None else cfg.tp * cfg.pp
@@ -113,14 +43,23 @@ def pools(cfg: SimConfig) -> list[dict]:
                  ("decode", catalog.get_gpu(cfg.gpu).id, (gpus - cfg.prefill_gpus) // dtp, dtp, 1)]
     else:
         shape = [("serving", catalog.get_gpu(cfg.gpu).id, gpus // (cfg.tp * cfg.pp), cfg.tp, cfg.pp)]
-    out = []
+    engine, out = engine_of(cfg), []
     for role, gpu, replicas, tp, pp in shape:
-        args, notes = serve_args(cfg, tp, pp, budget, max_len, disagg=cfg.disagg, decodes=role != "prefill")
-        line = "vllm serve " + " ".join(shlex.quote(a) for a in args)
+        options = None
+        if engine == "sglang":
+            args, notes = serve_sglang.sglang_args(cfg, tp, pp, max_len, role, decodes=role != "prefill")
+        elif engine == "trtllm":
+            args, notes, options = serve_trtllm.trtllm_args(cfg, tp, pp, budget, max_len, role,
+                                                            decodes=role != "prefill")
+        else:
+            args, notes = serve_args(cfg, tp, pp, budget, max_len, disagg=cfg.disagg, decodes=role != "prefill")
+        line = " ".join(PROGRAMS[engine]) + " " + " ".join(shlex.quote(a) for a in args)
         if notes:
             line += "  # " + "; ".join(notes)
+        if options is not None:  # the options file first, written where the line reads it
+            line = (f"cat > {serve_trtllm.OPTIONS_FILE} <<'EOF'\n{to_yaml(options).rstrip()}\nEOF\n" + line)
         out.append(dict(role=role, gpu=gpu, replicas=replicas, tp=tp, pp=pp, gpus_per_replica=tp * pp,
-                        args=args, command=line))
+                        args=args, command=line, options=options))
     return out
 
 
@@ -200,27 +139,25 @@ def speculative_config(cfg: SimConfig, repo: str) -> tuple[dict, str | None]:
     if spec.method == "draft":
         config["model"] = hf_repos().get(spec.draft.id, spec.draft.id)
     elif spec.method in ("eagle", "eagle3"):
-        family = repo.lower().removesuffix("-instruct").removesuffix("-fp8")
-        heads = [c["draft"] for c in speculative.data()["vllm"]["checkpoints"]
-                 if c["method"].split()[0] == spec.method and c["target"].lower().removesuffix("-instruct") == family]
-        config["model"] = heads[0] if heads else f"<{spec.method} head for {repo}>"
-        if not heads:
-            note = f"no published {spec.method} head for {repo} in data/speculative.json: name one you trained"
+        config["model"], note = eagle_head(spec.method, repo)
     elif spec.method == "ngram":
         config["prompt_lookup_max"] = 5  # vLLM's own when unset (min = max = 5)
     return config, note
 
 
 def commands(cfg: SimConfig) -> str:
-    """The shell lines that run the deployment: one `vllm serve` per replica of each pool (the
+    """The shell lines that run the deployment: one serving line per replica of each pool (the
     replica counts said above each), and for a split how requests reach the two pools."""
     lines = []
-    ps = pools(cfg)
+    ps, engine = pools(cfg), engine_of(cfg)
     for p in ps:
         g = catalog.get_gpu(p["gpu"])
         n, hosts = p["gpus_per_replica"], g.hosts(p["gpus_per_replica"])
-        # data-parallel ranks start a server a node (the note on the line says how); a wider tp, a Ray cluster
-        launcher = "one server a node" if "--data-parallel-size" in p["args"] else "a Ray cluster across them"
+        # vLLM's data-parallel ranks and SGLang start a server a node, TensorRT-LLM one MPI job (the note
+        # on the line says how); vLLM's wider tp, a Ray cluster
+        launcher = ("one MPI job" if engine == "trtllm" else
+                    "one server a node" if engine == "sglang" or "--data-parallel-size" in p["args"] else
+                    "a Ray cluster across them")
         where = (f"{n} {g.name} GPU{'s' if n > 1 else ''} of one node" if hosts == 1 else
                  f"{n} {g.name} GPUs over {hosts} nodes ({launcher})")
         if hosts > 1 and n <= g.gpus_per_node:
@@ -228,7 +165,12 @@ def commands(cfg: SimConfig) -> str:
         pool = f"{p['role']} pool: " if cfg.disagg else ""
         lines.append(f"# {pool}{p['replicas']} replica{'s' if p['replicas'] > 1 else ''}, each on {where}")
         lines.append(p["command"])
-    if cfg.disagg:
+    if engine == "sglang" and (cfg.disagg or ps[0]["replicas"] > 1):
+        lines.append("# requests reach the replicas through SGLang's router, as simulated:")
+        lines += serve_sglang.router_lines(cfg, ps[0]["replicas"])
+    elif engine == "trtllm" and cfg.disagg:
+        lines += serve_trtllm.disagg_lines((ps[0]["replicas"], ps[1]["replicas"]))
+    elif cfg.disagg:
         lines.append("# requests reach a prefill replica, then a decode replica, through a P/D router: llm-d's "
                      "inference scheduler, or vLLM's disaggregated-serving proxy example")
     elif ps[0]["replicas"] > 1 and cfg.router == "prefix":
@@ -236,14 +178,16 @@ def commands(cfg: SimConfig) -> str:
                      f"its scorers weighted {offload.router_weights()}")
     elif ps[0]["replicas"] > 1:
         lines.append("# spread requests over the replicas with a least-outstanding-requests router, as simulated "
-                     "(llm-d's inference scheduler or vLLM's production stack router)")
+                     "(llm-d's inference scheduler" + (" or vLLM's production stack router)" if engine == "vllm" else ")"))
     return "\n".join(lines)
 
 
-def manifest(cfg: SimConfig, name: str = "vllm") -> str:
+def manifest(cfg: SimConfig, name: str | None = None) -> str:
     """A Kubernetes manifest (YAML) of the deployment: an apps/v1 Deployment per pool, each pod one
-    replica with its GPUs as nvidia.com/gpu limits, and a Service in front of each pool."""
-    v = recipes()["vllm"]
+    replica with its GPUs as nvidia.com/gpu limits, and a Service in front of each pool (and for
+    TensorRT-LLM a ConfigMap holding each pool's options file)."""
+    engine = engine_of(cfg)
+    v, name = recipes()[engine], name or engine
     docs = []
     for p in pools(cfg):
         app = f"{name}-{p['role']}" if cfg.disagg else name
@@ -251,15 +195,21 @@ def manifest(cfg: SimConfig, name: str = "vllm") -> str:
         if cfg.disagg:
             labels["llm-d.ai/role"] = p["role"]
         g = catalog.get_gpu(p["gpu"])
-        container = {"name": "vllm", "image": v["image"], "command": ["vllm", "serve"], "args": p["args"],
+        mounts, volumes, args = [{"name": "shm", "mountPath": "/dev/shm"}], [], p["args"]
+        if p["options"] is not None:  # the options file from a ConfigMap of its own
+            docs.append(to_yaml({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{app}-options"},
+                                 "data": {serve_trtllm.OPTIONS_FILE: to_yaml(p["options"])}}))
+            mounts.append({"name": "options", "mountPath": "/config"})
+            volumes.append({"name": "options", "configMap": {"name": f"{app}-options"}})
+            args = [f"/config/{a}" if a == serve_trtllm.OPTIONS_FILE else a for a in args]
+        container = {"name": engine, "image": v["image"], "command": PROGRAMS[engine], "args": args,
                      "ports": [{"containerPort": v["port"]}],
-                     "resources": {"limits": {"nvidia.com/gpu": p["gpus_per_replica"]}},
-                     "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}
+                     "resources": {"limits": {"nvidia.com/gpu": p["gpus_per_replica"]}}, "volumeMounts": mounts}
         spec = {"replicas": p["replicas"], "selector": {"matchLabels": labels},
                 "template": {"metadata": {"labels": labels},
                              "spec": {"containers": [container],
                                       # tensor parallel workers share tensors through /dev/shm
-                                      "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}}}
+                                      "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}] + volumes}}}
         head = [f"# {p['role']} pool: {p['replicas']} replica(s) of {p['gpus_per_replica']} {g.name}; schedule it onto "
                 f"{g.name} nodes with your cluster's node selector for that GPU type"]
         if g.hosts(p["gpus_per_replica"]) > 1:
@@ -270,37 +220,3 @@ def manifest(cfg: SimConfig, name: str = "vllm") -> str:
         docs.append(to_yaml({"apiVersion": "v1", "kind": "Service", "metadata": {"name": app},
                              "spec": {"selector": labels, "ports": [{"port": v["port"], "targetPort": v["port"]}]}}))
     return "---\n".join(d if d.endswith("\n") else d + "\n" for d in docs)
-
-
-def to_yaml(value, indent: int = 0) -> str:
-    """YAML of plain dicts, lists, strings and numbers (strings quoted as JSON, which YAML reads)."""
-    pad = "  " * indent
-    if isinstance(value, dict):
-        out = []
-        for k, v in value.items():
-            key = json.dumps(k) if any(c in k for c in ":./") else k
-            if isinstance(v, (dict, list)) and v:
-                out.append(f"{pad}{key}:\n{to_yaml(v, indent + 1)}")
-            else:
-                out.append(f"{pad}{key}: {_scalar(v)}\n")
-        return "".join(out)
-    if isinstance(value, list):
-        out = []
-        for v in value:
-            if isinstance(v, (dict, list)) and v:
-                body = to_yaml(v, indent + 1)
-                out.append(f"{pad}- {body.lstrip()}")
-            else:
-                out.append(f"{pad}- {_scalar(v)}\n")
-        return "".join(out)
-    return f"{pad}{_scalar(value)}\n"
-
-
-def _scalar(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return str(v)
-    if isinstance(v, (dict, list)):
-        return "{}" if isinstance(v, dict) else "[]"
-    return json.dumps(str(v))
