@@ -448,7 +448,19 @@ def moe_validation_runs(arch) -> dict:
     return runs
 
 
-def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict:
+def engine_checks(offline: list[dict]) -> dict:
+    """Per serving engine with no serving run of its own (TensorRT-LLM): its public checks' count and
+    their worst and median absolute error, by which the Lab widens its band for that engine."""
+    errors = [abs(r["error"]) for r in offline if not r["fitted"]]
+    if not errors:
+        return {}
+    return {"trtllm": dict(metrics=len(errors), worst_abs_error=round(max(errors), 6),
+                           median_abs_error=round(float(np.median(errors)), 6),
+                           what="TensorRT-LLM's offline throughput (calibration/offline_runs.json, "
+                                "calibration/family_check.py --offline): checks, nothing fitted")}
+
+
+def validation_errors(points, table, loads, logo, carried=(), family=(), offline=()) -> dict:
     """What the Lab needs to say how far to trust a figure (core/lab/trust.py): each vLLM V1 run's
     setting and errors (those with its model class left out of the fit too), and the step-time
     errors whose spread scales the Lab's band: the H200 step times each predicted by a fit that did
@@ -496,13 +508,15 @@ def validation_errors(points, table, loads, logo, carried=(), family=()) -> dict
                  "cover a family, the Lab widens its band there by their worst error. moe_check: a mixture of "
                  "experts at a fixed concurrency (calibration/moe_runs.json, vLLM and SGLang), a mixture's nearest "
                  "validated run, which no family margin takes. "
-                 "step_time_errors: "
+                 "engine_checks: an engine with no serving run of its own, its public checks' errors (the Lab widens its "
+                 "band for it by the worst). step_time_errors: "
                  "predicted / measured - 1 of step times a fit did not see (H200 leave-one-out) and of the "
                  "real runs' decode time per token (model class left out where known).",
         "script": "calibration/real_runs.py --write --logo",
         "measurements": "calibration/real_runs_public.json",
         "runs": list(runs.values()),
         "step_time_errors": {"h200_leave_one_out": step, "decode_ms_per_token": decode},
+        "engine_checks": engine_checks(list(offline)),
     }
 
 
@@ -588,7 +602,8 @@ def main(argv):
                                         "family with no run of its own carries, by which the Lab widens its band)")
     family = family_check.replays()
     lines += family_check.lines(family)
-    lines += family_check.lines(family_check.replays(family_check.OFFLINE), family_check.OFFLINE_HEADER)
+    offline = family_check.replays(family_check.OFFLINE)
+    lines += family_check.lines(offline, family_check.OFFLINE_HEADER)
     lines += moe_lines()
     lines += summary_lines(v0, "vLLM 0.6 ShareGPT runs (V0 engine, multi-step scheduling; not fitted)")
     lines += ["| run | metric | measured | simulated | error | set |", "|---|---|---|---|---|---|"]
@@ -597,7 +612,7 @@ def main(argv):
     if "--write" in argv:
         (ROOT / "calibration" / "VALIDATION.md").write_text("\n".join(lines) + "\n")
         (ROOT / "core" / "data" / "validation_errors.json").write_text(
-            json.dumps(validation_errors(points, table, loads, logo, carried, family), indent=1) + "\n")
+            json.dumps(validation_errors(points, table, loads, logo, carried, family, offline), indent=1) + "\n")
 
 
 if __name__ == "__main__":

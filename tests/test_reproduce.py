@@ -26,6 +26,11 @@ CASES = {
                                                                  turns=4, turn_gap_s=20, prompt_tokens=200,
                                                                  output_tokens=150)),
     "disaggregation, 70b on 16": lambda: stage_config(replace(SEVENTY_B, gpus=16, rate=20), 5),
+    "70b on sglang": lambda: current_config(replace(SEVENTY_B, engine="sglang")),
+    "deepseek-v3 with dp attention on trtllm": lambda: current_config(LabInputs(
+        engine="trtllm", model="deepseek-v3", gpu="h200", gpus=8, dtype="fp8", tensor_parallel=True, experts="ep_dp",
+        requests=300)),
+    "static batches on sglang": lambda: stage_config(LabInputs(engine="sglang"), 2),
 }
 
 

@@ -21,6 +21,7 @@ st.markdown("What is the cheapest deployment that meets your latency targets at 
             "simulates the rest.")
 
 inputs = state.valid_inputs()
+st.caption(engines.planned_on(inputs.engine))
 gpu_ids = yourgpu.options()  # the catalog's and this session's own GPUs
 chosen = inputs.gpu.split("@")[0]  # the sidebar's GPU; its price (if set) is the table's below
 

@@ -171,6 +171,7 @@ class LabInputs:
         catalog.check_formats(catalog.get_gpu(self.gpu), self.dtype, self.kv_dtype)
         if self.engine not in engines.SERVING:
             raise ValueError(f"the serving engine is one of {', '.join(engines.SERVING)}, not '{self.engine}'")
+        engines.check_gpu(self.engine, catalog.get_gpu(self.gpu))
         if self.gpus < 1:
             raise ValueError("the GPU count must be at least 1")
         if self.trace_csv is not None:  # raises with the offending line, or the request beyond the context

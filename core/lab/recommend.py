@@ -10,7 +10,7 @@ from ..physics import catalog
 from ..planner.plan import StepMeter, cheapest
 from ..planner.search import ShapeResult, closeness, outcome
 from ..planner.space import HEADROOM, Budget, Deployment, Engine, Targets, Workload, to_config
-from ..serving import serve_command
+from ..serving import engines, serve_command
 from ..serving.metrics import GROWING
 from ..serving.simulate import estimate, simulate
 from ..text import count, fmt_ms
@@ -133,7 +133,8 @@ def recommend(inputs: LabInputs) -> Recommendation:
         spare = (f"; it needs {d.gpus} of the {inputs.gpus} GPUs" if d.gpus < inputs.gpus else "")
         reason = (f"The cheapest deployment on up to {inputs.gpus} {gpu} that meets the targets at {inputs.load_label()} "
                   f"is {_at_load(d, w)}{spare}; it still meets them {w.targets.rule()}, as the Planner checks "
-                  f"every answer.{_weights_note(d, inputs)}{_batching_note(best, budget, w)} "
+                  f"every answer.{engines.unvalidated_note(inputs.engine)}{_weights_note(d, inputs)}"
+                  f"{_batching_note(best, budget, w)} "
                   f"{count(len(searched), 'deployment shape')} searched, {count(sims, 'simulation')}.")
         cfg = to_config(d, w)
         return Recommendation(d.stage, STAGES[d.stage], reason, True, d, searched=len(searched), simulated=sims,

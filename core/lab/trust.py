@@ -17,9 +17,10 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ..physics import catalog, costmodel
+from ..serving import engines
 from ..serving.simulate import SimConfig, simulate
 # the error spread lives below the planner, which checks its answers at the slower edge
-from ..serving.stepspread import (QUANTILES, VALIDATION_FILE, family_margin, step_errors, step_scales,  # noqa: F401
+from ..serving.stepspread import (QUANTILES, VALIDATION_FILE, engine_margin, family_margin, run_engine, step_errors, step_scales,  # noqa: F401
                                   validation)
 from ..text import fmt_ms
 
@@ -56,11 +57,12 @@ def size_distance(model: catalog.Model, params_b: float, moe: bool) -> float:
     return abs(math.log10(model.params() / 1e9 / params_b)) + (1.0 if model.is_moe != moe else 0.0)
 
 
-def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict] | None = None) -> dict:
+def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict] | None = None,
+            engine: str = "vllm") -> dict:
     """The validated run nearest the setting: same GPU family first (a different family counts
     more than any size or load gap in the set; the family whose measured factors it carries, half
-    as much), then the model's size class and the engine (the Lab simulates vLLM: another engine's
-    run counts as a decade of size apart), then the load."""
+    as much), then the model's size class and the engine (another engine's run counts as a decade
+    of size apart), then the load."""
     runs = validation()["runs"] if runs is None else runs
     if not runs:
         raise ValueError("no validated runs: run calibration/real_runs.py --write --logo")
@@ -68,8 +70,8 @@ def nearest(gpu: catalog.GPU, model: catalog.Model, load: float, runs: list[dict
 
     def distance(r):
         family = 0.0 if gpu.arch and gpu.arch == r["arch"] else 2.0 if kin and kin == r["arch"] else 4.0
-        engine = 0.0 if r["engine"].startswith("vLLM") else 2.0
-        return family + 2.0 * size_distance(model, r["params_b"], r["moe"]) + engine + abs(load - r["load"])
+        other = 0.0 if run_engine(r) == engine else 2.0
+        return family + 2.0 * size_distance(model, r["params_b"], r["moe"]) + other + abs(load - r["load"])
     return min(runs, key=distance)
 
 
@@ -122,8 +124,10 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     fast, slow = step_scales(errors)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     margin, seen = family_margin(gpu, data["runs"])
+    engine = cfg.engine_overhead if cfg.engine_overhead in engines.SERVING else "vllm"
+    unseen = engine_margin(engine, data)
     fitted_fast, fitted_slow = fast, slow
-    fast, slow = fast / (1 + margin), slow * (1 + margin)
+    fast, slow = fast / (1 + margin) / (1 + unseen), slow * (1 + margin) * (1 + unseen)
     b = band(cfg, summary, (fast, slow))
     spread = f"steps {_steps(fast)} to {_steps(slow)}"
     n_step, n_dec = (len(v) for v in data["step_time_errors"].values())
@@ -142,6 +146,13 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
                    f"the cost model was not fitted on")
         why += (f", {(1 - fitted_fast) * 100:.0f}% and {(fitted_slow - 1) * 100:.0f}% on their own, each widened by "
                 f"{margin:.1%} because {because}")
+    if unseen:
+        name = engines.name(engine)
+        spread = (f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: no {name} serving run"
+                  if not margin else spread + f", no {name} run")
+        why += (f"{',' if margin else ''} widened {'again ' if margin else ''}by {unseen:.1%} because no {name} "
+                f"serving run is validated: the worst error of its public checks (its offline throughput, "
+                f"calibration/VALIDATION.md)")
     why += ". The band is the range over those two runs and the simulated figure."
     cards = []
     for key, label, fmt in (("ttft", "p99 TTFT", fmt_ms), ("tpot", "p99 TPOT", _tpot)):
@@ -162,7 +173,8 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
                           "bound, so the upper end is no figure: it grows with the number of requests simulated.")
         cards.append(dict(label=f"{label} band", value=value, note=note, help=why + extra))
     load = float(summary["utilisation"])
-    r = nearest(gpu, model, load, data["runs"])
+    engine = cfg.engine_overhead if cfg.engine_overhead in engines.SERVING else "vllm"
+    r = nearest(gpu, model, load, data["runs"], engine)
     shown = [m for m in METRIC_WORDS if m in r["errors"]]
     # the figure is the largest error, the one to plan with: a card's figure holds about 16 characters
     # on one line and its note about 40 at 1440 px (longer ones wrap); every error is in the help
@@ -171,6 +183,10 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     left = r.get("errors_model_left_out") or {}
     family = (f"same GPU family ({gpu.arch})" if gpu.arch == r["arch"]
               else f"no {gpu.arch or 'such'} GPU validated, nearest family {r['arch']}")
+    if run_engine(r) != engine:
+        family += (f"; no {engines.name(engine)} serving run validated"
+                   + (" (its offline throughput is checked: calibration/VALIDATION.md)" if engine == "trtllm" else "")
+                   + f", nearest a {engines.name(run_engine(r))} run")
     help_ = (f"How far the simulator was over or under the measurement on the real run nearest this setting (the card "
              f"shows the largest of its errors): {family}; model "
              f"{r['model_name']} ({r['params_b']:g}B) against {model.name} ({model.params() / 1e9:.1f}B); "

@@ -16,7 +16,8 @@ from typing import Callable
 from .bounds import prompt_quantile
 from .executors import run_tasks
 from .search import ShapeResult, search_shape, slack
-from ..serving import frontier, serve_command
+from ..physics import catalog
+from ..serving import engines, frontier, serve_command
 from .space import Budget, Workload, shapes, to_config
 
 
@@ -186,6 +187,7 @@ def plan(w: Workload, budget: Budget, executor: str = "local", workers: int | No
     """Search every deployment shape within `budget` for workload `w`."""
     w.check()
     budget.check()
+    check_engine(w, budget)
     budget = budget.for_model(w.model)
     t0 = time.perf_counter()
     prompt_q = prompt_quantile(w, w.targets.attainment)
@@ -195,6 +197,13 @@ def plan(w: Workload, budget: Budget, executor: str = "local", workers: int | No
                          f"raise the GPU budget or add a GPU type with more memory")
     results = run_tasks(search_task, tasks, executor, workers, address, progress)
     return Plan(w, budget, results, time.perf_counter() - t0, executor)
+
+
+def check_engine(w: Workload, budget: Budget) -> None:
+    """Refuse an engine none of the budget's GPU types runs (TensorRT-LLM on AMD GPUs alone)."""
+    gpus = [catalog.get_gpu(g) for g in budget.gpu_types]
+    if not any(engines.runs_on(w.engine.name, g) for g in gpus):
+        engines.check_gpu(w.engine.name, gpus[0])
 
 
 class StepMeter:
@@ -212,6 +221,7 @@ def cheapest(w: Workload, budget: Budget, meter: StepMeter | None = None) -> tup
     meter = meter or StepMeter()
     w.check()
     budget.check()
+    check_engine(w, budget)
     budget = budget.for_model(w.model)
     prompt_q = prompt_quantile(w, w.targets.attainment)
     best, best_key, searched = None, None, []

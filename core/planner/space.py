@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from .. import bounds
 from ..physics import catalog, expert, speculative
 from ..physics.memory import MEM_UTIL, plan_memory, smallest_fitting_tp
-from ..serving import serve_command
+from ..serving import engines, serve_command
 from ..serving.command import engine_defaults, on_engine
 from ..serving.simulate import SimConfig, fitted_max_model_len
 from ..serving.stepspread import carried_margin, step_scales
@@ -297,6 +297,8 @@ class Workload:
     def check(self) -> None:
         catalog.get_model(self.model)
         self.targets.check()
+        if self.engine.name not in engines.SERVING:
+            raise ValueError(f"the serving engine is one of {', '.join(engines.SERVING)}, not '{self.engine.name}'")
         if not self.spec.closed_loop and not (math.isfinite(self.spec.rate) and self.spec.rate > 0):
             raise ValueError(f"the request rate must be above 0 req/s, not {self.spec.rate}")
 
@@ -399,7 +401,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     moe = catalog.get_model(w.model).is_moe
     dtypes = [d for d in dict.fromkeys(budget.released + budget.dtypes)  # the release as it is, whatever dtypes say
               if moe or not catalog.weight_format(d).experts_only]  # mxfp4: experts only
-    for gpu in budget.gpu_types:
+    for gpu in [g for g in budget.gpu_types if engines.runs_on(w.engine.name, catalog.get_gpu(g))]:
         g = catalog.get_gpu(gpu)
         schedules = engine_schedules(w, budget, g)
         for dtype in dtypes:
@@ -425,6 +427,8 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
         for pre in budget.gpu_types:
             for dec in budget.gpu_types:
                 gp, gd = catalog.get_gpu(pre), catalog.get_gpu(dec)
+                if not (engines.runs_on(w.engine.name, gp) and engines.runs_on(w.engine.name, gd)):
+                    continue
                 split = engine_schedules(w, budget, gd)[0]  # the decode pool's first schedule, each pool's
                 for dtype in dtypes:
                     for kv in [k for k in budget.kv_dtypes if runs(gp, dtype, k) and runs(gd, dtype, k)]:

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from .. import DATA
 from ..physics import catalog, vllm_host
+from .stepspread import engine_margin, validation
 from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang, TRT-LLM)
 
 
@@ -64,6 +65,40 @@ def choice_help() -> str:
             f"below. SGLang: {s['policy']['why']}; {s['cuda_graphs']['why'].split(':')[0]}; "
             f"{s['overlap_schedule']['why'].split(':')[0]}. TensorRT-LLM: {t['policy']['why']}. The recommended "
             "deployment's commands are the engine's own (its launch line, flags and container image).")
+
+
+def runs_on(engine: str, gpu: catalog.GPU) -> bool:
+    """Whether an engine serves on the GPU's vendor (TensorRT-LLM: NVIDIA's only)."""
+    vendors = profiles().get(engine, {}).get("vendors", {}).get("value")
+    return not vendors or gpu.vendor in vendors
+
+
+def check_gpu(engine: str, gpu: catalog.GPU) -> None:
+    """Refuse, in one sentence naming the fix, an engine on a GPU it does not run on."""
+    if not runs_on(engine, gpu):
+        raise ValueError(f"{name(engine)} runs on {', '.join(profiles()[engine]['vendors']['value'])} GPUs only, not "
+                         f"the {gpu.name}: choose vLLM or SGLang as the serving engine (Advanced; plan --engine), or "
+                         f"another GPU")
+
+
+def planned_on(engine: str) -> str:
+    """What engine a plan is simulated and served on, in a sentence."""
+    if engine == "vllm":
+        return ("Served by vLLM V1 (Serving engine, under Advanced): the schedules searched are vLLM's, and the "
+                "answers end in `vllm serve` lines.")
+    return (f"Served by {name(engine)} (Serving engine, under Advanced): every deployment runs {name(engine)}'s own "
+            f"schedule and limits for its GPU, and the answers end in its own serving lines." + unvalidated_note(engine))
+
+
+def unvalidated_note(engine: str) -> str:
+    """A sentence on how much slower the checks take an engine no serving run validates ('' otherwise)."""
+    margin = engine_margin(engine)
+    if not margin:
+        return ""
+    checks = validation().get("engine_checks", {}).get(engine)
+    worst = f"the worst of its {checks['metrics']} offline checks" if checks else "the error an unvalidated setting carries"
+    return (f" No {name(engine)} serving run is validated, so every check takes each step a further {margin:.1%} "
+            f"slower ({worst}).")
 
 
 def own_limits_note(engine: str, gpu: catalog.GPU) -> str:

@@ -2,7 +2,7 @@
 calibration/real_runs.py --write): how much longer or shorter real engine steps may be than the
 cost model says. The Lab's trust band (core/lab/trust.py) re-simulates at its edges; the planner's
 headroom rule checks every answer at its slower edge. Both edges move out on a GPU family no
-validated run covers (family_margin)."""
+validated run covers (family_margin), and for an engine no serving run covers (engine_margin)."""
 from __future__ import annotations
 
 import json
@@ -70,3 +70,20 @@ def carried_margin(runs: list[dict] | None = None) -> tuple[float, str]:
         return 0.0, ""
     worst = max(carried, key=lambda r: abs(e2e(r)))
     return abs(e2e(worst)), worst["arch"]
+
+
+def run_engine(r: dict) -> str:
+    """The engine of a validated run, as the simulator names it (vLLM's forks and builds are vLLM)."""
+    return "sglang" if r["engine"].startswith("SGLang") else "vllm" if r["engine"].startswith("vLLM") else r["engine"]
+
+
+def engine_margin(engine: str, data: dict | None = None) -> float:
+    """How much further out both edges of the band go for a serving engine: 0 where a validated
+    serving run of it exists (vLLM, SGLang); else the worst error of its public checks
+    (TensorRT-LLM's offline throughput: validation_errors.json engine_checks)."""
+    data = data or validation()
+    if any(run_engine(r) == engine for r in data["runs"]):
+        return 0.0
+    checks = data.get("engine_checks", {}).get(engine)
+    return float(checks["worst_abs_error"]) if checks else carried_margin(data["runs"])[0]
+
