@@ -207,3 +207,17 @@ def test_a_link_names_the_engine_and_the_lab_runs_it():
     assert at.session_state["engine"] == "sglang" and at.query_params["engine"] == "sglang"
     commands = [c.value for c in at.code if "sglang.launch_server" in c.value]
     assert commands and not [c.value for c in at.code if c.value.startswith("# ") and "vllm serve" in c.value]
+
+
+def test_a_pinned_deployment_keeps_its_engine_whatever_the_sidebar_says():
+    from core.lab import compare
+    sglang = LabInputs(engine="sglang", requests=300)
+    pinned = compare.from_lab(sglang)
+    assert "SGLang" in pinned["label"]
+    # compared later under a vLLM sidebar, it still runs as SGLang runs it: the Lab's own SGLang figures
+    (row,) = compare.side_by_side([pinned], LabInputs(requests=300))
+    assert row["config"] == current_config(sglang)
+    lab_pin = compare.normalise(dict(current_config(LabInputs(engine="trtllm")).__dict__), LabInputs())
+    assert lab_pin["engine"] == "trtllm"
+    with pytest.raises(ValueError, match="deployment engine 'tgi'"):
+        compare.normalise(dict(engine="tgi"), LabInputs())

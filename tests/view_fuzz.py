@@ -87,6 +87,7 @@ def random_inputs(rng: random.Random, max_requests: int | None = None) -> dict:
         values["size_b"] = rng.choice(opts("size_b"))
     values.update(load="users" if rng.random() < 0.3 else "rate", users=rng.choice(opts("concurrency")),
                   think=rng.choice(opts("think_time")))
+    values["engine"] = rng.choice(["vllm", "vllm", "sglang", "trtllm"])
     return values
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..physics import catalog
+from ..serving import engines
 from ..serving.simulate import SimConfig
 from . import gauges as G
 from . import readings
@@ -26,9 +27,9 @@ from .inputs import EXPERT_SHAPES, LabInputs, _base, at_tp, current_config, run
 from .recommend import experts_of
 
 MAX_PINNED = 4
-POLICIES = ("sarathi", "vllm", "static", "serial")
-POLICY_WORDS = {"sarathi": "chunked prefill", "vllm": "continuous batching", "static": "static batching",
-                "serial": "one request at a time"}  # a label a first-time reader understands
+POLICIES = ("sarathi", "vllm", "sglang", "static", "serial")
+POLICY_WORDS = {"sarathi": "chunked prefill", "vllm": "continuous batching", "sglang": "prompts in steps of their own",
+                "static": "static batching", "serial": "one request at a time"}  # a label a first-time reader understands
 
 
 def _int(d: dict, key: str, default: int, lo: int = 0, hi: int = 4096) -> int:
@@ -71,13 +72,17 @@ def normalise(d: dict, inputs: LabInputs) -> dict:
     experts = d.get("experts") or (experts_of(d["ep"], bool(d.get("dp_attention"))) if "ep" in d else inputs.experts)
     if experts not in EXPERT_SHAPES:
         raise ValueError(f"deployment experts '{experts}' is not one of {', '.join(EXPERT_SHAPES)}")
+    # the engine it is served by: a pin's own (the Lab's config names it engine_overhead), else the sidebar's
+    engine = d.get("engine") or d.get("engine_overhead") or inputs.engine
+    if engine not in engines.SERVING:
+        raise ValueError(f"deployment engine '{engine}' is not one of {', '.join(engines.SERVING)}")
     eplb = d.get("eplb", False if "ep" in d else inputs.eplb)
     if not isinstance(eplb, bool):
         raise ValueError(f"deployment field 'eplb' must be true or false, not {eplb}")
     out = dict(gpu=gpu, model=model, gpus=gpus, tp=tp, pp=pp, dtype=dtype, kv_dtype=kv_dtype, policy=policy,
                max_batched_tokens=budget,
                max_seqs=_int(d, "max_seqs", inputs.max_seqs, 1, 4096), prefill_gpus=pre_gpus,
-               prefill_tp=pre_tp if pre_gpus else None, experts=experts, eplb=eplb)
+               prefill_tp=pre_tp if pre_gpus else None, experts=experts, eplb=eplb, engine=engine)
     out["label"] = str(d.get("label") or d.get("deployment") or describe(out))[:120]
     return out
 
@@ -91,8 +96,9 @@ def describe(d: dict) -> str:
         stages += (", experts split" + (" with DP attention" if d["experts"].startswith("ep_dp") else "")
                    + (", two-batch overlap" if d["experts"] == "ep_dp_overlap" else "")
                    + (", EPLB" if d.get("eplb") else ""))
+    served = f" on {engines.name(d['engine'])}" if d.get("engine", "vllm") != "vllm" else ""
     return (f"{d['gpus']} x {gpu.name}, tp {d['tp']}{stages}{split}, {d['dtype']}{kv}, {POLICY_WORDS[d['policy']]} "
-            f"({d['max_batched_tokens']} tokens/step)")
+            f"({d['max_batched_tokens']} tokens/step){served}")
 
 
 def from_lab(inputs: LabInputs) -> dict:
@@ -100,7 +106,8 @@ def from_lab(inputs: LabInputs) -> dict:
     cfg = current_config(inputs)
     d = dict(gpu=cfg.gpu, model=cfg.model, gpus=cfg.gpus, tp=cfg.tp, pp=cfg.pp, dtype=cfg.dtype, kv_dtype=cfg.kv_dtype,
              policy=cfg.policy,
-             max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs, experts=inputs.experts, eplb=inputs.eplb)
+             max_batched_tokens=cfg.max_batched_tokens, max_seqs=cfg.max_seqs, experts=inputs.experts, eplb=inputs.eplb,
+             engine=inputs.engine)
     return normalise(d, inputs)
 
 
@@ -109,7 +116,7 @@ def config(d: dict, inputs: LabInputs) -> SimConfig:
     d = normalise(d, inputs)
     lab = replace(inputs, gpu=d["gpu"], model=d["model"], gpus=d["gpus"], dtype=d["dtype"], kv_dtype=d["kv_dtype"],
                   max_batched_tokens=d["max_batched_tokens"], max_seqs=d["max_seqs"], pp=d["pp"], experts=d["experts"],
-                  eplb=d["eplb"])
+                  eplb=d["eplb"], engine=d["engine"])
     tp = min(d["tp"], d["prefill_tp"]) if d["prefill_gpus"] else d["tp"]
     cfg = _base(lab, tp=tp, policy=d["policy"])
     if d["prefill_gpus"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..physics import catalog, speculative
 from ..planner.space import stage_of
+from ..serving import engines
 from ..serving.simulate import SimConfig
 from ..text import count
 from .gauges import gauges, headline, mark_growing, memory_split
@@ -82,6 +83,8 @@ POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (sta
 def describe_config(cfg: SimConfig) -> str:
     """A short description of a simulated deployment, for captions."""
     policy = POLICY_WORDS[cfg.policy]
+    if cfg.engine_overhead in ("sglang", "trtllm") and engines.name(cfg.engine_overhead) not in policy:
+        policy += f", served by {engines.name(cfg.engine_overhead)}"
     gpus = cfg.gpus or cfg.tp * cfg.pp
     model = catalog.get_model(cfg.model).label()
     spec = speculative.for_config(cfg, catalog.get_model(cfg.model))

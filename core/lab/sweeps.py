@@ -78,8 +78,8 @@ def sweep_tp(inputs: LabInputs) -> list[dict]:
         if not model.splits_over(tp):
             continue
         try:
-            p = plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,
-                            inputs.dtype, kv_dtype=inputs.kv_dtype)
+            p = plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
+                            kv_dtype=inputs.kv_dtype)
             rows.append(dict(tp=tp, weights_gb=p.weights_bytes / 1e9, kv_gb=p.kv_pool_bytes / 1e9,
                              usable_gb=p.usable_bytes / 1e9, fits=True))
         except ValueError:

@@ -42,7 +42,7 @@ def _shown(inputs: LabInputs):
             raise ValueError(f"replicas of tp={cfg.tp} need a GPU count that is a multiple of {cfg.tp}, not {gpus}")
         # a tensor-parallel degree chosen by hand may still leave no room for the cache
         plan_memory(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), cfg.tp, inputs.block_size,
-                    MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs, inputs.dtype, kv_dtype=inputs.kv_dtype)
+                    MEM_UTIL, *inputs.batch_limits(), inputs.dtype, kv_dtype=inputs.kv_dtype)
         return cfg, inputs, ""
     except ValueError as e:
         why = str(e)
@@ -106,10 +106,10 @@ def facts(inputs: LabInputs) -> dict:
     except (ValueError, RuntimeError) as e:
         f["sim_error"] = str(e)
     plan = (f["result"].pools[0].plan if f["result"] else
-            plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens, inputs.max_seqs,
-                        inputs.dtype, kv_dtype=inputs.kv_dtype))
+            plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
+                        kv_dtype=inputs.kv_dtype))
     f["plan"] = plan
-    f["batch_max"] = max(1, min(inputs.max_seqs, plan.kv_tokens // f["ctx"]))
+    f["batch_max"] = max(1, min(inputs.batch_limits()[1], plan.kv_tokens // f["ctx"]))
 
     step = partial(steptime, cfg)  # this deployment's step, at its own tp unless given
 
@@ -139,8 +139,8 @@ def facts(inputs: LabInputs) -> dict:
         f["tp_dmax"] = tp_step(tp_ex, decode_batch=B, context=ctx)
         f["tp_weights"] = weight_bytes_per_gpu(model, tp_ex, inputs.dtype)
         try:
-            f["tp_kv_tokens"] = plan_memory(gpu, model, tp_ex, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
-                                            inputs.max_seqs, inputs.dtype, kv_dtype=inputs.kv_dtype).kv_tokens
+            f["tp_kv_tokens"] = plan_memory(gpu, model, tp_ex, inputs.block_size, MEM_UTIL, *inputs.batch_limits(),
+                                            inputs.dtype, kv_dtype=inputs.kv_dtype).kv_tokens
         except ValueError:
             f["tp_kv_tokens"] = 0
     # the other side of the node boundary: across nodes if the example fits in one, else inside one
@@ -272,8 +272,8 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
         gpu_tflops=f"{f['flops'] / 1e12:,.0f} TFLOP/s", prompt_tokens=toks(P), output_tokens=toks(O),
         context_tokens=toks(ctx), rate=f"{inputs.rate:g} requests/s",
         gpus=toks(inputs.gpus, "GPU" + "s" * (inputs.gpus > 1)),
-        ttft_target=ms(inputs.ttft_p99_ms), max_seqs=toks(inputs.max_seqs, "sequences"),
-        block_size=toks(inputs.block_size), max_batched_tokens=toks(inputs.max_batched_tokens),
+        ttft_target=ms(inputs.ttft_p99_ms), max_seqs=toks(inputs.batch_limits()[1], "sequences"),
+        block_size=toks(inputs.block_size), max_batched_tokens=toks(inputs.batch_limits()[0]),
         weights_gb=gb(f["weights_total"]),
         intensity_batch1=f"{2 / f['wb']:.3g} FLOP per byte",
         ridge_flops_per_byte=f"{f['ridge']:,.0f} FLOP/byte", ridge_batch=toks(f["ridge_batch"], "sequences"),
@@ -291,7 +291,7 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
                     f"2 × {model.layers} layers × {model.kv_heads} KV heads × {model.head_dim} values per head × "
                     f"{_bytes(f['kv_value_bytes'])} = {per_token(f['kv_token'])}"),
         kv_mb_per_request=mb((P + O) * f["kv_token"]),
-        kv_batch_gb=gb(inputs.max_seqs * (P + O) * f["kv_token"]),
+        kv_batch_gb=gb(inputs.batch_limits()[1] * (P + O) * f["kv_token"]),
         usable_gb=gb(f["usable"]), mem_util=f"{MEM_UTIL:.0%}", budget_gb=gb(f["budget"]),
         weights_gb_tp1=gb(f["weights_tp1"]),
         min_tp=("tp=1 (one GPU)" if f["min_tp"] == 1 else
@@ -352,8 +352,8 @@ def _expert_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         if model.experts % tp or not model.splits_over(tp) or tp > max(gpu.gpus_per_node, 1):
             continue
         try:
-            plans = [plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, inputs.max_batched_tokens,
-                                 inputs.max_seqs, dtype, kv_dtype=kv, ep=ep, dp_attention=dp)
+            plans = [plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), dtype,
+                                 kv_dtype=kv, ep=ep, dp_attention=dp)
                      for ep, dp in ((1, False), (tp, False), (tp, True))]
         except ValueError:
             continue
@@ -363,11 +363,11 @@ def _expert_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         return dict(ep_sentence=f"{model.name} fits no replica of {gpu.name} GPUs within one node in all three "
                                 f"shapes, so the figures are left out here.")
     tp, (p_tp, p_ep, p_dp) = fits
-    ctx, batch = f["ctx"], min(EP_BATCH, inputs.max_seqs)
+    ctx, batch = f["ctx"], min(EP_BATCH, inputs.batch_limits()[1])
 
     def step(ep, dp, **mix):
-        return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged", engine="vllm",
-                                  kv_dtype=kv, ep=ep, dp_attention=dp, **mix)
+        return costmodel.steptime(gpu, model, tp, launch="graph", dtype=dtype, attn_kernel="paged",
+                                  engine=inputs.engine, kv_dtype=kv, ep=ep, dp_attention=dp, **mix)
     dec = [step(ep, dp, decode_batch=batch, context=ctx) for ep, dp in ((1, False), (tp, False), (tp, True))]
     p = costmodel.build(gpu, model, tp, dtype, kv_dtype=kv, ep=tp)
     busiest = costmodel.busiest_share(p, float(batch))
@@ -428,7 +428,7 @@ def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         moe_sentence=_moe_sentence(f),
         replicas_serve=("one replica serves" if f["replicas"] == 1 else f"{f['replicas']} replicas serve"),
         tp_phrase=(f"one {gpu.name}" if tp == 1 else f"a replica of {tp} {gpu.name} GPUs (tp={tp})"),
-        batch_cap_reason=("the max batch setting" if B == inputs.max_seqs else
+        batch_cap_reason=("the max batch setting" if B == inputs.batch_limits()[1] else
                           f"what the cache holds at {ctx:,} tokens each"),
         chunk_sentence=_chunk_sentence(f, cfg, inputs),
         weights_gb_per_gpu=gb(per_gpu_weights),
@@ -520,11 +520,11 @@ def _pipeline_sentence(f: dict, inputs: LabInputs) -> str:
         return ""
     weights = weight_bytes_per_gpu(model, tp, inputs.dtype, 2)
     one = pipeline.handoff_s(gpu, model, tp, 1, True) * 1e6
-    chunk = pipeline.handoff_s(gpu, model, tp, inputs.max_batched_tokens, True) * 1e3
+    chunk = pipeline.handoff_s(gpu, model, tp, inputs.batch_limits()[0], True) * 1e3
     return (f"For {model.name} on two nodes of {tp} {gpu.name} GPUs, tp={tp} x pp=2 puts "
             f"{gb(weights)} of weights on each GPU; a decoding token's activations "
             f"({pipeline.bytes_per_token(model) / 1024:.0f} KiB) cross the network in {one:.0f} µs and a "
-            f"{inputs.max_batched_tokens:,}-token step's in {chunk:.2f} ms, once per step instead of twice per layer.")
+            f"{inputs.batch_limits()[0]:,}-token step's in {chunk:.2f} ms, once per step instead of twice per layer.")
 
 
 def _tp_link(gpu, tp: int) -> str:
@@ -589,6 +589,12 @@ def deployment(cfg, gpu) -> str:
 
 def _chunk_sentence(f: dict, cfg, inputs: LabInputs) -> str:
     P, B, chunk = f["P"], f["batch_max"], f["chunk"]
+    if cfg.policy == "sglang":
+        return (f"SGLang runs prompts in steps of their own, in chunks of up to {cfg.chunk:,} tokens (its "
+                f"chunked_prefill_size), while the decodes wait: no decode step carries a prompt, but every decode "
+                f"pauses while one runs.")
+    if inputs.engine == "trtllm":
+        return "TensorRT-LLM runs each prompt whole (its chunked prefill is off unless asked for)."
     if cfg.policy != "sarathi":
         return ("Chunked prefill is off in the sidebar's Advanced settings, so each prompt runs whole, in a step "
                 "of its own.")

@@ -48,7 +48,7 @@ def row(r: ShapeResult, w: Workload, budget: Budget, frontier: list | None = Non
                 gpus=d.gpus, stage=d.stage, dtype=d.dtype, kv_dtype=d.kv_dtype, policy=d.policy,
                 chunk=d.chunk, tp=d.tp, pp=d.pp, replicas=d.replicas, prefill_tp=d.prefill_tp,
                 prefill_replicas=d.prefill_replicas, spare_replicas=d.spare, spec=d.spec, ep=d.ep,
-                dp_attention=d.dp_attention, eplb=d.eplb, meets=o.meets,
+                dp_attention=d.dp_attention, eplb=d.eplb, engine=w.engine.name, meets=o.meets,
                 max_rate_req_s=r.max_rate_req_s, max_rate_is_lower_bound=r.max_rate_capped, max_users=r.max_users,
                 headroom=headroom, checked=w.targets.rule() + (f", {d.spare} spare replica{'s' if d.spare > 1 else ''}"
                                                                f"{' of each pool' if d.disagg else ''} lost"
