@@ -54,7 +54,7 @@ def sglang_defaults(gpu: catalog.GPU, tp: int, dp_attention: bool = False) -> di
 
 def label(engine: str) -> str:
     """The engine as a choice names it."""
-    return {"vllm": "vLLM V1", "trtllm": "TensorRT-LLM (PyTorch backend)"}.get(engine, name(engine))
+    return "vLLM V1" if engine == "vllm" else name(engine)
 
 
 def choice_help() -> str:
@@ -63,8 +63,8 @@ def choice_help() -> str:
     return ("The engine that serves, as it runs out of the box: its rule on the loop, its token budget and batch "
             "limit for the GPU, its CUDA graphs and its server's time. vLLM V1: the Lab's default, the knobs "
             f"below. SGLang: {s['policy']['why']}; {s['cuda_graphs']['why'].split(':')[0]}; "
-            f"{s['overlap_schedule']['why'].split(':')[0]}. TensorRT-LLM: {t['policy']['why']}. The recommended "
-            "deployment's commands are the engine's own (its launch line, flags and container image).")
+            f"{s['overlap_schedule']['why'].split(':')[0]}. TensorRT-LLM (its PyTorch backend): {t['policy']['why']}. "
+            "The recommended deployment's commands are the engine's own (its launch line, flags and container image).")
 
 
 def runs_on(engine: str, gpu: catalog.GPU) -> bool:

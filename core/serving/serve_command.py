@@ -1,11 +1,12 @@
-"""The commands that run a deployment on real GPUs: the `vllm serve` line of each pool, with vLLM's
-own flag names (EngineArgs in vllm/engine/arg_utils.py), and a Kubernetes manifest for many
-replicas (an apps/v1 Deployment per pool, GPUs as nvidia.com/gpu limits, a split's pools labelled
-as llm-d's inference scheduler selects them).
+"""The commands that run a deployment on real GPUs: each pool's serving line on the engine it was
+simulated with (`vllm serve` here, with vLLM's own flag names from EngineArgs in
+vllm/engine/arg_utils.py; SGLang's in serve_sglang.py, TensorRT-LLM's in serve_trtllm.py), and a
+Kubernetes manifest for many replicas (an apps/v1 Deployment per pool, GPUs as nvidia.com/gpu
+limits, a split's pools labelled as llm-d's inference scheduler selects them).
 
 This is not the Lab's own `python -m core simulate` line (command.py), which re-runs the
 simulation: these run the engine the simulation models. What a command cannot say exactly (an int4
-checkpoint is the user's choice; static batching has no vLLM setting) is a trailing shell comment.
+checkpoint is the user's choice; static batching has no engine setting) is a trailing shell comment.
 """
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ import json
 import shlex
 
 from ..physics import catalog, speculative
-from . import engines, offload
+from . import engines, offload, serve_sglang, serve_trtllm
 from .checkpoints import (checkpoint, eagle_head, hf_repos, recipes, release_dtype, release_note,  # noqa: F401
                           released_formats)
-from . import serve_sglang, serve_trtllm
 from .simulate import SimConfig, _budget, prefill_gpu_of
 from .yamltext import to_yaml
 

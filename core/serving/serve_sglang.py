@@ -88,14 +88,16 @@ def speculation_args(cfg: SimConfig, repo: str, notes: list[str]) -> list[str]:
 
 def router_lines(cfg: SimConfig, replicas: int) -> list[str]:
     """How requests reach the replicas: SGLang's router, with prefill and decode servers paired for a
-    split (their bootstrap port its default), cache-aware where the simulation routes by prefix."""
+    split (their bootstrap port its default), cache-aware where the simulation routes by prefix,
+    round robin where it does, else the less loaded of two replicas."""
     port = recipes()["sglang"]["port"]
     if cfg.disagg:
         return [f"python -m sglang_router.launch_router --pd-disaggregation --prefill http://PREFILL_HOST:{port} "
                 f"--decode http://DECODE_HOST:{port} --host 0.0.0.0 --port 8000  # one --prefill and --decode "
                 f"a replica"]
     if replicas > 1:
-        policy = "cache_aware" if cfg.router == "prefix" else "power_of_two"
+        # the simulated router by SGLang's policies: the less loaded of two for least outstanding or least KV
+        policy = {"prefix": "cache_aware", "rr": "round_robin"}.get(cfg.router, "power_of_two")
         return [f"python -m sglang_router.launch_router --worker-urls http://HOST_1:{port} ... --policy {policy} "
                 f"--host 0.0.0.0 --port 8000  # one URL a replica"]
     return []
