@@ -64,6 +64,10 @@ def sglang_args(cfg: SimConfig, tp: int, pp: int, max_len: int | None, role: str
         args += ["--disaggregation-mode", role]
     if cfg.spec_method is not None and decodes:
         args += speculation_args(cfg, repo, notes)
+        if pp > 1:
+            notes.append("SGLang runs no speculative decoding with pipeline stages: drop --pp-size or the proposer")
+        if cfg.spec_method == "draft" and cfg.dp_attention:
+            notes.append("SGLang's STANDALONE draft model does not run with --enable-dp-attention: drop one of them")
     return args, notes
 
 
