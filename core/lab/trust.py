@@ -124,7 +124,7 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     fast, slow = step_scales(errors)
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     margin, seen = family_margin(gpu, data["runs"])
-    engine = cfg.engine_overhead if cfg.engine_overhead in engines.SERVING else "vllm"
+    engine = engines.served_by(cfg)
     unseen = engine_margin(engine, data)
     fitted_fast, fitted_slow = fast, slow
     fast, slow = fast / (1 + margin) / (1 + unseen), slow * (1 + margin) * (1 + unseen)
@@ -173,7 +173,6 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
                           "bound, so the upper end is no figure: it grows with the number of requests simulated.")
         cards.append(dict(label=f"{label} band", value=value, note=note, help=why + extra))
     load = float(summary["utilisation"])
-    engine = cfg.engine_overhead if cfg.engine_overhead in engines.SERVING else "vllm"
     r = nearest(gpu, model, load, data["runs"], engine)
     shown = [m for m in METRIC_WORDS if m in r["errors"]]
     # the figure is the largest error, the one to plan with: a card's figure holds about 16 characters

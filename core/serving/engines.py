@@ -30,6 +30,12 @@ def profiles() -> dict:
     return json.loads((DATA / "engines.json").read_text())
 
 
+def served_by(cfg) -> str:
+    """The engine a simulated deployment is served by: the one it was simulated with (a SimConfig's
+    engine_overhead; vLLM for a bare forward pass)."""
+    return cfg.engine_overhead if cfg.engine_overhead in SERVING else "vllm"
+
+
 def name(engine: str) -> str:
     """The engine's name as its users write it ('SGLang'; vLLM's is 'vLLM')."""
     return "vLLM" if engine == "vllm" else profiles()[engine]["name"]

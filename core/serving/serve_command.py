@@ -25,11 +25,6 @@ from .yamltext import to_yaml
 PROGRAMS = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglang.launch_server"], "trtllm": ["trtllm-serve"]}
 
 
-def engine_of(cfg: SimConfig) -> str:
-    """The engine a deployment is served by: the one it was simulated with (vLLM for a bare forward pass)."""
-    return cfg.engine_overhead if cfg.engine_overhead in engines.SERVING else "vllm"
-
-
 def pools(cfg: SimConfig) -> list[dict]:
     """Each pool of the deployment: its role, GPU type, replicas, tp, pp and the serving line of the
     engine it was simulated with (`vllm serve`, `python3 -m sglang.launch_server`, `trtllm-serve`
@@ -43,7 +38,7 @@ def pools(cfg: SimConfig) -> list[dict]:
                  ("decode", catalog.get_gpu(cfg.gpu).id, (gpus - cfg.prefill_gpus) // dtp, dtp, 1)]
     else:
         shape = [("serving", catalog.get_gpu(cfg.gpu).id, gpus // (cfg.tp * cfg.pp), cfg.tp, cfg.pp)]
-    engine, out = engine_of(cfg), []
+    engine, out = engines.served_by(cfg), []
     for role, gpu, replicas, tp, pp in shape:
         options = None
         if engine == "sglang":
@@ -149,7 +144,7 @@ def commands(cfg: SimConfig) -> str:
     """The shell lines that run the deployment: one serving line per replica of each pool (the
     replica counts said above each), and for a split how requests reach the two pools."""
     lines = []
-    ps, engine = pools(cfg), engine_of(cfg)
+    ps, engine = pools(cfg), engines.served_by(cfg)
     for p in ps:
         g = catalog.get_gpu(p["gpu"])
         n, hosts = p["gpus_per_replica"], g.hosts(p["gpus_per_replica"])
@@ -186,7 +181,7 @@ def manifest(cfg: SimConfig, name: str | None = None) -> str:
     """A Kubernetes manifest (YAML) of the deployment: an apps/v1 Deployment per pool, each pod one
     replica with its GPUs as nvidia.com/gpu limits, and a Service in front of each pool (and for
     TensorRT-LLM a ConfigMap holding each pool's options file)."""
-    engine = engine_of(cfg)
+    engine = engines.served_by(cfg)
     v, name = recipes()[engine], name or engine
     docs = []
     for p in pools(cfg):
