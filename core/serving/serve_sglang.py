@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..physics import catalog, speculative
+from ..physics.memory import MEM_UTIL
 from .checkpoints import checkpoint, eagle_head, hf_repos, recipes
 from .simulate import SimConfig
 
@@ -49,7 +50,9 @@ def sglang_args(cfg: SimConfig, tp: int, pp: int, max_len: int | None, role: str
     args += quant
     if cfg.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8_e4m3"]
-    args += ["--mem-fraction-static", f"{cfg.mem_util:g}", "--page-size", str(cfg.block_size)]
+    if cfg.mem_util != MEM_UTIL:  # SGLang's static share (weights and KV pool), else its own for the GPU
+        args += ["--mem-fraction-static", f"{cfg.mem_util:g}"]
+    args += ["--page-size", str(cfg.block_size)]
     if not cfg.prefix_caching:
         args += ["--disable-radix-cache"]
     if max_len:
