@@ -197,6 +197,9 @@ def test_plan_on_the_command_line_takes_the_engine(capsys):
     assert "trtllm-serve meta-llama/Llama-3.1-8B " in out and "vllm serve" not in out
     assert main(["plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--engine", "tgi"]) == 2
     assert "--engine: invalid choice: 'tgi'" in capsys.readouterr().err
+    assert main(["plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--engine", "sglang", "--max-seqs", "64"]) == 2
+    own = ENGINES["sglang"]["max_running_requests"]["value"]
+    assert f"SGLang runs its own ({own:,} sequences): drop --max-seqs" in capsys.readouterr().err
 
 
 def test_a_link_names_the_engine_and_the_lab_runs_it():

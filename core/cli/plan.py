@@ -68,7 +68,7 @@ def register(sub) -> None:
     p.add_argument("--no-disagg", action="store_true", help="leave prefill/decode splits out of the search")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a list price (repeatable)")
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=None,
-                   help="most sequences a step (default: vLLM's 256 as the Lab runs it; another engine's own)")
+                   help="most sequences a step under vLLM (default 256, as the Lab runs it); another engine runs its own")
     p.add_argument("--engine", default="vllm", choices=engines.SERVING,
                    help="the engine that serves: vLLM V1 (its schedules searched), or SGLang or TensorRT-LLM as each "
                         "runs out of the box (its own rule, chunk and batch limits for the GPU); the commands are its own")
@@ -102,6 +102,9 @@ def register(sub) -> None:
 
 
 def cmd_plan(args) -> None:
+    if args.engine != "vllm" and args.max_seqs is not None:
+        raise ValueError(f"--max-seqs sets vLLM's batch limit; {engines.name(args.engine)} runs its own "
+                         f"({engines.max_seqs(args.engine, 0):,} sequences): drop --max-seqs, or plan with --engine vllm")
     if not args.spec_methods and (args.spec_tokens is not None or args.spec_acceptance is not None
                                   or args.draft_model is not None):
         raise ValueError("--spec-tokens, --spec-acceptance and --draft-model tune speculating deployments: name their "
