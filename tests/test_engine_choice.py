@@ -107,6 +107,7 @@ SHAPES = {
     "split": dict(model="llama-3.1-8b", gpu="h100", tp=1, gpus=4, disagg=True, prefill_gpus=2, prefill_tp=1, decode_tp=1,
                   kv_offload_gb=64, router="prefix", spec_method="eagle3"),
     "pipeline": dict(model="llama-3.1-405b", gpu="h100", tp=8, pp=2, gpus=16, dtype="fp8"),
+    "one request at a time": dict(model="llama-3.1-8b", gpu="h100", policy="serial", mem_util=0.8),
 }
 
 
