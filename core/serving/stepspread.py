@@ -74,16 +74,21 @@ def carried_margin(runs: list[dict] | None = None) -> tuple[float, str]:
 
 def run_engine(r: dict) -> str:
     """The engine of a validated run, as the simulator names it (vLLM's forks and builds are vLLM)."""
-    return "sglang" if r["engine"].startswith("SGLang") else "vllm" if r["engine"].startswith("vLLM") else r["engine"]
+    names = {"SGLang": "sglang", "vLLM": "vllm", "TensorRT-LLM": "trtllm"}
+    return next((e for prefix, e in names.items() if r["engine"].startswith(prefix)), r["engine"])
 
 
 def engine_margin(engine: str, data: dict | None = None) -> float:
-    """How much further out both edges of the band go for a serving engine: 0 where a validated
-    serving run of it exists (vLLM, SGLang); else the worst error of its public checks
-    (TensorRT-LLM's offline throughput: validation_errors.json engine_checks)."""
+    """How much further out both edges of the band go for a serving engine, as family_margin for a
+    GPU family: 0 where a run its constants were fitted to validates it (vLLM, SGLang); where only
+    public serving runs check it, their worst error; else the worst error of its other public
+    checks (TensorRT-LLM's offline throughput: validation_errors.json engine_checks)."""
     data = data or validation()
-    if any(run_engine(r) == engine for r in data["runs"]):
+    own = [r for r in data["runs"] if run_engine(r) == engine]
+    if any(r["set"] == "held in" for r in own):
         return 0.0
+    if own:
+        return max(abs(e) for r in own for e in r["errors"].values())
     checks = data.get("engine_checks", {}).get(engine)
     return float(checks["worst_abs_error"]) if checks else carried_margin(data["runs"])[0]
 
