@@ -177,7 +177,11 @@ FAMILY_HEADER = ("**Public runs on other GPU families (calibration/family_runs.j
                  "at 4 and 8 req/s (replayed with `--engine sglang`), SGLang 0.5.6 serving Llama-3.1-70B on eight A100s at 1 "
                  "to 100 clients (the SGLang cookbook; each run's own requests, seed 1's draw, and what its warm-up and the "
                  "earlier runs on the server left cached: calibration/bench_serving.py), and four B200s serving "
-                 "Llama-3.1-70B with vLLM's V1 engine at 1, 5 and 10 req/s: checks, nothing fitted")
+                 "Llama-3.1-70B with vLLM's V1 engine at 1, 5 and 10 req/s, and GPUStack's TensorRT-LLM serving runs "
+                 "(trtllm-serve 1.2.0rc1 and 1.0.0, replayed with `--engine trtllm`): Qwen3-8B on an H100 at 4 clients "
+                 "beside the same page's vLLM and SGLang rows, Qwen3-32B on an H100 and DeepSeek-R1 on eight H200s with "
+                 "every request at once (their output tokens a second and mean TPOT): checks, nothing fitted; the "
+                 "Lab widens TensorRT-LLM's band by their worst error")
 OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs.json, replayed by `python "
                   "calibration/family_check.py --offline`)**: its performance overview's runs of DeepSeek-R1, gpt-oss, "
                   "Llama-3.3-70B and Qwen3-30B-A3B on B200, B300, GB200 and GB300 (FP4; the page marks B300 and GB300 "

@@ -20,8 +20,8 @@ from ..physics import catalog, costmodel
 from ..serving import engines
 from ..serving.simulate import SimConfig, simulate
 # the error spread lives below the planner, which checks its answers at the slower edge
-from ..serving.stepspread import (QUANTILES, VALIDATION_FILE, engine_margin, family_margin, run_engine, step_errors, step_scales,  # noqa: F401
-                                  validation)
+from ..serving.stepspread import (QUANTILES, VALIDATION_FILE, engine_margin, family_margin, run_engine,  # noqa: F401
+                                  step_errors, step_scales, validation, within_range)
 from ..text import fmt_ms
 
 # the vLLM V1 runs' decode time per token and a public run's mean TPOT are the same figure
@@ -125,9 +125,10 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     margin, seen = family_margin(gpu, data["runs"])
     engine = engines.served_by(cfg)
-    unseen = engine_margin(engine, data)
+    unseen, measured = engine_margin(engine, data)
     fitted_fast, fitted_slow = fast, slow
-    fast, slow = fast / (1 + margin) / (1 + unseen), slow * (1 + margin) * (1 + unseen)
+    fast, slow = (within_range(fast / (1 + margin) / (1 + unseen)),
+                  within_range(slow * (1 + margin) * (1 + unseen)))
     b = band(cfg, summary, (fast, slow))
     spread = f"steps {_steps(fast)} to {_steps(slow)}"
     n_step, n_dec = (len(v) for v in data["step_time_errors"].values())
@@ -148,11 +149,12 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
                 f"{margin:.1%} because {because}")
     if unseen:
         name = engines.name(engine)
-        spread = (f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: no {name} serving run"
-                  if not margin else spread + f", no {name} run")
-        why += (f"{',' if margin else ''} widened {'again ' if margin else ''}by {unseen:.1%} because no {name} "
-                f"serving run is validated: the worst error of its public checks (its offline throughput, "
-                f"calibration/VALIDATION.md)")
+        spread = (f"steps −{(1 - fast) * 100:.0f}% to +{(slow - 1) * 100:.0f}%: {name} public runs"
+                  if not margin else spread + f", {name} public runs")
+        why += (f", each widened {'again ' if margin else ''}by {unseen:.1%} because the simulator's constants were "
+                f"fitted to no {name} run: the worst error of its {measured} (calibration/VALIDATION.md)")
+    if within_range(fast / 2) == fast or within_range(slow * 2) == slow:  # an edge at the simulator's range
+        why += ", where it stops at the simulator's range of steps half to twice the cost model's"
     why += ". The band is the range over those two runs and the simulated figure."
     cards = []
     for key, label, fmt in (("ttft", "p99 TTFT", fmt_ms), ("tpot", "p99 TPOT", _tpot)):
@@ -182,10 +184,8 @@ def trust(cfg: SimConfig, summary: dict, data: dict | None = None) -> list[dict]
     left = r.get("errors_model_left_out") or {}
     family = (f"same GPU family ({gpu.arch})" if gpu.arch == r["arch"]
               else f"no {gpu.arch or 'such'} GPU validated, nearest family {r['arch']}")
-    if run_engine(r) != engine:
-        family += (f"; no {engines.name(engine)} serving run validated"
-                   + (" (its offline throughput is checked: calibration/VALIDATION.md)" if engine == "trtllm" else "")
-                   + f", nearest a {engines.name(run_engine(r))} run")
+    if run_engine(r) != engine:  # the engine's own runs are further off in GPU family, size or load
+        family += f"; a {engines.name(run_engine(r))} run, nearer than any of {engines.name(engine)}'s"
     help_ = (f"How far the simulator was over or under the measurement on the real run nearest this setting (the card "
              f"shows the largest of its errors): {family}; model "
              f"{r['model_name']} ({r['params_b']:g}B) against {model.name} ({model.params() / 1e9:.1f}B); "

@@ -14,7 +14,7 @@ from functools import lru_cache
 from ..physics import catalog
 from ..serving.metrics import overload
 from ..serving.simulate import simulate
-from ..serving.stepspread import engine_margin, family_margin
+from ..serving.stepspread import engine_margin, family_margin, within_range
 from .bounds import Bound, bound
 from .space import Budget, Deployment, Workload, to_config
 
@@ -45,8 +45,8 @@ def check_config(d: Deployment, w: Workload):
     step scale (the trust band's slower edge), moved out as the Lab's band is on a GPU family no
     fitted validated run covers (stepspread.family_margin: B200, L40S; MI300X by its public runs' worst error),
     and for an engine no serving run covers (stepspread.engine_margin: TensorRT-LLM)."""
-    return replace(to_config(d, w), step_scale=w.targets.step_scale * (1 + unvalidated_margin(d))
-                   * (1 + engine_margin(w.engine.name)))
+    return replace(to_config(d, w), step_scale=within_range(w.targets.step_scale * (1 + unvalidated_margin(d))
+                                                            * (1 + engine_margin(w.engine.name)[0])))
 
 
 @lru_cache(maxsize=64)

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from .. import DATA
 from ..physics import catalog, vllm_host
-from .stepspread import engine_margin, validation
+from .stepspread import engine_margin
 from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang, TRT-LLM)
 
 
@@ -97,14 +97,12 @@ def planned_on(engine: str) -> str:
 
 
 def unvalidated_note(engine: str) -> str:
-    """A sentence on how much slower the checks take an engine no serving run validates ('' otherwise)."""
-    margin = engine_margin(engine)
+    """A sentence on how much slower the checks take an engine the constants were fitted to no run of ('' otherwise)."""
+    margin, measured = engine_margin(engine)
     if not margin:
         return ""
-    checks = validation().get("engine_checks", {}).get(engine)
-    worst = f"the worst of its {checks['metrics']} offline checks" if checks else "the error an unvalidated setting carries"
-    return (f" No {name(engine)} serving run is validated, so every check takes each step a further {margin:.1%} "
-            f"slower ({worst}).")
+    return (f" The simulator's constants were fitted to no {name(engine)} run, so every check takes each step a "
+            f"further {margin:.1%} slower (the worst error of its {measured}).")
 
 
 def own_limits_note(engine: str, gpu: catalog.GPU) -> str:

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import DATA
+from .. import DATA, bounds
 from ..physics import catalog
 
 VALIDATION_FILE = DATA / "validation_errors.json"
@@ -72,23 +72,33 @@ def carried_margin(runs: list[dict] | None = None) -> tuple[float, str]:
     return abs(e2e(worst)), worst["arch"]
 
 
+def within_range(scale: float) -> float:
+    """A step-time scale held within the simulator's range (bounds.json step_scale: half to twice the
+    cost model's): where an unvalidated GPU family's and engine's margins compound beyond it, the
+    band and the planner's check stop at its edge."""
+    limits = bounds.TABLE["step_scale"]
+    return min(max(scale, limits["min"]), limits["max"])
+
+
 def run_engine(r: dict) -> str:
     """The engine of a validated run, as the simulator names it (vLLM's forks and builds are vLLM)."""
     names = {"SGLang": "sglang", "vLLM": "vllm", "TensorRT-LLM": "trtllm"}
     return next((e for prefix, e in names.items() if r["engine"].startswith(prefix)), r["engine"])
 
 
-def engine_margin(engine: str, data: dict | None = None) -> float:
-    """How much further out both edges of the band go for a serving engine, as family_margin for a
-    GPU family: 0 where a run its constants were fitted to validates it (vLLM, SGLang); where only
-    public serving runs check it, their worst error; else the worst error of its other public
-    checks (TensorRT-LLM's offline throughput: validation_errors.json engine_checks)."""
+def engine_margin(engine: str, data: dict | None = None) -> tuple[float, str]:
+    """(how much further out both edges of the band go for a serving engine, what that error was
+    measured on), as family_margin for a GPU family: 0 where a run its constants were fitted to
+    validates it (vLLM, SGLang); where only public serving runs check it, their worst error
+    ("serving runs"); else the worst error of its other public checks (TensorRT-LLM's offline
+    throughput: validation_errors.json engine_checks)."""
     data = data or validation()
     own = [r for r in data["runs"] if run_engine(r) == engine]
     if any(r["set"] == "held in" for r in own):
-        return 0.0
+        return 0.0, ""
     if own:
-        return max(abs(e) for r in own for e in r["errors"].values())
+        return max(abs(e) for r in own for e in r["errors"].values()), f"{len(own)} public serving runs"
     checks = data.get("engine_checks", {}).get(engine)
-    return float(checks["worst_abs_error"]) if checks else carried_margin(data["runs"])[0]
-
+    if checks:
+        return float(checks["worst_abs_error"]), f"{checks['metrics']} offline throughput checks"
+    return carried_margin(data["runs"])[0], "no run of its own"
