@@ -6,7 +6,10 @@ three GPU types (H100, H200, B200) with one spare replica; and two mixtures of e
 expert-parallel shapes the search adds (Mixtral-8x7B on the default budget, DeepSeek-V3 on up to
 32 H200s).
 
-usage: python bench/planner_speed.py [--out bench/results/planner.json] [--workers N]
+usage: python bench/planner_speed.py [--out bench/results/planner.json] [--workers N] [--engine {vllm,sglang,trtllm}]
+
+--engine plans every case on SGLang or TensorRT-LLM as each runs out of the box (one schedule of its own
+where vLLM's three are searched; bench/results/planner_sglang.json, planner_trtllm.json).
 
 "first" includes starting the pool (each worker loads the compiled engine from numba's disk cache);
 "warm" is a second search on the running pool at a 2% higher rate (so that no simulation is reused
@@ -27,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from core.planner import executors  # noqa: E402
 from core.planner.plan import plan  # noqa: E402
-from core.planner.space import Budget, Targets, Workload  # noqa: E402
+from core.planner.space import Budget, Engine, Targets, Workload  # noqa: E402
+from core.serving import engines  # noqa: E402
 from core.serving.workload import WorkloadSpec  # noqa: E402
 
 ONE, TWO, THREE = ("h100",), ("h100", "h200"), ("h100", "h200", "b200")
@@ -45,12 +49,15 @@ CASES = [  # (label, model, rate, prompt, output, TTFT target ms, TPOT target ms
 
 
 def main(argv: list[str]) -> None:
-    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / "planner.json"
+    engine = argv[argv.index("--engine") + 1] if "--engine" in argv else "vllm"
+    name = "planner.json" if engine == "vllm" else f"planner_{engine}.json"
+    out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "bench" / "results" / name
     workers = int(argv[argv.index("--workers") + 1]) if "--workers" in argv else (os.cpu_count() or 1)
     results = []
     for label, model, rate, prompt, output, ttft, tpot, gpu_types, max_gpus, spares in CASES:
         w = Workload(model, WorkloadSpec(n_requests=2000, rate=rate, prompt_mean=prompt, output_mean=output,
-                                         length_dist="lognormal"), Targets(ttft, tpot))
+                                         length_dist="lognormal"), Targets(ttft, tpot),
+                     Engine(name=engine, max_seqs=engines.max_seqs(engine, Engine().max_seqs)))
         budget = Budget(gpu_types=gpu_types, max_gpus=max_gpus, spare_replicas=spares)
         runs = []
         for scale in (1.0, 1.02):
@@ -73,8 +80,9 @@ def main(argv: list[str]) -> None:
               f"{row['candidates_per_s']:.0f} candidates/s, {row['simulations_per_s']:.0f} simulations/s; "
               f"cheapest: {row['cheapest']}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(cpus=os.cpu_count(), rule="20% headroom, steps at the trust band's slower edge",
-                                   cases=results), indent=1) + "\n")
+    out.write_text(json.dumps(dict(cpus=os.cpu_count(), engine=engine,
+                                   rule="20% headroom, steps at the trust band's slower edge", cases=results),
+                              indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -190,7 +190,9 @@ def test_the_planner_searches_the_engines_own_schedule_and_answers_in_its_comman
                  Targets(1000, 50), Engine(name="sglang", max_seqs=2048))
     p = plan(w, Budget(max_gpus=2, dtypes=("bf16",)), executor="inline")
     rows = p.rows()
-    assert {r["policy"] for r in rows} <= {"sglang", "serial", "static"} and any(r["policy"] == "sglang" for r in rows)
+    colocated = {r["policy"] for r in rows if not r["prefill_replicas"]}
+    assert colocated <= {"sglang", "serial", "static"} and "sglang" in colocated
+    assert {r["policy"] for r in rows if r["prefill_replicas"]} <= {"sarathi"}  # a split's pools chunk
     assert serving_lines(p.row(p.cheapest)["serve"], "sglang")
 
 
@@ -239,3 +241,18 @@ def test_margins_that_compound_past_the_simulators_range_stop_at_its_edge():
     w = Workload("llama-3.1-8b", WorkloadSpec(n_requests=100, rate=4), Targets(), Engine(name="trtllm"))
     for gpu in (g for g in catalog.gpu_ids() if catalog.get_gpu(g).vendor == "NVIDIA"):
         assert check_config(Deployment(gpu), w).step_scale <= 2.0, gpu
+
+
+def test_an_sglang_split_chunks_each_pool_and_its_prefill_first_rule_stays_in_one_server(capsys):
+    # SGLang's rule orders prompts against decodes in one server; a split's pools each run one kind
+    split = on_engine(SimConfig(gpu="h200", model="llama-3.1-70b", tp=2, gpus=12, disagg=True, prefill_gpus=10,
+                                prefill_tp=2, decode_tp=2, prefill_gpu="h100"), "sglang")
+    assert split.policy == "sarathi" and split.chunk == current_config(LabInputs(engine="sglang", gpu="h200")).chunk
+    # five prefill replicas of a 70B feeding one overloaded decode replica: it finishes, in bounded steps
+    args = ["simulate", "--prefill-gpu", "h100", "--decode-gpu", "h200", "--model", "llama-3.1-70b", "--tp", "2",
+            "--gpus", "12", "--rate", "9.6", "--prompt", "4096", "--output", "256", "--disagg", "--prefill-gpus", "10",
+            "--prefill-tp", "2", "--decode-tp", "2", "--requests", "300", "--engine", "sglang", "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 300
+    assert main(args[:-3] + ["--policy", "sglang"]) == 2
+    assert "a split's prefill and decode pools each run one kind" in capsys.readouterr().err

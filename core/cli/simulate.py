@@ -230,7 +230,7 @@ def config_from_args(args) -> SimConfig:
 def fill_engine(cfg: SimConfig, args) -> SimConfig:
     """The engine fields no flag set, as the engine itself picks them on the GPU (serving/command.py
     engine_defaults: SGLang's under --engine sglang, vLLM's offline LLM class's under --offline)."""
-    d = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention)
+    d = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention, cfg.disagg)
     left = dict(policy=args.policy is None, max_batched_tokens=args.max_batched_tokens is None,
                 chunk=args.chunk is None, max_seqs=args.max_seqs is None, engine_overhead=True)
     return replace(cfg, **{k: v for k, v in d.items() if left[k]})

@@ -347,14 +347,13 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
                     prefix_caching=w.engine.prefix_caching, max_steps=w.engine.max_steps,
                     kv_offload_gb=d.kv_offload_gb, ep=d.ep, dp_attention=d.dp_attention, eplb=d.eplb,
                     redundant_experts=expert.eplb_copies(d.tp) if d.eplb else 0)
-    cfg = on_engine(cfg, w.engine.name)
     if d.spec:
         cfg = replace(cfg, spec_method=d.spec, spec_tokens=w.engine.spec_tokens, spec_acceptance=w.engine.spec_acceptance,
                       draft_model=w.engine.draft_model if d.spec == "draft" else None)
     if d.disagg:
         cfg = replace(cfg, disagg=True, prefill_gpus=d.prefill_tp * d.prefill_replicas, prefill_tp=d.prefill_tp,
                       decode_tp=d.tp, prefill_gpu=d.prefill_gpu if d.prefill_gpu not in ("", d.gpu) else None)
-    return cfg
+    return on_engine(cfg, w.engine.name)
 
 
 def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str = "bf16") -> list[int]:
@@ -378,12 +377,13 @@ def runs(g: catalog.GPU, dtype: str, kv_dtype: str) -> bool:
     return g.runs(catalog.weight_format(dtype)) and g.runs(catalog.kv_format(kv_dtype))
 
 
-def engine_schedules(w: Workload, budget: Budget, g: catalog.GPU) -> tuple[tuple[str, int], ...]:
+def engine_schedules(w: Workload, budget: Budget, g: catalog.GPU, disagg: bool = False) -> tuple[tuple[str, int], ...]:
     """The schedules (policy, token budget) searched on GPU `g`: vLLM's (SCHEDULES and the user's
-    own), or the one SGLang or TensorRT-LLM runs out of the box there (to_config gives it its limits)."""
+    own), or the one SGLang or TensorRT-LLM runs out of the box there, in a prefill/decode split's
+    pools if `disagg` (to_config gives it its limits)."""
     if w.engine.name == "vllm":
         return budget.schedules()
-    own = engine_defaults(g.id, w.engine.name, True)
+    own = engine_defaults(g.id, w.engine.name, True, disagg=disagg)
     return ((own["policy"], own["max_batched_tokens"]),)
 
 
@@ -429,7 +429,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                 gp, gd = catalog.get_gpu(pre), catalog.get_gpu(dec)
                 if not (engines.runs_on(w.engine.name, gp) and engines.runs_on(w.engine.name, gd)):
                     continue
-                split = engine_schedules(w, budget, gd)[0]  # the decode pool's first schedule, each pool's
+                split = engine_schedules(w, budget, gd, disagg=True)[0]  # the decode pool's first, each pool's
                 for dtype in dtypes:
                     for kv in [k for k in budget.kv_dtypes if runs(gp, dtype, k) and runs(gd, dtype, k)]:
                         ptps = [tp for tp in tp_degrees(pre, w.model, dtype, w, kv) if tp <= room][:2]

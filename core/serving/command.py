@@ -46,7 +46,8 @@ DEFAULTS = dict(
 TRACE_FILE = "trace.csv"
 
 
-def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int = 1, dp_attention: bool = False) -> dict:
+def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int = 1, dp_attention: bool = False,
+                    disagg: bool = False) -> dict:
     """The engine fields `python -m core simulate` fills in where no flag sets them: SGLang's own for
     the GPU under --engine sglang (its rule, chunk, budget and batch limit), TensorRT-LLM's LLM API's
     under --engine trtllm, vLLM's offline LLM class's budget and batch limit for the GPU under
@@ -62,7 +63,7 @@ def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int =
     if gpu is None or engine not in ("sglang", "vllm") or (engine == "vllm" and api_server):
         return lab
     if engine == "sglang":
-        return engines.sglang_defaults(gpu, tp, dp_attention)
+        return engines.sglang_defaults(gpu, tp, dp_attention, disagg)
     budget, seqs = engines.vllm_batch_defaults(gpu, offline=True)
     return dict(max_batched_tokens=budget, max_seqs=seqs)
 
@@ -71,14 +72,16 @@ def on_engine(cfg: SimConfig, engine: str) -> SimConfig:
     """`cfg` served by `engine` as it runs out of the box: SGLang's or TensorRT-LLM's own rule on the
     loop, token budget, prefill chunk and batch limit for the GPU (engine_defaults), in place of the
     Lab's vLLM ones. The teaching stages keep their rule (one request at a time, static batches: no
-    engine's setting) and take the engine's host and kernels only. vLLM: `cfg` as it is."""
+    engine's setting) and take the engine's host and kernels only. SGLang's prefill-first rule orders
+    prompts against decodes in one server: a split's pools, each running one kind, chunk at its chunk
+    instead. vLLM: `cfg` as it is."""
     if engine == "vllm":
         return cfg
     if engine not in engines.SERVING:
         raise ValueError(f"the serving engine is one of {', '.join(engines.SERVING)}, not '{engine}'")
     if cfg.policy in ("serial", "static"):
         return replace(cfg, engine_overhead=engine)
-    return replace(cfg, **engine_defaults(cfg.gpu, engine, cfg.api_server, cfg.tp, cfg.dp_attention))
+    return replace(cfg, **engine_defaults(cfg.gpu, engine, cfg.api_server, cfg.tp, cfg.dp_attention, cfg.disagg))
 
 
 def cli_max_model_len(cfg: SimConfig) -> int:
@@ -210,7 +213,7 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
         notes.append(f"{TRACE_FILE}: {trace_note or 'the trace this run replayed'}")
 
     # the engine (a budget and batch limit the command line would fill in for this engine and GPU go unsaid)
-    filled = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention)
+    filled = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention, cfg.disagg)
     if cfg.policy != filled.get("policy", D["policy"]):
         flag("--policy", cfg.policy)
     differs("block-size", cfg.block_size)

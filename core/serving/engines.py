@@ -46,15 +46,17 @@ def _by_memory(table: list, gpu: catalog.GPU) -> list:
     return next(row[1:] for row in table if gpu.memory_gib < row[0])
 
 
-def sglang_defaults(gpu: catalog.GPU, tp: int, dp_attention: bool = False) -> dict:
+def sglang_defaults(gpu: catalog.GPU, tp: int, dp_attention: bool = False, disagg: bool = False) -> dict:
     """SimConfig fields SGLang's own defaults set on `gpu` at `tp`: its engine and rule, its chunk
     (the prefill step's budget; data-parallel attention divides it by the ranks) and its
-    running-request limit."""
+    running-request limit. Its prefill-first rule orders prompts against decodes in one server: in
+    a prefill/decode split, whose servers each run one kind, the pools chunk at its chunk."""
     s = profiles()["sglang"]
     chunk = _by_memory(s["chunked_prefill_size"]["by_memory_gib"], gpu)[0]
     if dp_attention:
         chunk = max(1, chunk // tp)
-    return dict(engine_overhead="sglang", policy=s["policy"]["value"], max_batched_tokens=chunk, chunk=chunk,
+    return dict(engine_overhead="sglang", policy="sarathi" if disagg else s["policy"]["value"],
+                max_batched_tokens=chunk, chunk=chunk,
                 max_seqs=max_seqs("sglang", 0))
 
 

@@ -349,6 +349,10 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
     if not isinstance(cfg.pp, (int, np.integer)) or not 1 <= cfg.pp <= 64:
         raise ValueError(f"pipeline parallelism takes 1 to 64 stages, not {cfg.pp}")
+    if cfg.policy == "sglang" and cfg.disagg:
+        raise ValueError("SGLang's prefill-first rule orders prompts against decodes in one server; a split's prefill "
+                         "and decode pools each run one kind: use --policy sarathi with SGLang's chunk (--engine "
+                         "sglang --disagg does)")
     if cfg.pp > 1 and (cfg.disagg or cfg.autoscale):
         raise ValueError("pipeline parallelism (pp > 1) is simulated on a colocated deployment of fixed replicas: "
                          "turn off disaggregation and autoscaling, or set pp=1")
