@@ -31,6 +31,7 @@ CASES = {
         engine="trtllm", model="deepseek-v3", gpu="h200", gpus=8, dtype="fp8", tensor_parallel=True, experts="ep_dp",
         requests=300)),
     "static batches on sglang": lambda: stage_config(LabInputs(engine="sglang"), 2),
+    "a split on sglang": lambda: stage_config(replace(SEVENTY_B, gpus=16, rate=20, engine="sglang"), 5),
 }
 
 
