@@ -114,7 +114,8 @@ dl.table(cmp.rows, f"measured against simulated, {name} {run.label()}", "compari
 dl.downloads(cmp.result, {"result_file": name, "line": run.line},
              key="replayed")
 compare.pin_button(dict(gpu=gpu, model=model, tp=tp, gpus=tp, policy=base.policy, max_batched_tokens=budget,
-                        max_seqs=max_seqs, label=f"your run's deployment ({tp} x {gpu})"), "bench")
+                        max_seqs=max_seqs, engine=engines.served_by(base), label=f"your run's deployment ({tp} x {gpu})"),
+                   "bench")
 
 st.subheader("Calibrate")
 st.markdown(f"Fits the two factors a serving benchmark pins down: **{', '.join(calibrate.FACTORS)}**. "
