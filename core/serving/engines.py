@@ -9,7 +9,11 @@ are vLLM's fitted constants: no SGLang step times are public to fit them to.
 TensorRT-LLM's PyTorch backend (engine "trtllm"): in-flight batching of whole prompts beside the
 decodes (chunked prefill off), its LLM API's batch limits, CUDA graphs of decode batches only (up
 to 128 sequences, or trtllm-bench's batch limit offline), a step with prompt tokens issued op by
-op at SGLang's fitted host issue; its kernels and host otherwise vLLM's fitted ones."""
+op at SGLang's fitted host issue; its kernels and host otherwise vLLM's fitted ones; NVIDIA GPUs only.
+
+The engine a person picks for a deployment (SERVING: the Lab's Serving engine, plan --engine) and
+the words the pages say it in: its name, what it replaces of vLLM's knobs, how far its figures are
+trusted (stepspread.engine_margin)."""
 from __future__ import annotations
 
 import json
@@ -17,8 +21,8 @@ from functools import lru_cache
 
 from .. import DATA
 from ..physics import catalog, vllm_host
-from .stepspread import engine_margin
 from ..physics.costmodel import ENGINES  # noqa: F401 (engine_overhead: a bare forward pass, vLLM V1, SGLang, TRT-LLM)
+from .stepspread import engine_margin
 
 
 # the engines a deployment is served by (the Lab's choice, the planner's): vLLM V1 first, the default
