@@ -44,14 +44,19 @@ def check_config(d: Deployment, w: Workload):
     """The simulation the targets are checked on: `d` serving `w` with every step at the targets'
     step scale (the trust band's slower edge), moved out as the Lab's band is on a GPU family no
     fitted validated run covers (stepspread.family_margin: B200, L40S; MI300X by its public runs' worst error),
-    and for an engine no serving run covers (stepspread.engine_margin: TensorRT-LLM)."""
+    and for an engine whose runs no constant was fitted to (stepspread.engine_margin: TensorRT-LLM)."""
     return replace(to_config(d, w), step_scale=within_range(w.targets.step_scale * (1 + unvalidated_margin(d))
-                                                            * (1 + engine_margin(w.engine.name)[0])))
+                                                            * (1 + _engine_margin(w.engine.name))))
 
 
 @lru_cache(maxsize=64)
 def _margin(gpu: str) -> float:
     return family_margin(catalog.get_gpu(gpu))[0]
+
+
+@lru_cache(maxsize=8)
+def _engine_margin(engine: str) -> float:
+    return engine_margin(engine)[0]
 
 
 def unvalidated_margin(d: Deployment) -> float:

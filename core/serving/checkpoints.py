@@ -23,6 +23,11 @@ def hf_repos() -> dict[str, str]:
     return {m["id"]: m["hf_repo"] for m in json.loads((DATA / "models.json").read_text())["models"] if m.get("hf_repo")}
 
 
+def repo_of(model_id: str) -> str:
+    """The Hugging Face repo a catalog model is served from (its own id where the catalog knows none)."""
+    return hf_repos().get(model_id, model_id)
+
+
 def released_formats(model_id: str) -> tuple[str, ...]:
     """The weight format a catalog model is released in where it has no 16-bit release: its
     checkpoint in data/recipes.json is the model's own Hugging Face repo (gpt-oss, DeepSeek)."""
@@ -67,7 +72,7 @@ def checkpoint(model_id: str, dtype: str, engine: str = "vLLM") -> tuple[str, li
     an fp8 release where the model ships one (`engine`, vLLM or SGLang, reads its quantisation from
     the checkpoint), else the 16-bit release quantised to fp8 as it loads (--quantization fp8)."""
     model = catalog.get_model(model_id)
-    repo = hf_repos().get(model.id, model.id)
+    repo = repo_of(model.id)
     shipped = recipes()["fp8_checkpoints"].get(model.id)
     notes = [] if model.id in hf_repos() else [f"{model.id} has no Hugging Face release in the catalog: serve your "
                                                f"own checkpoint of it in place of '{model.id}'"]
@@ -103,4 +108,5 @@ def eagle_head(method: str, repo: str) -> tuple[str, str | None]:
              if c["method"].split()[0] == method and c["target"].lower().removesuffix("-instruct") == family]
     if heads:
         return heads[0], None
-    return f"<{method} head for {repo}>", f"no published {method} head for {repo} in data/speculative.json: name one you trained"
+    return (f"<{method} head for {repo}>",
+            f"no published {method} head for {repo} in data/speculative.json: name one you trained")

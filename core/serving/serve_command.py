@@ -15,7 +15,7 @@ import shlex
 
 from ..physics import catalog, speculative
 from . import engines, offload, serve_sglang, serve_trtllm
-from .checkpoints import (checkpoint, eagle_head, hf_repos, recipes, release_dtype, release_note,  # noqa: F401
+from .checkpoints import (checkpoint, eagle_head, hf_repos, recipes, release_dtype, release_note, repo_of,  # noqa: F401
                           released_formats)
 from .simulate import SimConfig, _budget, prefill_gpu_of
 from .yamltext import to_yaml
@@ -132,7 +132,7 @@ def speculative_config(cfg: SimConfig, repo: str) -> tuple[dict, str | None]:
     config = dict(method=VLLM_METHODS[spec.method], num_speculative_tokens=spec.tokens)
     note = None
     if spec.method == "draft":
-        config["model"] = hf_repos().get(spec.draft.id, spec.draft.id)
+        config["model"] = repo_of(spec.draft.id)
     elif spec.method in ("eagle", "eagle3"):
         config["model"], note = eagle_head(spec.method, repo)
     elif spec.method == "ngram":

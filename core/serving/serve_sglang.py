@@ -9,7 +9,7 @@ import math
 
 from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL
-from .checkpoints import checkpoint, eagle_head, hf_repos, recipes
+from .checkpoints import checkpoint, eagle_head, recipes, repo_of
 from .simulate import SimConfig
 
 # speculative decoding's proposers by SGLang's names: DeepSeek's MTP runs as EAGLE (its NEXTN is
@@ -80,7 +80,7 @@ def speculation_args(cfg: SimConfig, repo: str, notes: list[str]) -> list[str]:
     spec = speculative.for_config(cfg, catalog.get_model(cfg.model))
     args = ["--speculative-algorithm", ALGORITHMS[spec.method]]
     if spec.method == "draft":
-        args += ["--speculative-draft-model-path", hf_repos().get(spec.draft.id, spec.draft.id)]
+        args += ["--speculative-draft-model-path", repo_of(spec.draft.id)]
     elif spec.method in ("eagle", "eagle3"):
         head, note = eagle_head(spec.method, repo)
         args += ["--speculative-draft-model-path", head]

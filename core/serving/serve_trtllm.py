@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..physics import catalog, speculative
 from ..physics.memory import MEM_UTIL
-from .checkpoints import checkpoint, eagle_head, hf_repos, recipes
+from .checkpoints import checkpoint, eagle_head, recipes, repo_of
 from .simulate import SimConfig
 
 # speculative decoding's proposers by TensorRT-LLM's decoding types (its PyTorch backend runs EAGLE-3
@@ -17,7 +17,7 @@ DECODING_TYPES = {"draft": "Draft_Target", "eagle": "Eagle3", "eagle3": "Eagle3"
 OPTIONS_FILE = "llm-api-options.yaml"
 
 
-def trtllm_options(cfg: SimConfig, role: str, decodes: bool, notes: list[str]) -> dict:
+def trtllm_options(cfg: SimConfig, repo: str, role: str, decodes: bool, notes: list[str]) -> dict:
     """The LLM API options of one replica (the YAML --extra_llm_api_options reads): attention data
     parallel, the KV cache's dtype, prefix reuse, block size and host tier, EPLB's slots, the
     proposer, and a split's KV transfer."""
@@ -34,7 +34,7 @@ def trtllm_options(cfg: SimConfig, role: str, decodes: bool, notes: list[str]) -
         slots = catalog.get_model(cfg.model).experts + cfg.redundant_experts
         options["moe_config"] = {"load_balancer": {"num_slots": slots, "layer_updates_per_iter": 0}}
     if cfg.spec_method is not None and decodes:
-        options["speculative_config"] = speculation_options(cfg, notes)
+        options["speculative_config"] = speculation_options(cfg, repo, notes)
     if role in ("prefill", "decode"):
         options["cache_transceiver_config"] = {"backend": "DEFAULT"}
     return options
@@ -71,18 +71,17 @@ def trtllm_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | No
     if hosts > 1:
         notes.append(f"a replica spans {hosts} nodes: start it as one MPI job over them (srun or mpirun, "
                      f"{tp * pp} ranks, each running trtllm-llmapi-launch before this line)")
-    options = trtllm_options(cfg, role, decodes, notes)
+    options = trtllm_options(cfg, repo, role, decodes, notes)
     return args, notes, options
 
 
-def speculation_options(cfg: SimConfig, notes: list[str]) -> dict:
+def speculation_options(cfg: SimConfig, repo: str, notes: list[str]) -> dict:
     """TensorRT-LLM's speculative_config for the run's proposer: its decoding type, k draft tokens a
     step, the draft's weights where the method has one."""
     spec = speculative.for_config(cfg, catalog.get_model(cfg.model))
     config: dict = {"decoding_type": DECODING_TYPES[spec.method], "max_draft_len": spec.tokens}
-    repo = checkpoint(cfg.model, cfg.dtype, "TensorRT-LLM")[0]
     if spec.method == "draft":
-        config["speculative_model"] = hf_repos().get(spec.draft.id, spec.draft.id)
+        config["speculative_model"] = repo_of(spec.draft.id)
     elif spec.method in ("eagle", "eagle3"):
         config["speculative_model"], note = eagle_head("eagle3", repo)
         notes += [note] if note else []
