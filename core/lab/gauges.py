@@ -38,7 +38,7 @@ READINGS = {
     "kv": lambda g: f"Peak {share(g.ratio)} of KV blocks in use",
     "weights": lambda g: f"{g.value:.1f} of {g.limit:.0f} GB usable per GPU ({share(g.ratio)})",
     "decode": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} tok/s ({share(g.ratio)})",
-    "slots": lambda g: f"{g.value:.0f} of {g.limit:.0f} sequence slots at p90 ({share(g.ratio)})",
+    "slots": lambda g: f"{g.value:,.0f} of {g.limit:,.0f} sequence slots at p90 ({share(g.ratio)})",
     "ttft": lambda g: (f"p99 TTFT {fmt_ms(g.value)}{GROWING if g.growing else ''} against a {fmt_ms(g.limit)} target "
                        f"({share(g.ratio)})"),
 }
@@ -119,7 +119,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     # never below what the run served: a deployment that serves more has shown a higher ceiling)
     limit, batch, achieved, u = s["capacity_tok_s"], s["capacity_batch"], s["throughput_tok_s"], s["utilisation"]
     why = (f"{achieved:,.0f} output tokens/s in the steady state against the {limit:,.0f} tok/s this deployment "
-           f"could sustain (the cost model's step time at {batch} sequences per replica, new prompts' tokens "
+           f"could sustain (the cost model's step time at {batch:,} sequences per replica, new prompts' tokens "
            f"included).")
     status = _status(u, 0.7, 0.9)
     if not s["stable"]:  # a growing queue: the deployment already serves all it can on this workload
@@ -138,7 +138,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     r = p90 / slots
     out.append(Gauge(
         "slots", "Batch slot saturation", p90, slots, "sequences", r, _status(r, 0.7, 0.95),
-        f"90% of the time a replica runs at most {p90:.0f} of its {slots} sequence slots.",
+        f"90% of the time a replica runs at most {p90:,.0f} of its {slots:,} sequence slots.",
         "Raise max batch (if KV blocks allow) or add replicas.",
         # a mean over the sampled steps, prefill-only ones too: the decode gauge's running batch counts
         # only steps that decode, so the two differ a little and each says which it is
