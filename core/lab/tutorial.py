@@ -20,7 +20,7 @@ from .. import DATA
 from ..physics import catalog, costmodel, expert, pipeline, speculative
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
-from ..serving import offload
+from ..serving import engines, offload
 from ..serving.metrics import growing, overload
 from ..serving.simulate import kv_link, startup_seconds, steptime
 from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
@@ -584,7 +584,8 @@ def deployment(cfg, gpu) -> str:
     else:
         shape = (f"{gpus} {gpu.name} GPUs as " + ("one replica" if replicas == 1 else f"{replicas} replicas")
                  + f" of tp={cfg.tp}")
-    return f"{shape}, with {POLICY_WORDS[cfg.policy]}"
+    served = engines.served_by(cfg)
+    return f"{shape}, with {POLICY_WORDS[cfg.policy]}" + (f", served by {engines.name(served)}" if served != "vllm" else "")
 
 
 def _chunk_sentence(f: dict, cfg, inputs: LabInputs) -> str:
