@@ -443,3 +443,19 @@ def test_the_planner_tries_eplb_on_eight_ranks_and_more_and_prefers_no_balancer_
     assert bound(d, w, prompt_quantile(w, 0.99)).refused is None
     plain = next(x for x in found if x == dataclasses.replace(d, eplb=False))
     assert budget.preference(plain) < budget.preference(d)
+
+
+def test_the_slot_gauge_counts_every_data_parallel_ranks_batch_and_a_replica_never_runs_past_it():
+    # under DP attention each rank schedules its own max batch, so a busy replica runs more sequences
+    # than one rank's limit: the gauge's limit is the replica's, and saturation cannot pass 100%
+    from core.lab import gauges
+    from core.lab.inputs import LabInputs, current_config, run
+    inputs = LabInputs(model="deepseek-v3", gpu="h200", gpus=8, tensor_parallel=True, dtype="fp8",
+                       experts="ep_dp", max_seqs=16, rate=20.0, requests=300)
+    cfg = current_config(inputs)
+    assert cfg.dp_attention and cfg.tp == 8
+    result = run(cfg)
+    g = next(g for g in gauges.gauges(cfg, result, inputs) if g.id == "slots")
+    assert g.limit == 16 * 8
+    assert result.trace["running"].max() > 16  # past one rank's limit: the ranks together run more
+    assert g.value <= g.limit and g.ratio <= 1.0

@@ -91,10 +91,10 @@ def slots():
     max_seqs = sweeps.slot_limit(view["config"])
     st.altair_chart(charts.line(rows, "rate", "mean_batch", "request rate (req/s)", "running batch (sequences)",
                                 "Batch slots used against request rate", log_x=True, rule_y=max_seqs,
-                                rule_y_label=f"{max_seqs} slots per replica", rule_x=sweeps.current_rate(inputs, s)),
+                                rule_y_label=f"{max_seqs:,} slots per replica", rule_x=sweeps.current_rate(inputs, s)),
                     width="stretch")
     st.caption(f"The running batch: the mean sequences in a step, over the steps that decode. The limit is "
-               f"{max_seqs} sequences per replica (Advanced: max batch); dotted: the current rate.")
+               f"{sweeps.slot_words(view['config'])}; dotted: the current rate.")
 
 
 def interactivity():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..physics import catalog
+from ..serving import experts
 from ..serving.metrics import GROWING, served_words
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import fmt_ms, sentence, share, token_count, usd
@@ -132,7 +133,7 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         why, knob(cfg, decode=True),
         detail=f"Running batch {s['mean_batch']:.1f} sequences per decoding step"))
 
-    slots = (1 if cfg.policy == "serial" else cfg.max_seqs)
+    slots = experts.replica_slots(cfg)
     running = result.trace["running"] / max(s["replicas"], 1)
     p90 = float(np.percentile(running, 90)) if len(running) else 0.0
     r = p90 / slots

@@ -9,7 +9,7 @@ import numpy as np
 from .. import progress
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
-from ..serving import frontier
+from ..serving import experts, frontier
 from ..serving.simulate import steptime
 from ..text import fmt_ms
 from ..serving.workload import load_trace
@@ -234,5 +234,17 @@ def batch_caption(mean_batch: float) -> str:
 
 
 def slot_limit(cfg) -> int:
-    """Sequences one replica may run in a step: one under serial serving, else max batch."""
-    return cfg.max_seqs if cfg.policy != "serial" else 1
+    """Sequences one replica may run in a step (serving.experts.replica_slots)."""
+    return experts.replica_slots(cfg)
+
+
+def slot_words(cfg) -> str:
+    """Where the slot limit comes from, in the page's words."""
+    slots = slot_limit(cfg)
+    ranks = slots // cfg.max_seqs if cfg.policy != "serial" else 1
+    if cfg.policy == "serial":
+        return "1 sequence per replica (one request at a time)"
+    if ranks > 1:
+        return (f"{slots:,} sequences per replica: max batch ({cfg.max_seqs:,}, Advanced) on each of its {ranks} "
+                f"data-parallel attention ranks")
+    return f"{slots:,} sequences per replica (Advanced: max batch)"

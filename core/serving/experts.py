@@ -16,6 +16,16 @@ def pool_experts(cfg, tp: int) -> tuple[int, bool]:
     return expert.replica_split(tp, cfg.ep > 1 and tp in widths, cfg.dp_attention)
 
 
+def replica_slots(cfg) -> int:
+    """Sequences one decoding replica may run in a step: max batch on each of its attention ranks (under
+    data-parallel attention every rank schedules its own batch, as vLLM's and SGLang's DP ranks do),
+    one under serial serving."""
+    if cfg.policy == "serial":
+        return 1
+    tp = (cfg.decode_tp or cfg.tp) if cfg.disagg else cfg.tp
+    return cfg.max_seqs * expert.attention_ranks(tp, pool_experts(cfg, tp)[1])
+
+
 def copies(cfg, ep: int) -> int:
     """EPLB's redundant experts a replica whose experts split over `ep` GPUs holds (none where sliced)."""
     return cfg.redundant_experts if ep > 1 else 0
