@@ -1,6 +1,7 @@
 """Numbers and comparisons read as a person would say them."""
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,3 +82,14 @@ def test_the_kv_cache_trade_off_says_chunked_prefill_is_off_on_both_sides():
     off, on, note = _ab_configs(LabInputs(), "kv_cache")
     assert {off.policy, on.policy} == {"orca", "vllm"} and "Chunked prefill is off on both sides" in note
     assert "Chunked prefill" not in _ab_configs(LabInputs(chunked_prefill=False), "kv_cache")[2]
+
+
+@pytest.mark.parametrize("engine,chunked", [("sglang", True), ("trtllm", False)])
+def test_the_kv_cache_trade_off_under_another_engine_says_whose_host_both_sides_take(engine, chunked):
+    # under SGLang the Lab chunks prompts, yet the note said nothing of it being off on both sides,
+    # nor that both layouts ran with the engine's host
+    from core.lab.tradeoffs import _ab_configs
+    off, on, note = _ab_configs(LabInputs(engine=engine), "kv_cache")
+    assert off.engine_overhead == on.engine_overhead == engine
+    assert ("Chunked prefill is off on both sides" in note) == chunked
+    assert {"sglang": "SGLang's host", "trtllm": "TensorRT-LLM's host"}[engine] in note

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..physics import catalog
-from ..serving import offload
+from ..serving import engines, offload
+from ..serving.simulate import CHUNKING
 from ..serving.metrics import growing
 from ..serving.simulate import SimConfig, SimResult
 from ..serving.workload import diurnal_schedule
@@ -78,9 +79,13 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
             f"model ({shape}).")
     if tid == "kv_cache":
         on = replace(base, policy="vllm")
-        if base.policy == "sarathi":  # say why its figures are not the Lab's (p50 TTFT 19 ms here, 36 ms there)
+        if base.policy in CHUNKING:  # say why its figures are not the Lab's (p50 TTFT 19 ms here, 36 ms there)
             note += (" Chunked prefill is off on both sides (it needs paged blocks), so that only the cache's "
                      "layout differs: the Lab, with it on, shows other latencies.")
+        if inputs.engine != "vllm":  # the layouts are the field's, the host and graphs the engine's
+            note += (f" Both sides take {engines.name(inputs.engine)}'s host and CUDA graphs, and run whole prompts "
+                     f"beside the decodes each step; its own cache is paged too, so the paged side is the layout "
+                     f"it runs.")
         return replace(on, policy="orca"), on, note
     if tid == "continuous_batching":
         return replace(base, policy="static"), base, note
