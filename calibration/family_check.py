@@ -23,7 +23,7 @@ calibration/bench_serving.py), and four B200s serving Llama-3.1-70B with vLLM's 
 (vLLM PR #20759's baseline). --offline replays calibration/offline_runs.json instead: TensorRT-LLM's own offline
 throughput at large batches on B200 (FP4) and H200 and H100 (FP8), another engine's runs that check the cost model
 where a batch of thousands is compute bound, with TensorRT-LLM's profile (--engine trtllm) at the limits
-calibration/trtllm_replay.py --write puts in their commands.
+the simulator takes from their lengths where a run states none (calibration/trtllm_replay.py).
 calibration/real_runs.py --write adds both tables to calibration/VALIDATION.md.
 """
 from __future__ import annotations
@@ -188,9 +188,10 @@ OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs
                   "beta) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "
                   "tokens, every request at once, and its DeepSeek-R1 blog's runs with the batch they give: another "
                   "engine, replayed with its profile (`--engine trtllm`: whole prompts beside the decodes, CUDA graphs "
-                  "of decode batches only, a step with prompt tokens issued op by op) at the batch and token limits "
-                  "trtllm-bench runs a rank with, the batch capped at the requests TensorRT-LLM's pool holds whole "
-                  "(calibration/trtllm_replay.py); checks, nothing fitted")
+                  "of decode batches only, a step with prompt tokens issued op by op, admission of a request only "
+                  "while the pool holds it whole, a pool that takes 90% of the memory the weights leave and counts "
+                  "a sliding-window layer whole) at the batch and token limits trtllm-bench runs a rank with "
+                  "(core/serving/trtllm_bench.py; calibration/trtllm_replay.py); checks, nothing fitted")
 
 
 def lines(rows: list[dict], header: str = FAMILY_HEADER) -> list[str]:

@@ -324,26 +324,24 @@ def test_tensorrt_llm_s_offline_fp8_llama_70b_on_hopper_is_replayed_within_a_ten
 def test_tensorrt_llm_s_pool_holds_gpt_oss_s_window_layers_whole_so_a_rank_admits_half_the_requests():
     # TensorRT-LLM sizes its KV pool as if every layer attended the whole context; vLLM's hybrid manager keeps
     # a window layer's last 128 tokens only. Half of gpt-oss's layers keep a window, so at 9,216 tokens a
-    # request TensorRT-LLM admits about half the requests the window-aware pool would hold
-    replay = calibration_script.load("trtllm_replay")
+    # request TensorRT-LLM's pool holds about half the requests the window-aware pool would hold
     gpu, model = catalog.get_gpu("b200"), catalog.get_model("gpt-oss-120b")
-    args = dict(tp=2, ep=2, dp_attention=True, dtype="mxfp4", kv_dtype="fp8")
-    trt = replay.admitted("b200", "gpt-oss-120b", isl=1024, osl=8192, max_seqs=2048, max_tokens=8192, **args)
-    plan = memory.plan_memory(gpu, model, max_seqs=2048, max_batched_tokens=8192, **args)
-    window_aware = plan.kv_tokens / args["tp"] / (1024 + 8192)
+    args = dict(tp=2, ep=2, dp_attention=True, dtype="mxfp4", kv_dtype="fp8", max_seqs=2048, max_batched_tokens=8192)
+    trt = memory.plan_memory(gpu, model, windowed_pool=False, **args).kv_tokens
+    window_aware = memory.plan_memory(gpu, model, **args).kv_tokens
     assert 0.4 < trt / window_aware < 0.6, (trt, window_aware)
-    # a dense model without windows: the two pools hold the same requests
-    dense = replay.admitted("b200", "llama-3.1-70b", tp=1, ep=1, dp_attention=False, dtype="fp4", kv_dtype="fp8",
-                            isl=1024, osl=8192, max_seqs=128, max_tokens=2048)
-    plan = memory.plan_memory(gpu, catalog.get_model("llama-3.1-70b"), dtype="fp4", kv_dtype="fp8", max_seqs=128,
-                              max_batched_tokens=2048)
-    assert dense == pytest.approx(plan.kv_tokens / (1024 + 8192), rel=0.05)
+    # a dense model without windows: the two pools hold the same tokens
+    dense = dict(dtype="fp4", kv_dtype="fp8", max_seqs=128, max_batched_tokens=2048)
+    llama = catalog.get_model("llama-3.1-70b")
+    assert (memory.plan_memory(gpu, llama, windowed_pool=False, **dense).kv_tokens
+            == memory.plan_memory(gpu, llama, **dense).kv_tokens)
 
 
 def test_tensorrt_llm_s_offline_runs_never_preempt_and_gpt_oss_is_replayed_within_half(offline_rows):
     # GUARANTEED_NO_EVICT admits a request only while the pool holds all of it, so a replay at TensorRT-LLM's
-    # batch never preempts; at the batch of vLLM's pool gpt-oss at 1K/8K read 74-87% fast
-    rows = [r for r in offline_rows if r["model_id"].startswith("gpt-oss")]
-    assert len(rows) >= 15
+    # batch never preempts; at 1K/8K, where the pool sets the batch, gpt-oss read 74-87% fast at the batch of
+    # vLLM's window-aware pool and admission
+    rows = [r for r in offline_rows if r["model_id"].startswith("gpt-oss") and "1024in-8192out" in r["id"]]
+    assert len(rows) >= 10
     assert all(abs(r["error"]) < 0.5 for r in rows), [(r["id"], round(r["error"], 3)) for r in rows]
     assert all(r["preemptions"] == 0 for r in offline_rows), [r["id"] for r in offline_rows if r["preemptions"]]

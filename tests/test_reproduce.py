@@ -153,7 +153,8 @@ def test_every_field_a_page_sets_has_a_flag():
                    attn_kernel="sdpa", launch="eager", engine_overhead="bare", async_scheduling=False,
                    api_server=False, gpus=8, tp=2, gpu="h200", model="llama-3.1-70b", prefill_gpu="h200",
                    step_scale=1.1, spec_method="eagle", kv_offload_gb=64.0, kv_offload_gbps=12.5, ep=2,
-                   dp_attention=True, ep_load_cv=0.5, eplb=True, redundant_experts=32, micro_batch_overlap=True)
+                   dp_attention=True, ep_load_cv=0.5, eplb=True, redundant_experts=32, micro_batch_overlap=True,
+                   no_evict=True)
     # speculative decoding's counts and draft model come with a method
     speculating = dict(spec_method="draft", spec_tokens=3, spec_acceptance=(0.9, 0.8, 0.5), draft_model="llama-3.2-1b")
     assert set(changed) | set(speculating) | silent == {f.name for f in fields(base)}

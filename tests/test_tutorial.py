@@ -230,3 +230,17 @@ def test_the_batch_chart_marks_the_two_ridges_the_text_names(app):
     for name, key in (("datasheet ridge", "ridge_batch"), ("measured ridge", "ridge_effective_batch")):
         batch = f"{value(tutorial.numbers(BASE)[key]):,.0f}"
         assert f"{name}: {batch}" in labels and f"about **{batch} sequences**" in text
+
+
+def test_under_tensorrt_llm_the_cache_gets_its_share_of_what_the_weights_and_workspace_leave():
+    # TensorRT-LLM's free_gpu_memory_fraction is a share of the memory left free, not of the whole GPU:
+    # for a model whose weights fill most of the GPU its pool is the larger, and the page says which rule
+    big = replace(BASE, model="qwen3-32b", dtype="fp8")
+    vllm, trt = tutorial.numbers(big), tutorial.numbers(replace(big, engine="trtllm"))
+    assert value(trt["kv_pool_gb"]) > value(vllm["kv_pool_gb"])
+    left = value(trt["usable_gb"]) - value(trt["weights_gb_per_gpu"]) - value(trt["workspace_gb"])
+    assert value(trt["kv_pool_gb"]) == pytest.approx(0.9 * left, rel=0.02)
+    assert "TensorRT-LLM gives the KV cache 90% of the rest" in trt["memory_rule_sentence"]
+    assert "vLLM takes 90%" in vllm["memory_rule_sentence"]
+    # and it admits a request only while the pool holds it whole: the engine's paragraph says so
+    assert "GUARANTEED_NO_EVICT" in trt["admission_words"] and "GUARANTEED" not in vllm["admission_words"]

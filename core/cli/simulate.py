@@ -8,7 +8,7 @@ from ..engine import layout
 from ..physics import catalog, costmodel
 from ..physics.memory import MEM_UTIL
 from ..serving import engines
-from ..serving.command import DEFAULTS, cli_max_model_len, engine_defaults
+from ..serving.command import DEFAULTS, cli_max_model_len, filled_defaults
 from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
@@ -102,11 +102,13 @@ def add_args(p) -> None:
     p.add_argument("--block-size", type=bounded("block"), default=16)
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=None,
                    help="sequences a step (default 256, the Lab's; with --offline vLLM's LLM class's for the GPU: "
-                        "1024 on GPUs of 70 GiB and more bar A100s; with --engine sglang its own; trtllm 2048)")
+                        "1024 on GPUs of 70 GiB and more bar A100s; with --engine sglang its own; trtllm 2048, and with "
+                        "--offline trtllm-bench's for the requests: from the KV cache it expects them to fill)")
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=None,
                    help="token budget of a step (default 2048, the Lab's: vLLM V1's online default on A100s and "
                         "GPUs under 70 GiB; it sets 8192 on H100-class GPUs. With --offline vLLM's LLM class's: "
-                        "16384 there, 8192 elsewhere; with --engine sglang its chunk for the GPU; trtllm 8192)")
+                        "16384 there, 8192 elsewhere; with --engine sglang its chunk for the GPU; trtllm 8192, and with "
+                        "--offline trtllm-bench's: the longest prompt beside a full batch at least)")
     p.add_argument("--chunk", type=bounded("chunk"), default=None,
                    help="longest prefill chunk of a step (default: the token budget, as vLLM V1 and Sarathi-Serve)")
     p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None,
@@ -115,6 +117,11 @@ def add_args(p) -> None:
     p.add_argument("--mem-util", type=bounded("mem_util"), default=MEM_UTIL)
     p.add_argument("--watermark", type=bounded("watermark"), default=DEFAULTS["watermark"],
                    help="share of KV blocks admission keeps free (vLLM's default 0.01)")
+    p.add_argument("--admission", choices=engines.ADMISSION, default=None,
+                   help="fits-now: admit a prompt while its blocks fit now, preempting the newest request when the "
+                        "cache fills (vLLM, SGLang; TensorRT-LLM's MAX_UTILIZATION); no-evict: only while the cache "
+                        "holds every admitted request whole, prompt and output, so none is preempted (TensorRT-LLM's "
+                        "default, GUARANTEED_NO_EVICT). Default: the engine's")
     p.add_argument("--ttft-slo-ms", type=bounded("ttft"), default=1000.0)
     p.add_argument("--tpot-slo-ms", type=bounded("tpot"), default=100.0)
     p.add_argument("--seed", type=bounded("seed"), default=0)
@@ -168,9 +175,10 @@ def add_args(p) -> None:
                         "prompts in steps of their own, its chunk, budget and batch limit for the GPU unless "
                         "--policy, --max-batched-tokens, --chunk or --max-seqs say otherwise, its overlap scheduler "
                         "and server; data/engines.json); trtllm: TensorRT-LLM's PyTorch backend (whole prompts beside "
-                        "the decodes, its batch limits, CUDA graphs of decode batches only: up to 128 sequences, under "
-                        "--offline trtllm-bench's --max-seqs; a step with prompt tokens issued op by op); bare: forward "
-                        "passes alone")
+                        "the decodes, its batch limits, admission that reserves each request whole, CUDA graphs of decode "
+                        "batches only: up to 128 sequences, under --offline trtllm-bench's batch limit; a step with "
+                        "prompt tokens issued op by op; a KV pool that counts a sliding-window layer whole); bare: "
+                        "forward passes alone")
     p.add_argument("--no-async-scheduling", action="store_true",
                    help="schedule each step after the last, as vLLM before 0.14 (default: async, vLLM >= 0.14)")
     p.add_argument("--offline", action="store_true",
@@ -212,6 +220,7 @@ def config_from_args(args) -> SimConfig:
                      scale_interval_s=args.scale_interval, startup_fixed_s=args.startup_s, load_gbps=args.load_gbps,
                      ttft_slo_ms=args.ttft_slo_ms, tpot_slo_ms=args.tpot_slo_ms, attn_kernel=args.attention,
                      prefix_caching=not args.no_prefix_caching, watermark=args.watermark,
+                     no_evict=args.admission == "no-evict",
                      scale_down_frac=args.scale_down_frac, launch=args.launch, engine_overhead=args.engine,
                      async_scheduling=not args.no_async_scheduling, api_server=not args.offline,
                      prefill_gpu=prefill_gpu, step_scale=args.step_scale, **spec_fields(args),
@@ -229,10 +238,12 @@ def config_from_args(args) -> SimConfig:
 
 def fill_engine(cfg: SimConfig, args) -> SimConfig:
     """The engine fields no flag set, as the engine itself picks them on the GPU (serving/command.py
-    engine_defaults: SGLang's under --engine sglang, vLLM's offline LLM class's under --offline)."""
-    d = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention, cfg.disagg)
+    filled_defaults: SGLang's under --engine sglang, vLLM's offline LLM class's under --offline,
+    trtllm-bench's under --engine trtllm --offline)."""
+    d = filled_defaults(cfg)
     left = dict(policy=args.policy is None, max_batched_tokens=args.max_batched_tokens is None,
-                chunk=args.chunk is None, max_seqs=args.max_seqs is None, engine_overhead=True)
+                chunk=args.chunk is None, max_seqs=args.max_seqs is None, engine_overhead=True,
+                no_evict=args.admission is None)
     return replace(cfg, **{k: v for k, v in d.items() if left[k]})
 
 

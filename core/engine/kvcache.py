@@ -2,7 +2,9 @@
 
 Two ways to hold a sequence's KV cache:
   paged     blocks of `block_size` tokens allocated one at a time as the sequence grows
-            (vLLM's PagedAttention); a request holds ceil(tokens / block_size) blocks;
+            (vLLM's PagedAttention); a request holds ceil(tokens / block_size) blocks; admission
+            takes what the prompt needs now (vLLM), or, under no-evict admission (TensorRT-LLM),
+            only while the pool holds every admitted request at its whole length;
   reserved  one contiguous region for the longest the sequence may become (max model length),
             taken when the request is admitted (Orca, FasterTransformer).
 Replica columns live in the engine's replica table; this module only does the arithmetic, and,
@@ -37,6 +39,13 @@ def can_admit(free_blocks, need, watermark):
     """Admission keeps `watermark` blocks free for running sequences to grow into (vLLM's
     watermark avoids preempting right after admitting)."""
     return free_blocks - need >= watermark
+
+
+@engine_jit
+def whole_blocks(prompt, output, block_size):
+    """Blocks a request takes at its full length, its prompt and every output token: what admission
+    reserves under TensorRT-LLM's GUARANTEED_NO_EVICT, so that a running request never waits for one."""
+    return blocks_for(prompt + output, block_size)
 
 
 @engine_jit

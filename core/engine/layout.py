@@ -222,3 +222,11 @@ R_GATE = NRI
 NRI = NRI + 1
 P_RT_MARK = NPI
 NPI = NPI + 1
+# ---- admission that reserves each request's whole length (TensorRT-LLM's GUARANTEED_NO_EVICT
+# capacity scheduler): C_NO_EVICT, 1 where it rules; P_RESERVED, on a KV pool's row, the blocks its
+# admitted requests take at their full length (prompt and every output token). Admission keeps it
+# within the pool, so the blocks in use never outgrow the pool and no request is preempted
+C_NO_EVICT = NCI
+NCI = NCI + 1
+P_RESERVED = NPI
+NPI = NPI + 1

@@ -11,7 +11,7 @@ next token. A decode is a request one token behind; a replica keeps all of those
 aggregate, its decode cohort (cohort.py), so that a step costs O(1) for them however large the
 batch.
 
-The five policies are rules on this loop:
+The six policies are rules on this loop:
   serial   one request at a time (max_seqs = 1), KV reserved for the maximum length
   static   a batch forms only when the replica is idle and runs until its last member finishes;
            finished members keep their slot and KV reservation until then
@@ -19,6 +19,11 @@ The five policies are rules on this loop:
   vllm     iteration-level batching, paged KV grown block by block, watermark, recompute
            preemption; waiting prompts are prefilled first, whole, in steps of their own
   sarathi  vllm with chunked prefill: decodes first, then prompt chunks fill the token budget
+  sglang   prefill-first in chunks: a step runs prompts alone while any wait, else the decodes
+
+Admission on paged KV is one more rule (C_NO_EVICT): a request is admitted only while the pool holds
+every admitted request at its whole length, prompt and output (TensorRT-LLM's GUARANTEED_NO_EVICT),
+so the blocks in use never outgrow the pool and no request is preempted.
 
 Clusters: arrivals are routed at the gateway (round robin, least outstanding requests, least KV
 load). With disaggregation, replicas [0, n_prefill) only prefill; a request that has its first
@@ -39,7 +44,7 @@ from ..physics import costmodel as cm
 from . import clients, cohort
 from .fastforward import decode_run, quiet
 from .kvcache import (BUCKET, blocks_for, cached_after, cached_blocks, can_admit, keep, keep_cached, kept_blocks,
-                      lookup, paged_growth, register, release_cached, sync, take_hits)
+                      lookup, paged_growth, register, release_cached, sync, take_hits, whole_blocks)
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -196,6 +201,14 @@ def caching(PI, r, cfg):
 
 
 @engine_jit
+def reserved_blocks(RI, PI, r, q, bs):
+    """Blocks no-evict admission holds for request q on replica r: its whole length, or on a prefill
+    replica its prompt and first token, all that replica ever computes of it."""
+    output = 1 if PI[r, P_POOL] == POOL_PREFILL else RI[q, R_OUTPUT]
+    return whole_blocks(RI[q, R_PROMPT], output, bs)
+
+
+@engine_jit
 def release(RI, PI, KC, r, q, cfg):
     g = shared_row(PI, r)  # the KV block pool (and its prefix cache)
     if caching(PI, r, cfg):  # blocks shared with other requests stay theirs; cached ones stay in the queue
@@ -205,6 +218,8 @@ def release(RI, PI, KC, r, q, cfg):
         PI[g, P_FREED] += RI[q, R_BLOCKS]
     PI[r, P_STORED] -= RI[q, R_COMPUTED]
     RI[q, R_BLOCKS] = 0
+    if cfg[C_NO_EVICT] == 1:
+        PI[g, P_RESERVED] -= reserved_blocks(RI, PI, r, q, cfg[C_BLOCK])
 
 
 @engine_jit
@@ -369,6 +384,11 @@ def admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked,
             need = paged_growth(c0 + n, RI[q, R_BLOCKS] + hits, bs)
             if not can_admit(free, need + idle, cfg[C_WATERMARK]):
                 break
+            if cfg[C_NO_EVICT] == 1:  # the pool must hold it whole beside every request admitted
+                whole = reserved_blocks(RI, PI, r, q, bs)
+                if PI[g, P_BLOCKS] - PI[g, P_RESERVED] < whole:
+                    break
+                PI[g, P_RESERVED] += whole
         else:  # contiguous reservation for the maximum model length
             need = blocks_for(cfg[C_MAX_LEN], bs) - RI[q, R_BLOCKS]
             if need > free:
@@ -610,6 +630,11 @@ def start_transfers(RI, RF, PI, PF, r, cfg, cf, t):
         need = blocks_for(RI[q, R_COMPUTED] + 1, bs)
         if not can_admit(PI[r, P_BLOCKS] - PI[r, P_USED], need, cfg[C_WATERMARK]):
             break
+        if cfg[C_NO_EVICT] == 1:  # the decode pool reserves its whole length as it lands
+            whole = reserved_blocks(RI, PI, r, q, bs)
+            if PI[r, P_BLOCKS] - PI[r, P_RESERVED] < whole:
+                break
+            PI[r, P_RESERVED] += whole
         pop_front(RI, PI, r, P_XHEAD, P_XTAIL)
         PI[r, P_USED] += need
         wire = RI[q, R_COMPUTED] * cf[G_KV_BYTES_TOKEN] / cf[G_XFER_BW]

@@ -243,7 +243,7 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
     """The max model length the Lab's deployments get (serving.simulate.fitted_max_model_len)."""
     return fitted_max_model_len(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), workload(inputs),
                                 inputs.trace_csv, tp, inputs.dtype, *inputs.batch_limits(),
-                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype,
+                                inputs.block_size, pp, kv_dtype=inputs.kv_dtype, engine=inputs.engine,
                                 **{k: v for k, v in inputs.expert_parallel(tp).items()
                                    if k in ("ep", "dp_attention", "redundant_experts")})
 

@@ -119,7 +119,8 @@ def usable_bytes(gpu: GPU) -> float:
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
                 kv_dtype: str = "bf16", spec: Speculation | None = None, ep: int = 1,
-                dp_attention: bool = False, redundant_experts: int = 0) -> MemoryPlan:
+                dp_attention: bool = False, redundant_experts: int = 0, windowed_pool: bool = True,
+                share_of_free: bool = False) -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
     KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
@@ -129,7 +130,11 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     GPU's pool holds its own sequences, and the replica's blocks are all its GPUs' together.
     With sliding-window attention (vLLM's hybrid KV cache manager) a window layer keeps the blocks
     of its last window only: the pool's blocks hold the full-attention layers, and the window
-    layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full)."""
+    layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full); an
+    engine whose pool holds every layer's whole context (windowed_pool False: TensorRT-LLM's) takes a
+    window layer's token as a full layer's. mem_util is a share of the whole GPU (vLLM's
+    gpu_memory_utilization), or with share_of_free of the memory the weights and workspace leave
+    free (TensorRT-LLM's free_gpu_memory_fraction)."""
     expert.check(model, tp, ep, dp_attention, redundant_experts)
     atp = expert.attention_tp(tp, dp_attention)
     check_tp(model, atp)
@@ -145,7 +150,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention, redundant_experts)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
-    window_tok = kv_tok * model.window_layers / model.layers  # 0 without sliding windows
+    window_tok = kv_tok * model.window_layers / model.layers if windowed_pool else 0.0  # 0 without sliding windows
     kv_tok -= window_tok
     if pp > 1:
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
@@ -155,6 +160,9 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
         weights += prop.memory_bytes
         kv_tok += prop.kv_bytes_per_token * atp / tp  # under DP attention, a GPU's own sequences'
     pool = budget - weights - work
+    if share_of_free:  # the share is of what the weights and workspace leave: the budget is what that takes
+        pool = (usable - weights - work) * mem_util
+        budget = min(usable, weights + work + max(pool, 0.0))
     # a sequence's window layers hold up to a block beyond the window (vLLM frees whole blocks)
     window = max_seqs * (model.window + block_size) * window_tok if window_tok else 0.0
     blocks = int((pool - window) // (block_size * kv_tok)) if pool - window > 0 else 0

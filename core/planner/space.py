@@ -336,7 +336,7 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     pools = ([(d.prefill_gpu or d.gpu, d.prefill_tp), (d.gpu, d.tp)] if d.disagg else [(d.gpu, d.tp)])
     max_len = min(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(w.model), w.spec, w.trace_csv, tp,
                                        d.dtype, budget, w.engine.max_seqs, w.engine.block_size, d.pp,
-                                       kv_dtype=d.kv_dtype, **d.pool_experts(tp))
+                                       kv_dtype=d.kv_dtype, engine=w.engine.name, **d.pool_experts(tp))
                   for g, tp in pools)
     cfg = SimConfig(gpu=d.gpu, model=w.model, gpus=d.gpus, tp=d.tp, pp=d.pp, dtype=d.dtype, kv_dtype=d.kv_dtype,
                     policy=d.policy,

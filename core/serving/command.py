@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from ..physics import catalog
 from ..physics.memory import MEM_UTIL
-from . import engines
+from . import engines, trtllm_bench
 from .serve_command import release_dtype
 from .experts import copies, pool_experts
 from .simulate import SimConfig, fitted_max_model_len
@@ -68,6 +68,18 @@ def engine_defaults(gpu_id: str | None, engine: str, api_server: bool, tp: int =
     return dict(max_batched_tokens=budget, max_seqs=seqs)
 
 
+def filled_defaults(cfg: SimConfig) -> dict:
+    """engine_defaults for `cfg`, with the batch and token limits trtllm-bench runs a rank with for an
+    offline TensorRT-LLM run (trtllm_bench.offline_limits: they follow from its requests)."""
+    d = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention, cfg.disagg)
+    if cfg.engine_overhead == "trtllm" and not cfg.api_server and cfg.model:
+        try:
+            d["max_seqs"], d["max_batched_tokens"] = trtllm_bench.offline_limits(cfg)
+        except ValueError:
+            pass  # an unknown GPU or model, or a workload out of range: the simulation says so in its own words
+    return d
+
+
 def on_engine(cfg: SimConfig, engine: str) -> SimConfig:
     """`cfg` served by `engine` as it runs out of the box: SGLang's or TensorRT-LLM's own rule on the
     loop, token budget, prefill chunk and batch limit for the GPU (engine_defaults), in place of the
@@ -99,8 +111,8 @@ def cli_max_model_len(cfg: SimConfig) -> int:
         lengths.append(fitted_max_model_len(catalog.get_gpu(g), catalog.get_model(cfg.model), cfg.workload,
                                             cfg.trace_csv, tp, cfg.dtype, cfg.max_batched_tokens, cfg.max_seqs,
                                             cfg.block_size, 1 if cfg.disagg else cfg.pp, kv_dtype=cfg.kv_dtype,
-                                            ep=ep, dp_attention=dp,
-                                            redundant_experts=copies(cfg, ep)))
+                                            ep=ep, dp_attention=dp, redundant_experts=copies(cfg, ep),
+                                            engine=cfg.engine_overhead))
     return min(lengths)
 
 
@@ -213,7 +225,7 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
         notes.append(f"{TRACE_FILE}: {trace_note or 'the trace this run replayed'}")
 
     # the engine (a budget and batch limit the command line would fill in for this engine and GPU go unsaid)
-    filled = engine_defaults(cfg.gpu, cfg.engine_overhead, cfg.api_server, cfg.tp, cfg.dp_attention, cfg.disagg)
+    filled = filled_defaults(cfg)
     if cfg.policy != filled.get("policy", D["policy"]):
         flag("--policy", cfg.policy)
     differs("block-size", cfg.block_size)
@@ -236,6 +248,8 @@ def simulate_command(cfg: SimConfig, trace_note: str | None = None) -> str:
             flag("--max-model-len", cfg.max_model_len)
     differs("mem-util", cfg.mem_util)
     differs("watermark", cfg.watermark)
+    if cfg.no_evict != filled.get("no_evict", False):
+        flag("--admission", engines.ADMISSION[int(cfg.no_evict)])
     if not cfg.prefix_caching:
         flag("--no-prefix-caching")
     differs("attention", cfg.attn_kernel, "attn_kernel")

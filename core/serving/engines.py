@@ -144,10 +144,26 @@ def sglang_capture(gpu: catalog.GPU, tp: int) -> int:
 
 def trtllm_defaults() -> dict:
     """SimConfig fields TensorRT-LLM's LLM API and trtllm-serve set when a deployment sets none: its
-    engine, whole prompts beside the decodes, its token budget and batch limit."""
+    engine, whole prompts beside the decodes, its token budget and batch limit, and admission that
+    reserves each request whole (GUARANTEED_NO_EVICT)."""
     t = profiles()["trtllm"]
     return dict(engine_overhead="trtllm", policy=t["policy"]["value"], max_batched_tokens=t["batch_limits"]["value"][0],
-                chunk=None, max_seqs=max_seqs("trtllm", 0))
+                chunk=None, max_seqs=max_seqs("trtllm", 0), no_evict=t["admission"]["value"] == "no_evict")
+
+
+# how admission weighs a prompt against the KV cache: what it needs now (vLLM's, SGLang's; preempting
+# when the cache fills), or the whole length of every admitted request (TensorRT-LLM's default)
+ADMISSION = ("fits-now", "no-evict")
+
+
+def kv_pool_rules(engine: str) -> dict:
+    """How the engine sizes its KV pool, as plan_memory's fields: whether it holds a sliding-window
+    layer's last window only (vLLM's hybrid KV cache manager, SGLang's) or every layer's whole context,
+    and whether its memory share is of the whole GPU (vLLM's gpu_memory_utilization) or of the memory
+    the weights leave free (TensorRT-LLM: data/engines.json kv_pool and kv_memory)."""
+    p = profiles().get(engine, {})
+    return dict(windowed_pool=p.get("kv_pool", {}).get("value") != "every_layer_full",
+                share_of_free=p.get("kv_memory", {}).get("value") == "share_of_free")
 
 
 def trtllm_capture(max_seqs: int, offline: bool) -> int:

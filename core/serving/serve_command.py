@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog, speculative
 from . import engines, offload, serve_sglang, serve_trtllm
 from .checkpoints import (checkpoint, eagle_head, hf_repos, recipes, release_dtype, release_note, repo_of,  # noqa: F401
@@ -48,6 +49,8 @@ def pools(cfg: SimConfig) -> list[dict]:
                                                             decodes=role != "prefill")
         else:
             args, notes = serve_args(cfg, tp, pp, budget, max_len, disagg=cfg.disagg, decodes=role != "prefill")
+        if cfg.policy in PAGED_POLICIES and cfg.no_evict != (engine == "trtllm"):  # admission as no flag sets it
+            notes.append(admission_note(cfg, engine))
         line = " ".join(PROGRAMS[engine]) + " " + " ".join(shlex.quote(a) for a in args)
         if notes:
             line += "  # " + "; ".join(notes)
@@ -215,3 +218,13 @@ def manifest(cfg: SimConfig, name: str | None = None) -> str:
         docs.append(to_yaml({"apiVersion": "v1", "kind": "Service", "metadata": {"name": app},
                              "spec": {"selector": labels, "ports": [{"port": v["port"], "targetPort": v["port"]}]}}))
     return "---\n".join(d if d.endswith("\n") else d + "\n" for d in docs)
+
+
+def admission_note(cfg, engine: str) -> str:
+    """Where the simulated admission is not the engine's own: what the engine does instead."""
+    if engine == "trtllm":
+        return ("the simulation admitted each prompt as its blocks fit, preempting when the cache filled: "
+                "TensorRT-LLM's MAX_UTILIZATION capacity scheduler policy, not its default GUARANTEED_NO_EVICT")
+    return (f"the simulation admitted a request only while the KV cache held it whole (no-evict); "
+            f"{engines.name(engine)} admits a prompt as its blocks fit and preempts when the cache fills")
+

@@ -91,6 +91,9 @@ class SimConfig:
     max_model_len: int | None = None  # None: fitted to the workload (see default_max_model_len)
     mem_util: float = MEM_UTIL
     watermark: float = 0.01  # fraction of blocks admission keeps free (vLLM's default)
+    # admit a request only while the KV pool holds every admitted request at its whole length, prompt
+    # and output, so none is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); paged KV only
+    no_evict: bool = False
     # automatic prefix caching (vLLM V1's default: --enable-prefix-caching): full KV blocks a later
     # prompt repeats are reused, not recomputed; paged KV only (policies vllm and sarathi)
     prefix_caching: bool = True
@@ -204,10 +207,11 @@ def default_max_model_len(model: catalog.Model, spec: WorkloadSpec) -> int:
 def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadSpec, trace_csv: str | None, tp: int,
                          dtype: str, budget_tokens: int, max_seqs: int, block_size: int, pp: int = 1,
                          kv_dtype: str = "bf16", ep: int = 1, dp_attention: bool = False,
-                         redundant_experts: int = 0) -> int:
+                         redundant_experts: int = 0, engine: str = "vllm") -> int:
     """The max model length a deployment is given: a replayed trace's longest request; else long
     enough for the workload's long tail (longer requests are shortened), within the model's context
-    and within what one replica's KV cache holds (leaving the admission watermark free)."""
+    and within what one replica's KV cache holds (leaving the admission watermark free) as `engine`
+    sizes it."""
     if trace_csv is not None:
         return trace_max_model_len(load_trace(trace_csv), model)
     p, o = spec.means()
@@ -216,7 +220,8 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     n = model_len_for(need if fixed else 2 * need, model)
     try:
         plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp,
-                           kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention, redundant_experts=redundant_experts)
+                           kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention, redundant_experts=redundant_experts,
+                           **engines.kv_pool_rules(engine))
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     # a sequence's KV lives on one attention rank
@@ -274,7 +279,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         ep, dp = pool_experts(cfg, tp)
         plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
                            cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp,
-                           redundant_experts=copies(cfg, ep))
+                           redundant_experts=copies(cfg, ep), **engines.kv_pool_rules(cfg.engine_overhead))
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
@@ -349,6 +354,9 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
     if not isinstance(cfg.pp, (int, np.integer)) or not 1 <= cfg.pp <= 64:
         raise ValueError(f"pipeline parallelism takes 1 to 64 stages, not {cfg.pp}")
+    if cfg.no_evict and cfg.policy not in L.PAGED_POLICIES:
+        raise ValueError(f"no-evict admission reserves paged KV blocks; policy {cfg.policy} reserves the maximum "
+                         f"length already: drop --no-evict or choose one of {', '.join(L.PAGED_POLICIES)}")
     if cfg.policy == "sglang" and cfg.disagg:
         raise ValueError("SGLang's prefill-first rule orders prompts against decodes in one server; a split's prefill "
                          "and decode pools each run one kind: use --policy sarathi with SGLang's chunk (--engine "
@@ -546,6 +554,7 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     PI[:, L.P_OFF_CAP] = offload.tier_blocks(cfg, pools[0], cfg_f[L.G_KV_BYTES_TOKEN])
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     # nothing shared, no cache tables: a preempted request's own cached blocks are followed by counts
+    cfg_i[L.C_NO_EVICT] = int(cfg.no_evict)
     cfg_i[L.C_RESUME] = int(cfg.prefix_caching and cfg.policy in L.PAGED_POLICIES and cfg_i[L.C_PREFIX] == 0)
     SLOTS = np.zeros((R, L.NL, int(PI[:, L.P_MAX_SEQS].max())), np.int64)
     # a row repeats its period up to SPEC_MAX phases past its end (cohort.bucket): at most 2 periods + SPEC_MAX
