@@ -92,7 +92,8 @@ class SimConfig:
     mem_util: float = MEM_UTIL
     watermark: float = 0.01  # fraction of blocks admission keeps free (vLLM's default)
     # admit a request only while the KV pool holds every admitted request at its whole length, prompt
-    # and output, so none is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); paged KV only
+    # and output, so none is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT); a rule of paged KV (the
+    # policies that reserve the maximum length at admission never evict already)
     no_evict: bool = False
     # automatic prefix caching (vLLM V1's default: --enable-prefix-caching): full KV blocks a later
     # prompt repeats are reused, not recomputed; paged KV only (policies vllm and sarathi)
@@ -354,9 +355,6 @@ def validate(cfg: SimConfig) -> None:
         raise ValueError("autoscaling needs a target above 0, an interval above 0 s and a down fraction within 0..1")
     if not isinstance(cfg.pp, (int, np.integer)) or not 1 <= cfg.pp <= 64:
         raise ValueError(f"pipeline parallelism takes 1 to 64 stages, not {cfg.pp}")
-    if cfg.no_evict and cfg.policy not in L.PAGED_POLICIES:
-        raise ValueError(f"no-evict admission reserves paged KV blocks; policy {cfg.policy} reserves the maximum "
-                         f"length already: drop --no-evict or choose one of {', '.join(L.PAGED_POLICIES)}")
     if cfg.policy == "sglang" and cfg.disagg:
         raise ValueError("SGLang's prefill-first rule orders prompts against decodes in one server; a split's prefill "
                          "and decode pools each run one kind: use --policy sarathi with SGLang's chunk (--engine "
@@ -554,7 +552,8 @@ def _build(cfg, wl: Workload, pools: list[Pool], max_len, gpu, model, eff=None) 
     PI[:, L.P_OFF_CAP] = offload.tier_blocks(cfg, pools[0], cfg_f[L.G_KV_BYTES_TOKEN])
     KC = _prefix_cache(cfg, wl, RI, PI, cfg_i)
     # nothing shared, no cache tables: a preempted request's own cached blocks are followed by counts
-    cfg_i[L.C_NO_EVICT] = int(cfg.no_evict)
+    # a policy that reserves the maximum length at admission (serial, static, orca) never evicts already
+    cfg_i[L.C_NO_EVICT] = int(cfg.no_evict and cfg.policy in L.PAGED_POLICIES)
     cfg_i[L.C_RESUME] = int(cfg.prefix_caching and cfg.policy in L.PAGED_POLICIES and cfg_i[L.C_PREFIX] == 0)
     SLOTS = np.zeros((R, L.NL, int(PI[:, L.P_MAX_SEQS].max())), np.int64)
     # a row repeats its period up to SPEC_MAX phases past its end (cohort.bucket): at most 2 periods + SPEC_MAX
