@@ -135,3 +135,21 @@ def test_an_offline_tensorrt_llm_run_takes_trtllm_benchs_limits_where_no_flag_se
     again = simulation_of(simulate_command(cfg))
     assert (again.max_seqs, again.max_batched_tokens, again.no_evict) == (cfg.max_seqs, cfg.max_batched_tokens, True)
     assert "--max-seqs" not in simulate_command(cfg)
+
+
+def test_the_kv_gauge_reads_the_cache_as_reserved_where_admission_reserves_each_request_whole():
+    # a long-output burst on TensorRT-LLM: the blocks in use stay well below what admission has promised,
+    # and it is the promise that keeps the queue waiting
+    from core.lab import gauges
+    from core.lab.inputs import LabInputs, current_config, run
+    inputs = LabInputs(engine="trtllm", prompt_tokens=512, output_tokens=4096, rate=50.0, requests=300)
+    cfg = current_config(inputs)
+    result = run(cfg)
+    s = result.summary
+    assert s["peak_kv_blocks_reserved"] > s["peak_kv_blocks_used"] and s["preemptions"] == 0
+    g = next(g for g in gauges.gauges(cfg, result, inputs) if g.id == "kv")
+    assert g.ratio == pytest.approx(s["peak_kv_blocks_reserved"] / s["kv_blocks_total"])
+    assert "whole length" in g.why
+    vllm = LabInputs(prompt_tokens=512, output_tokens=4096, rate=50.0, requests=300)
+    assert "whole length" not in next(g for g in gauges.gauges(current_config(vllm), run(current_config(vllm)), vllm)
+                                      if g.id == "kv").why

@@ -230,3 +230,5 @@ C_NO_EVICT = NCI
 NCI = NCI + 1
 P_RESERVED = NPI
 NPI = NPI + 1
+O_PEAK_RESERVED = NOI  # the cluster's reserved blocks at their peak (as O_PEAK_USED, when steps start)
+NOI = NOI + 1

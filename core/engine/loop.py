@@ -863,13 +863,17 @@ def run(RI, RF, PI, PF, SLOTS, BKT, KC, params, cfg, cf, trace, stream_t, stream
             start_step(RI, RF, PI, PF, SLOTS, BKT, KC, params, r, cfg, cf, t, mix, scratch, trace, oi, of)
         # the cluster's KV blocks in use peak when steps start (blocks are taken then)
         total_used = 0
+        total_reserved = 0
         soonest = 0  # the replica whose step ends next
         for r in range(R):
             total_used += PI[r, P_USED]
+            total_reserved += PI[r, P_RESERVED]
             if PF[r, Q_BUSY] < PF[soonest, Q_BUSY]:
                 soonest = r
         if total_used > oi[O_PEAK_USED]:
             oi[O_PEAK_USED] = total_used
+        if total_reserved > oi[O_PEAK_RESERVED]:
+            oi[O_PEAK_RESERVED] = total_reserved
 
         # ---- its quiet decode steps, back to back, up to the next event elsewhere (until then
         # nothing else in the cluster changes); the next arrival is the cheap first test

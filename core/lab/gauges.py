@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..physics import catalog
-from ..serving import experts
+from ..serving import engines, experts
 from ..serving.metrics import GROWING, served_words
 from ..serving.simulate import SimConfig, SimResult, steptime
 from ..text import fmt_ms, sentence, share, token_count, usd
@@ -91,17 +91,24 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
     plan = pool.plan
     out = []
 
-    peak = s["peak_kv_blocks_used"] / max(s["kv_blocks_total"], 1)
+    total = max(s["kv_blocks_total"], 1)
+    peak = s["peak_kv_blocks_used"] / total
     used = result.trace["kv_blocks_used"]
-    mean = float(used.mean()) / max(s["kv_blocks_total"], 1) if len(used) else 0.0
+    mean = float(used.mean()) / total if len(used) else 0.0
+    held = (f"At peak {peak:.0%} of the {s['kv_blocks_total']:,} KV blocks hold sequences (mean {mean:.0%}); "
+            + (f"{s['preemptions']} preemptions recomputed evicted requests." if s["preemptions"] else
+               "no request had to be preempted."))
+    reserved = s.get("peak_kv_blocks_reserved", 0) / total
+    if reserved > peak:  # no-evict admission: the cache fills by what admitted requests will need
+        held = (f"At peak {reserved:.0%} of the {s['kv_blocks_total']:,} KV blocks are reserved by the requests "
+                f"admitted, each at its whole length (prompt and output: {engines.name(cfg.engine_overhead)} admits "
+                f"a request only while the cache holds it whole, so none is preempted); {peak:.0%} hold tokens.")
+        peak = reserved
     status = _status(peak, 0.7, 0.95)
     if s["preemptions"]:
         status = "bad"
     out.append(Gauge(
-        "kv", "KV cache pressure", peak * 100, 100, "% of blocks", peak, status,
-        (f"At peak {peak:.0%} of the {s['kv_blocks_total']:,} KV blocks hold sequences (mean {mean:.0%}); "
-         + (f"{s['preemptions']} preemptions recomputed evicted requests." if s["preemptions"] else
-            "no request had to be preempted.")),
+        "kv", "KV cache pressure", peak * 100, 100, "% of blocks", peak, status, held,
         knob(cfg, kv=True),
         detail=f"KV utilisation (tokens held / slots allocated): {s['kv_utilization']:.0%}"))
 

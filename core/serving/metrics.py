@@ -202,6 +202,8 @@ def summarize(cfg, wl, pools, req, PI, PF, oi, of, itl_hist, gpu, max_len, wall,
         kv_utilization=float(of[E.OF_KV_DATA_S] / of[E.OF_KV_ALLOC_S]) if of[E.OF_KV_ALLOC_S] > 0 else 0.0,
         kv_blocks_total=int(PI[:, E.P_BLOCKS].sum()), kv_blocks_per_replica=[int(p.plan.kv_blocks) for p in pools],
         peak_kv_blocks_used=int(oi[E.O_PEAK_USED]), min_free_kv_blocks=int(oi[E.O_MIN_FREE]),
+        # under no-evict admission, the blocks admitted requests hold at their whole length, at the peak
+        peak_kv_blocks_reserved=int(oi[E.O_PEAK_RESERVED]),
         preemptions=int(oi[E.O_PREEMPTS]),
         # prefix caching (vLLM's PrefixCacheStats): prompt tokens found cached over those looked up at
         # admissions, the prefill they saved, and cached blocks evicted to make room
