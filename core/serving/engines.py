@@ -75,7 +75,8 @@ def choice_help() -> str:
     return ("The engine that serves, as it runs out of the box: its rule on the loop, its token budget and batch "
             "limit for the GPU, its CUDA graphs and its server's time. vLLM V1: the Lab's default, the knobs "
             f"below. SGLang: {s['policy']['why']}; {s['cuda_graphs']['why'].split(':')[0]}; "
-            f"{s['overlap_schedule']['why'].split(':')[0]}. TensorRT-LLM (its PyTorch backend): {t['policy']['why']}. "
+            f"{s['overlap_schedule']['why'].split(':')[0]}. TensorRT-LLM (its PyTorch backend): {t['policy']['why']}; "
+            f"{t['admission']['why'].split(': ', 1)[1]}; the KV cache takes 90% of the memory the weights leave. "
             "The recommended deployment's commands are the engine's own (its launch line, flags and container image).")
 
 
