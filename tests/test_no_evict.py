@@ -153,3 +153,18 @@ def test_the_kv_gauge_reads_the_cache_as_reserved_where_admission_reserves_each_
     vllm = LabInputs(prompt_tokens=512, output_tokens=4096, rate=50.0, requests=300)
     assert "whole length" not in next(g for g in gauges.gauges(current_config(vllm), run(current_config(vllm)), vllm)
                                       if g.id == "kv").why
+
+
+def test_the_memory_command_sizes_tensorrt_llms_pool_from_what_the_weights_leave():
+    def pool(*flags):
+        r = subprocess.run([sys.executable, "-m", "core", "memory", "--gpu", "h100", "--model", "qwen3-32b", "--dtype",
+                            "fp8", "--json", *flags], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    vllm, trt = pool(), pool("--engine", "trtllm")
+    left = trt["usable_bytes"] - trt["weights_bytes"] - trt["workspace_bytes"]
+    assert trt["kv_pool_bytes"] == pytest.approx(0.9 * left)
+    # a tenth of the weights' and workspace's memory more than vLLM's share of the whole GPU
+    assert trt["kv_pool_bytes"] - vllm["kv_pool_bytes"] == pytest.approx(
+        0.1 * (vllm["weights_bytes"] + vllm["workspace_bytes"]), rel=1e-6)

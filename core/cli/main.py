@@ -62,7 +62,8 @@ def cmd_memory(args) -> None:
     tp = cfg.tp
     plan = memory.plan_memory(gpu, model, tp, args.block_size, args.mem_util, args.max_batched_tokens,
                               args.max_seqs, args.dtype, args.pp, kv_dtype=args.kv_dtype, ep=args.ep,
-                              dp_attention=args.dp_attention, redundant_experts=args.redundant_experts)
+                              dp_attention=args.dp_attention, redundant_experts=args.redundant_experts,
+                              **engines.kv_pool_rules(args.engine))
     d = plan.to_dict()
     stages = f" x pp={args.pp} ({tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
     experts = ""
@@ -77,7 +78,10 @@ def cmd_memory(args) -> None:
         ranks = f" over the replica's {tp} attention ranks ({plan.kv_blocks // tp} blocks each)"
     lines = [f"{model.label()} on {tp} x {gpu.name}{stages}{experts}, {args.dtype} weights, {args.kv_dtype} KV cache, "
              f"per GPU:",
-             f"  usable memory     {d['usable_gb_per_gpu']:8.2f} GB (budget {args.mem_util:.0%}: {plan.budget_bytes / 1e9:.2f} GB)",
+             f"  usable memory     {d['usable_gb_per_gpu']:8.2f} GB ("
+             + (f"KV cache {args.mem_util:.0%} of what the weights and workspace leave)"
+                if engines.kv_pool_rules(args.engine)["share_of_free"] else
+                f"budget {args.mem_util:.0%}: {plan.budget_bytes / 1e9:.2f} GB)"),
              f"  weights           {d['weights_gb_per_gpu']:8.2f} GB",
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
              f"  KV cache          {d['kv_gb_per_gpu']:8.2f} GB at {per_token}",
@@ -139,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=8192, help="token budget of one step")
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="sequences per step")
     p.add_argument("--pp", type=bounded("pp"), default=1, help="pipeline stages (the plan is the fullest stage's GPU)")
+    p.add_argument("--engine", default="vllm", choices=engines.SERVING,
+                   help="whose rule sizes the KV pool: vLLM's (and SGLang's, as simulated) share of the whole GPU, or "
+                        "TensorRT-LLM's share of the memory the weights leave, counting a sliding-window layer whole")
     simulate.add_expert_args(p, pace=False)
     p.set_defaults(func=cmd_memory)
 
