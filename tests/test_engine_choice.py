@@ -256,3 +256,15 @@ def test_an_sglang_split_chunks_each_pool_and_its_prefill_first_rule_stays_in_on
     assert json.loads(capsys.readouterr().out)["requests"] == 300
     assert main(args[:-3] + ["--policy", "sglang"]) == 2
     assert "a split's prefill and decode pools each run one kind" in capsys.readouterr().err
+
+
+def test_a_tensorrt_llm_deployment_that_misses_its_targets_is_offered_only_gpus_the_engine_runs_on():
+    # the smallest changes tried every GPU type in the catalog, and an AMD one raised TensorRT-LLM's refusal
+    from core.lab.recommend import planner_workload, smallest_changes
+    from core.physics import catalog
+    inputs = LabInputs(engine="trtllm", prompt_tokens=512, output_tokens=2048, rate=4.0)
+    rec = recommend(inputs)
+    assert not rec.met and rec.changes  # what would meet the targets, in words
+    w = planner_workload(inputs)
+    changes = smallest_changes(inputs, w, None)
+    assert changes and all(catalog.get_gpu(d.gpu).vendor == "NVIDIA" for _, d in changes)

@@ -22,7 +22,7 @@ DATA = ROOT / "core" / "data"
 RULES = content.rules()
 IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur",
        "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload", "expert_parallelism",
-       "mxfp4_release"]
+       "mxfp4_release", "tensorrt_llm_admission"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
 
@@ -267,3 +267,17 @@ def test_mxfp4_demo_holds_gpt_oss_120b_on_one_gpu_which_16_bit_weights_cannot():
     with pytest.raises(inputs.NeedsShape) as e:  # 234 GB of 16-bit weights: not one GPU, and its release offered
         current_config(replace(x, dtype="bf16"))
     assert e.value.settings == {"dtype": "mxfp4"}
+
+
+def test_tensorrt_llm_admission_demo_reserves_the_cache_where_vllm_keeps_up_with_the_same_load():
+    from core.lab import gauges
+    x = LabInputs(**RULES["tensorrt_llm_admission"]["demo"])
+    cfg = current_config(x)
+    result = inputs.run(cfg)
+    s = result.summary
+    kv = next(g for g in gauges.gauges(cfg, result, x) if g.id == "kv")
+    assert s["preemptions"] == 0 and kv.ratio > 0.95 and "whole length" in kv.why
+    assert s["peak_kv_blocks_used"] < 0.8 * s["kv_blocks_total"] and not s["stable"]
+    vllm = inputs.run(current_config(replace(x, engine="vllm"))).summary
+    assert vllm["stable"] and vllm["mean_batch"] > s["mean_batch"]
+

@@ -221,7 +221,7 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None,
             out.append((f"fp8 weights on these GPUs ({best.deployment.label()})", best.deployment))
     others = []
     for g in catalog.gpu_ids():
-        if g == inputs.gpu:
+        if g == inputs.gpu or not engines.runs_on(inputs.engine, catalog.get_gpu(g)):  # TensorRT-LLM: NVIDIA's only
             continue
         best, _ = cheapest(w, lab_budget(inputs, gpu_types=(g,)), meter)
         if best is not None:
