@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from ..physics import catalog, memory
 from ..physics.catalog import kv_format
+from .workload import generate, load_trace
 
 GIB = 1024 ** 3
 # trtllm-bench throughput's --kv_cache_free_gpu_mem_fraction default (tensorrt_llm/bench/benchmark/throughput.py)
@@ -69,8 +70,8 @@ def bench_limits(gpu: catalog.GPU, model: catalog.Model, tp: int, ep: int, dp_at
 
 def offline_limits(cfg) -> tuple[int, int]:
     """(max_seqs, max_batched_tokens) of an offline TensorRT-LLM run of `cfg` (a SimConfig): one
-    rank's, as trtllm-bench picks them for the requests `cfg` sends (its trace, else its workload)."""
-    from .workload import generate, load_trace  # the workload's requests, as the simulation draws them
+    rank's, as trtllm-bench picks them for the requests `cfg` sends (its trace, else its workload as the
+    simulation draws it)."""
     gpu, model = catalog.get_gpu(cfg.gpu), catalog.get_model(cfg.model)
     longest = cfg.max_model_len or model.max_context  # before the command line fits one, the model's
     wl = (load_trace(cfg.trace_csv) if cfg.trace_csv is not None
