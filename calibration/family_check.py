@@ -187,7 +187,7 @@ OFFLINE_HEADER = ("**TensorRT-LLM's offline throughput (calibration/offline_runs
                   "Llama-3.3-70B and Qwen3-30B-A3B on B200, B300, GB200 and GB300 (FP4; the page marks B300 and GB300 "
                   "beta) and H200 and H100 (FP8) at 1K/1K, 1K/8K and 8K/1K "
                   "tokens, every request at once, and its DeepSeek-R1 blog's runs with the batch they give: another "
-                  "engine, replayed with its profile (`--engine trtllm`: whole prompts beside the decodes, CUDA graphs "
+                  "engine, replayed with its profile (`--engine trtllm`: whole prompts in steps of their own, CUDA graphs "
                   "of decode batches only, a step with prompt tokens issued op by op, admission of a request only "
                   "while the pool holds it whole, a pool that takes 90% of the memory the weights leave and counts "
                   "a sliding-window layer whole) at the batch and token limits trtllm-bench runs a rank with "

@@ -58,7 +58,7 @@ def test_sglang_runs_its_own_rule_and_chunk_for_the_gpu_whatever_vllms_knobs_say
     assert (static.policy, static.engine_overhead) == ("static", "sglang")
 
 
-def test_trtllm_runs_whole_prompts_beside_the_decodes_at_its_own_limits():
+def test_trtllm_runs_whole_prompts_at_its_own_limits():
     cfg = current_config(LabInputs(engine="trtllm"))
     budget, seqs = ENGINES["trtllm"]["batch_limits"]["value"]
     assert (cfg.policy, cfg.chunk, cfg.max_batched_tokens, cfg.max_seqs) == ("vllm", None, budget, seqs)

@@ -295,3 +295,18 @@ def test_trtllms_offline_throughput_of_light_moe_sequences_is_the_hosts_under_it
     assert abs(trtllm) < 0.25
     assert abs(trtllm) < abs(vllm) / 2
 
+
+
+def test_in_flight_batching_runs_whole_prompts_beside_the_decodes_and_vllms_prefill_first_rule_apart():
+    # TensorRT-LLM's in-flight batching (policy inflight): a step carries the decodes and the whole prompts its
+    # token budget holds beside them; vLLM's prefill-first rule (policy vllm) runs prompts in steps of their own
+    from core.serving.simulate import SimConfig, simulate
+    from core.serving.workload import WorkloadSpec
+    base = SimConfig(gpu="h100", model="llama-3.1-8b", max_batched_tokens=8192, max_seqs=256,
+                     workload=WorkloadSpec(n_requests=300, rate=20.0, prompt_mean=1000, output_mean=200,
+                                           length_dist="fixed"))
+    for policy, mixed in (("inflight", True), ("vllm", False)):
+        t = simulate(replace(base, policy=policy)).trace
+        pre, dec = t["prefill_tokens"], t["decode_tokens"]
+        assert ((pre > 0) & (dec > 0)).any() == mixed, policy
+        assert (pre % 1000 == 0).all(), policy  # a prompt is never split over steps

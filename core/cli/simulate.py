@@ -91,7 +91,9 @@ def add_args(p) -> None:
                    help="requests to simulate (default 2000, the Lab's: enough for a stable p99)")
     p.add_argument("--policy", default=None, choices=layout.POLICIES,
                    help="scheduler (default sarathi: continuous batching with chunked prefill, vLLM V1's and the "
-                        "Lab's default; vllm: whole prompts in one step; with --engine sglang or trtllm the engine's own)")
+                        "Lab's default; vllm: whole prompts in steps of their own; inflight: whole prompts beside the "
+                        "decodes, as far as the token budget holds them (TensorRT-LLM's in-flight batching); with "
+                        "--engine sglang or trtllm the engine's own)")
     p.add_argument("--length-dist", default=DEFAULTS["length_dist"], choices=LENGTH_DISTS,
                    help="prompt and output lengths around --prompt/--output (default lognormal, the Lab's: no real "
                         "workload sends one length; fixed: every request the same)")
@@ -174,8 +176,8 @@ def add_args(p) -> None:
                    help="vllm: vLLM V1's host time around each step (default); sglang: SGLang's profile (its rule of "
                         "prompts in steps of their own, its chunk, budget and batch limit for the GPU unless "
                         "--policy, --max-batched-tokens, --chunk or --max-seqs say otherwise, its overlap scheduler "
-                        "and server; data/engines.json); trtllm: TensorRT-LLM's PyTorch backend (whole prompts beside "
-                        "the decodes, its batch limits, admission that reserves each request whole, CUDA graphs of decode "
+                        "and server; data/engines.json); trtllm: TensorRT-LLM's PyTorch backend (whole prompts in steps "
+                        "of their own, its batch limits, admission that reserves each request whole, CUDA graphs of decode "
                         "batches only: up to 128 sequences, under --offline trtllm-bench's batch limit; a step with "
                         "prompt tokens issued op by op; a KV pool that counts a sliding-window layer whole); bare: "
                         "forward passes alone")

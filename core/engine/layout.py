@@ -5,8 +5,8 @@ replica); these constants name their columns. Numba freezes module-level integer
 compiled code, so they cost nothing at run time.
 """
 # ---- policies and routers, in the order the engine numbers them
-SERIAL, STATIC, ORCA, VLLM, SARATHI, SGLANG = 0, 1, 2, 3, 4, 5
-POLICIES = ("serial", "static", "orca", "vllm", "sarathi", "sglang")
+SERIAL, STATIC, ORCA, VLLM, SARATHI, SGLANG, INFLIGHT = 0, 1, 2, 3, 4, 5, 6
+POLICIES = ("serial", "static", "orca", "vllm", "sarathi", "sglang", "inflight")
 PAGED_POLICIES = POLICIES[VLLM:]  # over paged KV blocks (the engine's `policy >= VLLM`): a prefix cache, a host tier
 ROUTERS = ("rr", "lor", "kv", "prefix")
 

@@ -11,7 +11,7 @@ next token. A decode is a request one token behind; a replica keeps all of those
 aggregate, its decode cohort (cohort.py), so that a step costs O(1) for them however large the
 batch.
 
-The six policies are rules on this loop:
+The seven policies are rules on this loop:
   serial   one request at a time (max_seqs = 1), KV reserved for the maximum length
   static   a batch forms only when the replica is idle and runs until its last member finishes;
            finished members keep their slot and KV reservation until then
@@ -20,6 +20,8 @@ The six policies are rules on this loop:
            preemption; waiting prompts are prefilled first, whole, in steps of their own
   sarathi  vllm with chunked prefill: decodes first, then prompt chunks fill the token budget
   sglang   prefill-first in chunks: a step runs prompts alone while any wait, else the decodes
+  inflight in-flight batching (TensorRT-LLM): decodes first, then whole prompts fill the token
+           budget beside them, a prompt that does not fit waiting for a later step
 
 Admission on paged KV is one more rule (C_NO_EVICT): a request is admitted only while the pool holds
 every admitted request at its whole length, prompt and output (TensorRT-LLM's GUARANTEED_NO_EVICT),
@@ -477,7 +479,7 @@ def schedule_step(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, cf, t, p, mix):
         admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, True, True, t, p, mix)
         if mix[M_TOKENS] == 0:  # no prompt to compute (or none that fits): the running decode
             serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, PI[r, P_BUDGET], True, True, p, mix)
-    else:
+    else:  # orca, sarathi and inflight: the running first, then what waits fills the budget beside them
         budget, preempted = serve_running(RI, RF, PI, PF, SLOTS, BKT, KC, r, cfg, budget, paged, chunked, p, mix)
         if not preempted:
             admit_waiting(RI, RF, PI, PF, SLOTS, KC, r, cfg, cf, budget, paged, chunked, t, p, mix)

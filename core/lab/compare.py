@@ -27,8 +27,9 @@ from .inputs import EXPERT_SHAPES, LabInputs, _base, at_tp, current_config, run
 from .recommend import experts_of
 
 MAX_PINNED = 4
-POLICIES = ("sarathi", "vllm", "sglang", "static", "serial")
+POLICIES = ("sarathi", "vllm", "sglang", "inflight", "static", "serial")
 POLICY_WORDS = {"sarathi": "chunked prefill", "vllm": "continuous batching", "sglang": "prompts in steps of their own",
+                "inflight": "whole prompts beside the decodes",
                 "static": "static batching", "serial": "one request at a time"}  # a label a first-time reader understands
 
 

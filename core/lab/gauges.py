@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog
 from ..serving import engines, experts
 from ..serving.metrics import GROWING, served_words
@@ -47,7 +48,7 @@ READINGS = {
 
 def knob(cfg: SimConfig, kv: bool = False, weights: bool = False, decode: bool = False, ttft: bool = False) -> str:
     """What relieves a gauge on this deployment, naming only what is not already in use."""
-    paged = cfg.policy in ("vllm", "sarathi")
+    paged = cfg.policy in PAGED_POLICIES
     sharded = cfg.tp > 1 or (cfg.disagg and (cfg.prefill_tp or 1) > 1)
     gpu = catalog.get_gpu(cfg.gpu)
     fp8_ok = gpu.supports_fp8
@@ -236,7 +237,7 @@ def prefix_cards(s: dict, cfg: SimConfig) -> list[dict]:
     off = ""
     if not cfg.prefix_caching:
         off = " Prefix caching is off (Advanced): every prompt is prefilled whole."
-    elif cfg.policy not in ("vllm", "sarathi"):
+    elif cfg.policy not in PAGED_POLICIES:
         off = " Prefix caching needs paged KV blocks: turn on continuous batching + paged attention."
     return [
         dict(label="Prefix cache hit rate", value=f"{s['prefix_hit_rate']:.1%}", note="of prompt tokens",

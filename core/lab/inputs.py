@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from .. import bounds, memo
+from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog, expert, pipeline, speculative
 from ..physics.memory import MEM_UTIL, smallest_fitting_tp
 from ..planner.space import Targets
@@ -135,7 +136,7 @@ class LabInputs:
     def caching(self, policy: str = "sarathi") -> dict:
         """SimConfig's prefix-cache fields for a deployment of `policy`: the stages without paged KV
         have no prefix cache, so no host tier under it, and their router weighs load alone."""
-        cache = self.prefix_caching and policy in ("vllm", "sarathi")
+        cache = self.prefix_caching and policy in PAGED_POLICIES
         router = "lor" if self.router == "prefix" and not cache else self.router
         return dict(prefix_caching=self.prefix_caching, router=router, kv_offload_gb=self.kv_offload_gb if cache else 0.0)
 

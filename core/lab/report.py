@@ -77,7 +77,8 @@ def differs(rec, cfg: SimConfig) -> str | None:
 POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (static) batching",
                 "orca": "continuous batching, reserved KV", "vllm": "continuous batching + paged attention",
                 "sarathi": "continuous batching + paged attention + chunked prefill",
-                "sglang": "continuous batching + paged attention + chunked prefill in steps of their own (SGLang)"}
+                "sglang": "continuous batching + paged attention + chunked prefill in steps of their own (SGLang)",
+                "inflight": "continuous batching + paged attention, whole prompts beside the decodes (TensorRT-LLM)"}
 
 
 def describe_config(cfg: SimConfig) -> str:

@@ -17,6 +17,7 @@ from functools import lru_cache, partial
 from types import SimpleNamespace
 
 from .. import DATA
+from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog, costmodel, expert, pipeline, speculative
 from ..physics.catalog import DTYPE_BYTES
 from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
@@ -575,7 +576,8 @@ def _moe_sentence(f: dict) -> str:
 POLICY_WORDS = {"serial": "one request at a time", "static": "request-level (static) batching",
                 "orca": "continuous batching with reserved KV", "vllm": "continuous batching and paged attention",
                 "sarathi": "continuous batching, paged attention and chunked prefill",
-                "sglang": "continuous batching, paged attention and prompt chunks in steps of their own (SGLang)"}
+                "sglang": "continuous batching, paged attention and prompt chunks in steps of their own (SGLang)",
+                "inflight": "continuous batching and paged attention, whole prompts beside the decodes (TensorRT-LLM)"}
 
 
 def deployment(cfg, gpu) -> str:
@@ -665,7 +667,7 @@ def _prefix_sentence(f: dict, inputs: LabInputs, s: dict) -> str:
                 f"prompts, turns per conversation). Were every prompt to start with one system prompt of "
                 f"{toks(shared)}, its {toks(cached // bs, 'full blocks')} would be found, and a prompt of "
                 f"{toks(shared + f['P'])} would prefill in {ms(rest)} instead of {ms(whole)}.")
-    if not cfg.prefix_caching or cfg.policy not in ("vllm", "sarathi"):
+    if not cfg.prefix_caching or cfg.policy not in PAGED_POLICIES:
         why = ("prefix caching is off (Advanced)" if not cfg.prefix_caching else
                "prefix caching needs paged KV blocks (continuous batching)")
         return f"In the simulation of {deployment(cfg, f['gpu'])}, {why}: every prompt is prefilled whole."

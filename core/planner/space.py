@@ -34,7 +34,8 @@ KV_DTYPES = catalog.KV_DTYPES  # bf16, fp8
 DEFAULT_DTYPES = ("bf16", "fp8")
 DEFAULT_KV_DTYPES = ("bf16",)
 POLICY_WORDS = {"serial": "one request at a time", "static": "static batching", "vllm": "continuous batching",
-                "sarathi": "chunked prefill", "sglang": "prefill-first chunked prefill"}
+                "sarathi": "chunked prefill", "sglang": "prefill-first chunked prefill",
+                "inflight": "in-flight batching"}
 
 
 def stage_of(policy: str, replica_gpus: int, disagg: bool) -> int:

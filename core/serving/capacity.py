@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from ..physics import catalog, costmodel, expert, pipeline, speculative
 from .experts import balancer
 
-MIXING = ("orca", "vllm", "sarathi")  # policies whose steps carry decodes and prompt tokens together
+# policies priced as if a step carried decodes and prompt tokens together: a ceiling for vLLM's
+# prefill-first steps, which run whole prompts in steps of their own
+MIXING = ("orca", "vllm", "sarathi", "inflight")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ server adds to a client's TTFT. Its small kernels and host issue of MoE and late
 are fitted to its public runs (calibration/fit_moe.py); the host's time per step and per dense layer
 are vLLM's fitted constants: no SGLang step times are public to fit them to.
 
-TensorRT-LLM's PyTorch backend (engine "trtllm"): in-flight batching of whole prompts beside the
-decodes (chunked prefill off), its LLM API's batch limits, CUDA graphs of decode batches only (up
+TensorRT-LLM's PyTorch backend (engine "trtllm"): whole prompts in steps of their own (chunked
+prefill off; its in-flight batching of them beside the decodes is policy "inflight", which reads its
+offline runs further off at the eager issue borrowed from SGLang), admission that reserves each request whole, a KV
+pool of 90% of what the weights leave, its LLM API's batch limits, CUDA graphs of decode batches only (up
 to 128 sequences, or trtllm-bench's batch limit offline), a step with prompt tokens issued op by
 op at SGLang's fitted host issue; its kernels and host otherwise vLLM's fitted ones; NVIDIA GPUs only.
 
@@ -122,7 +124,7 @@ def own_limits_note(engine: str, gpu: catalog.GPU) -> str:
                f"chunked_prefill_size), up to {d['max_seqs']:,} running requests")
     else:
         d = trtllm_defaults()
-        own = (f"whole prompts beside the decodes, up to {d['max_batched_tokens']:,} tokens and {d['max_seqs']:,} "
+        own = (f"whole prompts in steps of their own, up to {d['max_batched_tokens']:,} tokens and {d['max_seqs']:,} "
                f"sequences a step (its max_num_tokens and max_batch_size)")
     return f" Under {name(engine)} its own apply instead: {own}."
 
@@ -145,7 +147,7 @@ def sglang_capture(gpu: catalog.GPU, tp: int) -> int:
 
 def trtllm_defaults() -> dict:
     """SimConfig fields TensorRT-LLM's LLM API and trtllm-serve set when a deployment sets none: its
-    engine, whole prompts beside the decodes, its token budget and batch limit, and admission that
+    engine, whole prompts in steps of their own, its token budget and batch limit, and admission that
     reserves each request whole (GUARANTEED_NO_EVICT)."""
     t = profiles()["trtllm"]
     return dict(engine_overhead="trtllm", policy=t["policy"]["value"], max_batched_tokens=t["batch_limits"]["value"][0],
