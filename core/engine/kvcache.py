@@ -42,13 +42,6 @@ def can_admit(free_blocks, need, watermark):
 
 
 @engine_jit
-def whole_blocks(prompt, output, block_size):
-    """Blocks a request takes at its full length, its prompt and every output token: what admission
-    reserves under TensorRT-LLM's GUARANTEED_NO_EVICT, so that a running request never waits for one."""
-    return blocks_for(prompt + output, block_size)
-
-
-@engine_jit
 def watermark_blocks(total_blocks, fraction):
     return int(total_blocks * fraction)
 

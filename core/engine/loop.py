@@ -46,7 +46,7 @@ from ..physics import costmodel as cm
 from . import clients, cohort
 from .fastforward import decode_run, quiet
 from .kvcache import (BUCKET, blocks_for, cached_after, cached_blocks, can_admit, keep, keep_cached, kept_blocks,
-                      lookup, paged_growth, register, release_cached, sync, take_hits, whole_blocks)
+                      lookup, paged_growth, register, release_cached, sync, take_hits)
 from . import pipeline
 from .pipeline import replica_running, shared_row, through_stages
 from .layout import *  # noqa: F403 (column names of the engine's tables)
@@ -204,10 +204,10 @@ def caching(PI, r, cfg):
 
 @engine_jit
 def reserved_blocks(RI, PI, r, q, bs):
-    """Blocks no-evict admission holds for request q on replica r: its whole length, or on a prefill
-    replica its prompt and first token, all that replica ever computes of it."""
+    """Blocks no-evict admission holds for request q on replica r: its whole length, prompt and every
+    output token, or on a prefill replica its prompt and first token, all that replica computes of it."""
     output = 1 if PI[r, P_POOL] == POOL_PREFILL else RI[q, R_OUTPUT]
-    return whole_blocks(RI[q, R_PROMPT], output, bs)
+    return blocks_for(RI[q, R_PROMPT] + output, bs)
 
 
 @engine_jit

@@ -83,9 +83,8 @@ def _ab_configs(inputs: LabInputs, tid: str) -> tuple[SimConfig, SimConfig, str]
             note += (" Chunked prefill is off on both sides (it needs paged blocks), so that only the cache's "
                      "layout differs: the Lab, with it on, shows other latencies.")
         if inputs.engine != "vllm":  # the layouts are the field's, the host and graphs the engine's
-            note += (f" Both sides take {engines.name(inputs.engine)}'s host and CUDA graphs, and run whole prompts "
-                     f"beside the decodes each step; its own cache is paged too, so the paged side is the layout "
-                     f"it runs.")
+            note += (f" Both sides take {engines.name(inputs.engine)}'s host and CUDA graphs and run whole prompts; "
+                     f"its own cache is paged too, so the paged side is the layout it runs.")
         return replace(on, policy="orca"), on, note
     if tid == "continuous_batching":
         return replace(base, policy="static"), base, note

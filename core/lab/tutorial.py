@@ -439,14 +439,11 @@ def _step_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         mfu_batch1=f"{2 * f['d1']['weight_bytes_read_per_gpu'] / f['wb'] / (d1 / 1e3) / f['flops']:.2%}",
         prefill_ms=ms(pre), prefill_tok_s=tok_s(P / (pre / 1e3)),
         workspace_gb=gb(plan.workspace_bytes), kv_pool_gb=gb(plan.kv_pool_bytes),
-        memory_rule_sentence=_memory_rule_sentence(plan, inputs.engine, gb(per_gpu_weights)),
+        **_memory_rule(plan, inputs.engine, gb(per_gpu_weights)),
         admission_words=("while the token budget, the sequence slots and the free blocks allow" if not cfg.no_evict
                          else f"while the token budget and the sequence slots allow and the pool holds every admitted "
                               f"request at its whole length ({engines.name(inputs.engine)}'s GUARANTEED_NO_EVICT: "
                               f"so none is ever preempted)"),
-        memory_rule_short=("90% of what the weights and workspace leave, TensorRT-LLM's"
-                           if engines.kv_pool_rules(inputs.engine)["share_of_free"] else
-                           f"{MEM_UTIL:.0%} of usable memory for all of it, vLLM's"),
         kv_tokens_fit=toks(plan.kv_tokens), kv_blocks=toks(plan.kv_blocks, "blocks"),
         requests_fit=toks(plan.kv_tokens // (P + O), "requests"),
         batch_max=toks(B, "sequences"), decode_ms_batch_max=ms(dmax), decode_tok_s_batch_max=tok_s(B * 1e3 / dmax),
@@ -732,13 +729,18 @@ def render(inputs: LabInputs, with_note: bool = True) -> str:
     return PLACEHOLDER.sub(lambda m: n[m.group(1)].replace("$", "\\$"), "\n\n".join(blocks))
 
 
-def _memory_rule_sentence(plan, engine: str, weights_gb: str) -> str:
-    """How the engine sizes its KV pool from one GPU's memory, ending where the pool's size is named."""
-    work, pool = gb(plan.workspace_bytes), gb(plan.kv_pool_bytes)
+def _memory_rule(plan, engine: str, weights_gb: str) -> dict[str, str]:
+    """How the engine sizes its KV pool from one GPU's memory: the section's sentence, ending where the
+    pool's size is named, and the same rule in a few words."""
+    work, pool, share = gb(plan.workspace_bytes), gb(plan.kv_pool_bytes), f"{plan.mem_util:.0%}"
     if engines.kv_pool_rules(engine)["share_of_free"]:
-        return (f"The weights take {weights_gb} of it per GPU and the activation workspace {work}; "
-                f"{engines.name(engine)} gives the KV cache {plan.mem_util:.0%} of the rest, **{pool}**:")
+        name = engines.name(engine)
+        return dict(memory_rule_sentence=f"The weights take {weights_gb} of it per GPU and the activation workspace "
+                                         f"{work}; {name} gives the KV cache {share} of the rest, **{pool}**:",
+                    memory_rule_short=f"{share} of what the weights and workspace leave, {name}'s")
     who = "vLLM takes" if engine == "vllm" else f"{engines.name(engine)} takes a share (simulated at vLLM's)"
-    return (f"{who} {plan.mem_util:.0%} of that ({gb(plan.budget_bytes)}). The weights take {weights_gb} of it per GPU "
-            f"and the activation workspace {work}. The rest, **{pool}**, becomes the KV pool:")
+    return dict(memory_rule_sentence=f"{who} {share} of that ({gb(plan.budget_bytes)}). The weights take {weights_gb} "
+                                     f"of it per GPU and the activation workspace {work}. The rest, **{pool}**, "
+                                     f"becomes the KV pool:",
+                memory_rule_short=f"{share} of usable memory for all of it, vLLM's")
 

@@ -59,11 +59,9 @@ def trtllm_args(cfg: SimConfig, tp: int, pp: int, budget: int, max_len: int | No
     args += ["--max_batch_size", str(seqs), "--max_num_tokens", str(budget)]
     if max_len:
         args += ["--max_seq_len", str(max_len)]
+    if cfg.mem_util != MEM_UTIL:  # the simulated pool is its share of the memory the weights leave, as here
+        args += ["--kv_cache_free_gpu_memory_fraction", f"{cfg.mem_util:g}"]
     args += ["--extra_llm_api_options", OPTIONS_FILE]
-    if cfg.mem_util != MEM_UTIL:
-        notes.append(f"TensorRT-LLM sizes its KV cache as a share of the memory the weights leave free "
-                     f"(--kv_cache_free_gpu_memory_fraction, 0.9 by default), not of the GPU's {cfg.mem_util:.0%}: set "
-                     f"it so that the cache holds what the simulated one does")
     if cfg.policy == "static":
         notes.append("static batching has no TensorRT-LLM setting: it batches in flight, so this runs the "
                      "continuous-batching twin of the simulated deployment")

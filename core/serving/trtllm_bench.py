@@ -20,7 +20,6 @@ from ..physics import catalog, memory
 from ..physics.catalog import kv_format
 from .workload import generate, load_trace
 
-GIB = 1024 ** 3
 # trtllm-bench throughput's --kv_cache_free_gpu_mem_fraction default (tensorrt_llm/bench/benchmark/throughput.py)
 KV_FRACTION = 0.90
 # the formats trtllm-bench sizes by its heuristic (TUNED_QUANTS: NVFP4, FP8, FP8 block scales, none)
@@ -62,7 +61,7 @@ def bench_limits(gpu: catalog.GPU, model: catalog.Model, tp: int, ep: int, dp_at
     else:
         gpus = 1 if dp_attention else tp  # under attention DP one rank's memory, batch and share of the weights
         weights = memory.weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp_attention)
-        available = gpus * (gpu.memory_gib * GIB - weights)
+        available = gpus * (gpu.memory_gib * catalog.GIB - weights)
         requests = available * KV_FRACTION / (kv_bytes_per_token(model, tp, kv_dtype) * (avg_isl + avg_osl))
         bs, tokens = finetune(requests, avg_isl, avg_osl)
     return bs, max(tokens, max_isl + bs)  # chunked prefill off: the longest prompt beside a full batch
