@@ -249,9 +249,11 @@ def test_an_sglang_split_chunks_each_pool_and_its_prefill_first_rule_stays_in_on
                                 prefill_tp=2, decode_tp=2, prefill_gpu="h100"), "sglang")
     assert split.policy == "sarathi" and split.chunk == current_config(LabInputs(engine="sglang", gpu="h200")).chunk
     # five prefill replicas of a 70B feeding one overloaded decode replica: it finishes, in bounded steps
+    # (a 16-bit 70B over two H100s leaves SGLang's default share a pool of under one request: a larger one)
     args = ["simulate", "--prefill-gpu", "h100", "--decode-gpu", "h200", "--model", "llama-3.1-70b", "--tp", "2",
             "--gpus", "12", "--rate", "9.6", "--prompt", "4096", "--output", "256", "--disagg", "--prefill-gpus", "10",
-            "--prefill-tp", "2", "--decode-tp", "2", "--requests", "300", "--engine", "sglang", "--json"]
+            "--prefill-tp", "2", "--decode-tp", "2", "--requests", "300", "--mem-util", "0.88", "--engine", "sglang",
+            "--json"]
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["requests"] == 300
     assert main(args[:-3] + ["--policy", "sglang"]) == 2

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from core.cli.main import main
-from core.physics import catalog, costmodel, hfconfig
+from core.physics import catalog, costmodel, hfconfig, memory
 from core.serving import engines
 from core.serving.command import simulate_command
+from core.serving.serve_command import commands
 from core.serving.simulate import SimConfig, simulate
 from core.serving.workload import Workload, WorkloadSpec
 from tests import calibration_script
@@ -310,3 +311,58 @@ def test_in_flight_batching_runs_whole_prompts_beside_the_decodes_and_vllms_pref
         pre, dec = t["prefill_tokens"], t["decode_tokens"]
         assert ((pre > 0) & (dec > 0)).any() == mixed, policy
         assert (pre % 1000 == 0).all(), policy  # a prompt is never split over steps
+
+
+def _sglang_share(gpu: str, tp: int, graph_bs: int, chunk: int, dp_ranks: int = 0) -> float:
+    """SGLang's mem_fraction_static as server_args.py's _handle_gpu_memory_settings writes it (MiB)."""
+    mib = catalog.get_gpu(gpu).memory_gib * 1024
+    reserve = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * graph_bs
+    reserve += dp_ranks * graph_bs * (3 + (1.5 if graph_bs > 300 else 0))
+    return round((mib - max(reserve, 10 * 1024 if mib > 60 * 1024 else 0)) / mib, 3)
+
+
+@pytest.mark.parametrize("gpu,tp,graph_bs,chunk", [("h100", 1, 256, 8192), ("h200", 8, 512, 8192),
+                                                   ("l40s", 1, 32, 4096), ("b200", 1, 512, 16384)])
+def test_sglang_gives_the_weights_and_kv_pool_its_own_share_of_the_gpu_and_keeps_the_workspace_outside(
+        gpu, tp, graph_bs, chunk):
+    model = catalog.get_model("llama-3.1-8b" if tp == 1 else "llama-3.1-70b")
+    g = catalog.get_gpu(gpu)
+    rules = engines.kv_memory("sglang", g, model, tp)
+    assert rules["mem_util"] == _sglang_share(gpu, tp, graph_bs, chunk)
+    plan = memory.plan_memory(g, model, tp, **rules)
+    # weights and pool fill the share; the workspace lives in what the share leaves
+    assert plan.weights_bytes + plan.kv_pool_bytes == pytest.approx(rules["mem_util"] * plan.usable_bytes)
+    assert plan.usable_bytes * (1 - rules["mem_util"]) > plan.workspace_bytes
+
+
+def test_data_parallel_attention_shrinks_sglangs_share_for_the_padding_of_the_ranks_joined_batches():
+    g, model = catalog.get_gpu("h200"), catalog.get_model("deepseek-r1")
+    tp = engines.kv_memory("sglang", g, model, 8, dp_attention=False)["mem_util"]
+    dp = engines.kv_memory("sglang", g, model, 8, dp_attention=True)["mem_util"]
+    assert dp == _sglang_share("h200", 8, 512, 8192, dp_ranks=8) and dp < tp - 0.1
+    # the Lab's and the planner's under vLLM are unchanged by it
+    assert engines.kv_memory("vllm", g, model, 8, dp_attention=True)["mem_util"] == memory.MEM_UTIL
+
+
+def test_a_share_the_user_sets_under_sglang_is_its_mem_fraction_static_in_the_plan_and_the_serving_line(capsys):
+    g, model = catalog.get_gpu("h100"), catalog.get_model("llama-3.1-8b")
+    plan = memory.plan_memory(g, model, **engines.kv_memory("sglang", g, model, 1, mem_util=0.8))
+    assert plan.weights_bytes + plan.kv_pool_bytes == pytest.approx(0.8 * plan.usable_bytes)
+    # on an 80 GB GPU SGLang's own share keeps at least 10 GiB back: more than vLLM's 10% and its workspace
+    own, vllm = (memory.plan_memory(g, model, **engines.kv_memory(e, g, model, 1)) for e in ("sglang", "vllm"))
+    assert own.kv_tokens < vllm.kv_tokens and own.usable_bytes - own.budget_bytes >= 10 * 2**30 * 0.999
+    assert main(["memory", "--gpu", "h100", "--model", "llama-3.1-8b", "--engine", "sglang"]) == 0
+    out = capsys.readouterr().out
+    assert f"weights and KV cache {_sglang_share('h100', 1, 256, 8192):.1%}" in out and "workspace in the rest" in out
+    cfg = cli_config("python -m core simulate --gpu h100 --model llama-3.1-8b --engine sglang --mem-util 0.8")
+    assert "--mem-fraction-static 0.8" in commands(cfg)
+    assert "--mem-fraction-static" not in commands(replace(cfg, mem_util=memory.MEM_UTIL))
+
+
+def test_the_lab_shards_a_model_as_wide_as_sglangs_share_needs_to_hold_a_request():
+    # a 16-bit 70B over two H100s leaves SGLang's share a pool of fewer tokens than one 2,304-token request
+    from core.lab.inputs import LabInputs, current_config, min_tp, run
+    seventy = LabInputs(model="llama-3.1-70b", gpu="h100", gpus=8, tensor_parallel=True, rate=10, prompt_tokens=2048,
+                        output_tokens=256)
+    assert min_tp(seventy) == 2 and min_tp(replace(seventy, engine="sglang")) == 4
+    assert run(current_config(replace(seventy, engine="sglang", tp=4))).summary["requests"] > 0

@@ -60,10 +60,10 @@ def cmd_memory(args) -> None:
     cfg = SimConfig(gpu=args.gpu, model=args.model, pp=args.pp, **simulate.expert_fields(args))
     check_experts(cfg)
     tp = cfg.tp
-    plan = memory.plan_memory(gpu, model, tp, args.block_size, args.mem_util, args.max_batched_tokens,
-                              args.max_seqs, args.dtype, args.pp, kv_dtype=args.kv_dtype, ep=args.ep,
+    plan = memory.plan_memory(gpu, model, tp, args.block_size, max_batched_tokens=args.max_batched_tokens,
+                              max_seqs=args.max_seqs, dtype=args.dtype, pp=args.pp, kv_dtype=args.kv_dtype, ep=args.ep,
                               dp_attention=args.dp_attention, redundant_experts=args.redundant_experts,
-                              **engines.kv_pool_rules(args.engine))
+                              **engines.kv_memory(args.engine, gpu, model, tp, args.pp, args.dp_attention, args.mem_util))
     d = plan.to_dict()
     stages = f" x pp={args.pp} ({tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
     experts = ""
@@ -79,9 +79,7 @@ def cmd_memory(args) -> None:
     lines = [f"{model.label()} on {tp} x {gpu.name}{stages}{experts}, {args.dtype} weights, {args.kv_dtype} KV cache, "
              f"per GPU:",
              f"  usable memory     {d['usable_gb_per_gpu']:8.2f} GB ("
-             + (f"KV cache {args.mem_util:.0%} of what the weights and workspace leave)"
-                if engines.kv_pool_rules(args.engine)["share_of_free"] else
-                f"budget {args.mem_util:.0%}: {plan.budget_bytes / 1e9:.2f} GB)"),
+             + plan.share_words() + ")",
              f"  weights           {d['weights_gb_per_gpu']:8.2f} GB",
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
              f"  KV cache          {d['kv_gb_per_gpu']:8.2f} GB at {per_token}",

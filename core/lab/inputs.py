@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from .. import bounds, memo
 from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog, expert, pipeline, speculative
-from ..physics.memory import MEM_UTIL, smallest_fitting_tp
+from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, smallest_fitting_tp
 from ..planner.space import Targets
 from ..serving import engines, serve_command
 from ..serving.command import engine_defaults, on_engine
 from ..serving.simulate import (SimConfig, SimResult, estimate, fitted_max_model_len, simulate,
-                                trace_max_model_len)
+                                shortest_max_model_len, trace_max_model_len)
 from ..serving.workload import LENGTH_DISTS, WorkloadSpec, load_trace
 
 LOADS = ("rate", "users")
@@ -216,6 +216,15 @@ class LabInputs:
                              f"fewer turns, a shorter system prompt or shorter messages")
 
 
+def memory_plan(inputs: LabInputs, gpu, model, tp: int, **shape) -> MemoryPlan:
+    """One GPU's memory under the Lab's batch limits and engine, at `tp` (dtype, kv_dtype, ep and
+    dp_attention the inputs' unless given)."""
+    shape = dict(dict(dtype=inputs.dtype, kv_dtype=inputs.kv_dtype, ep=1, dp_attention=False), **shape)
+    budget, max_seqs = inputs.batch_limits()
+    return plan_memory(gpu, model, tp, inputs.block_size, max_batched_tokens=budget, max_seqs=max_seqs, **shape,
+                       **engines.kv_memory(inputs.engine, gpu, model, tp, 1, shape["dp_attention"]))
+
+
 def with_trace_lengths(inputs: LabInputs) -> LabInputs:
     """With a replayed trace the sidebar's prompt and output lengths describe requests the run never
     sees (and may exceed the model's context), so the figures of one typical request (a prompt's
@@ -250,9 +259,13 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
 
 
 def min_tp(inputs: LabInputs) -> int | None:
-    """Smallest tensor-parallel degree whose weights leave room for KV blocks."""
-    return smallest_fitting_tp(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), inputs.block_size, MEM_UTIL,
-                               *inputs.batch_limits(), inputs.dtype, inputs.kv_dtype, inputs.experts, inputs.eplb)
+    """Smallest tensor-parallel degree whose weights leave the KV cache room for one request of the
+    workload, as the serving engine sizes its cache."""
+    gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
+    need = shortest_max_model_len(workload(inputs), inputs.trace_csv, model)
+    return smallest_fitting_tp(gpu, model, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
+                               inputs.kv_dtype, inputs.experts, inputs.eplb, min_tokens=math.ceil(need / 0.98),
+                               rules=lambda tp, dp: engines.kv_memory(inputs.engine, gpu, model, tp, 1, dp))
 
 
 def tp_choices(inputs: LabInputs) -> list[int]:

@@ -8,12 +8,12 @@ import numpy as np
 
 from .. import progress
 from ..physics import catalog
-from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..physics.memory import usable_bytes, weight_bytes_per_gpu
 from ..serving import experts, frontier
 from ..serving.simulate import steptime
 from ..text import fmt_ms
 from ..serving.workload import load_trace
-from .inputs import LabInputs, check_page_work, current, current_config, run
+from .inputs import LabInputs, check_page_work, current, current_config, memory_plan, run
 
 
 def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
@@ -78,8 +78,7 @@ def sweep_tp(inputs: LabInputs) -> list[dict]:
         if not model.splits_over(tp):
             continue
         try:
-            p = plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
-                            kv_dtype=inputs.kv_dtype)
+            p = memory_plan(inputs, gpu, model, tp)
             rows.append(dict(tp=tp, weights_gb=p.weights_bytes / 1e9, kv_gb=p.kv_pool_bytes / 1e9,
                              usable_gb=p.usable_bytes / 1e9, fits=True))
         except ValueError:

@@ -20,12 +20,12 @@ from .. import DATA
 from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog, costmodel, expert, pipeline, speculative
 from ..physics.catalog import DTYPE_BYTES
-from ..physics.memory import MEM_UTIL, plan_memory, usable_bytes, weight_bytes_per_gpu
+from ..physics.memory import MEM_UTIL, usable_bytes, weight_bytes_per_gpu
 from ..serving import engines, offload
 from ..serving.metrics import growing, overload
 from ..serving.simulate import kv_link, startup_seconds, steptime
 from ..text import gb, mb, ms, per_token, secs, times, tok_s, toks, usd
-from .inputs import LabInputs, current_config, min_tp, run
+from .inputs import LabInputs, current_config, memory_plan, min_tp, run
 
 TEXT = DATA / "tutorial.md"
 PLACEHOLDER = re.compile(r"\{([a-z0-9_]+)\}")
@@ -42,8 +42,7 @@ def _shown(inputs: LabInputs):
         if gpus < cfg.tp or gpus % cfg.tp:
             raise ValueError(f"replicas of tp={cfg.tp} need a GPU count that is a multiple of {cfg.tp}, not {gpus}")
         # a tensor-parallel degree chosen by hand may still leave no room for the cache
-        plan_memory(catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), cfg.tp, inputs.block_size,
-                    MEM_UTIL, *inputs.batch_limits(), inputs.dtype, kv_dtype=inputs.kv_dtype)
+        memory_plan(inputs, catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model), cfg.tp)
         return cfg, inputs, ""
     except ValueError as e:
         why = str(e)
@@ -107,8 +106,7 @@ def facts(inputs: LabInputs) -> dict:
     except (ValueError, RuntimeError) as e:
         f["sim_error"] = str(e)
     plan = (f["result"].pools[0].plan if f["result"] else
-            plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
-                        kv_dtype=inputs.kv_dtype))
+            memory_plan(inputs, gpu, model, tp))
     f["plan"] = plan
     f["batch_max"] = max(1, min(inputs.batch_limits()[1], plan.kv_tokens // f["ctx"]))
 
@@ -140,8 +138,7 @@ def facts(inputs: LabInputs) -> dict:
         f["tp_dmax"] = tp_step(tp_ex, decode_batch=B, context=ctx)
         f["tp_weights"] = weight_bytes_per_gpu(model, tp_ex, inputs.dtype)
         try:
-            f["tp_kv_tokens"] = plan_memory(gpu, model, tp_ex, inputs.block_size, MEM_UTIL, *inputs.batch_limits(),
-                                            inputs.dtype, kv_dtype=inputs.kv_dtype).kv_tokens
+            f["tp_kv_tokens"] = memory_plan(inputs, gpu, model, tp_ex).kv_tokens
         except ValueError:
             f["tp_kv_tokens"] = 0
     # the other side of the node boundary: across nodes if the example fits in one, else inside one
@@ -353,8 +350,7 @@ def _expert_numbers(f: dict, inputs: LabInputs) -> dict[str, str]:
         if model.experts % tp or not model.splits_over(tp) or tp > max(gpu.gpus_per_node, 1):
             continue
         try:
-            plans = [plan_memory(gpu, model, tp, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), dtype,
-                                 kv_dtype=kv, ep=ep, dp_attention=dp)
+            plans = [memory_plan(inputs, gpu, model, tp, dtype=dtype, kv_dtype=kv, ep=ep, dp_attention=dp)
                      for ep, dp in ((1, False), (tp, False), (tp, True))]
         except ValueError:
             continue
@@ -732,14 +728,21 @@ def render(inputs: LabInputs, with_note: bool = True) -> str:
 def _memory_rule(plan, engine: str, weights_gb: str) -> dict[str, str]:
     """How the engine sizes its KV pool from one GPU's memory: the section's sentence, ending where the
     pool's size is named, and the same rule in a few words."""
-    work, pool, share = gb(plan.workspace_bytes), gb(plan.kv_pool_bytes), f"{plan.mem_util:.0%}"
-    if engines.kv_pool_rules(engine)["share_of_free"]:
-        name = engines.name(engine)
+    work, pool, share, name = gb(plan.workspace_bytes), gb(plan.kv_pool_bytes), f"{plan.mem_util:.0%}", engines.name(engine)
+    if plan.share == "free":
         return dict(memory_rule_sentence=f"The weights take {weights_gb} of it per GPU and the activation workspace "
                                          f"{work}; {name} gives the KV cache {share} of the rest, **{pool}**:",
                     memory_rule_short=f"{share} of what the weights and workspace leave, {name}'s")
-    who = "vLLM takes" if engine == "vllm" else f"{engines.name(engine)} takes a share (simulated at vLLM's)"
-    return dict(memory_rule_sentence=f"{who} {share} of that ({gb(plan.budget_bytes)}). The weights take {weights_gb} "
+    if plan.share == "static":
+        share = f"{plan.mem_util:.1%}"
+        return dict(memory_rule_sentence=f"{name} gives the weights and the KV cache {share} of that "
+                                         f"({gb(plan.budget_bytes)}, its mem_fraction_static for this GPU), and keeps "
+                                         f"the rest for activations and CUDA graphs (the workspace needs {work}). The "
+                                         f"weights take {weights_gb} per GPU; the rest of the share, **{pool}**, "
+                                         f"becomes the KV pool:",
+                    memory_rule_short=f"{share} of usable memory for the weights and the pool, {name}'s "
+                                      f"mem_fraction_static")
+    return dict(memory_rule_sentence=f"vLLM takes {share} of that ({gb(plan.budget_bytes)}). The weights take {weights_gb} "
                                      f"of it per GPU and the activation workspace {work}. The rest, **{pool}**, "
                                      f"becomes the KV pool:",
                 memory_rule_short=f"{share} of usable memory for all of it, vLLM's")

@@ -12,6 +12,7 @@ sets it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 from .catalog import EMBED_BYTES, GIB, GPU, Model, check_formats, kv_format, weight_format
 from . import expert
@@ -26,6 +27,10 @@ NON_TORCH_GIB = 0.25
 NON_TORCH_TP_GIB = 0.5  # more with tensor parallelism (NCCL and custom all-reduce buffers)
 # The share of memory for weights, workspace and KV cache: vLLM's gpu_memory_utilization default.
 MEM_UTIL = 0.9
+# What an engine's memory share is of and holds (plan_memory's `share`): the whole GPU for weights,
+# workspace and pool (vLLM), the memory the weights and workspace leave for the pool (TensorRT-LLM),
+# the whole GPU for weights and pool, the workspace outside it (SGLang)
+SHARES = ("gpu", "free", "static")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class MemoryPlan:
     ep: int = 1  # expert parallelism (physics/expert.py)
     dp_attention: bool = False  # kv_bytes_per_token is then the mean GPU's: each holds its own sequences
     window_bytes: float = 0.0  # of the pool: the window layers' KV of max_seqs sequences (sliding windows)
+    share: str = "gpu"  # what mem_util is a share of and holds (SHARES)
 
     @property
     def unused_bytes(self) -> float:
@@ -56,6 +62,15 @@ class MemoryPlan:
         used = (self.weights_bytes + self.workspace_bytes + self.window_bytes
                 + self.kv_blocks * self.block_size * self.kv_bytes_per_token)
         return self.usable_bytes - used
+
+    def share_words(self) -> str:
+        """What the memory share is, with its figure."""
+        if self.share == "free":
+            return f"KV cache {self.mem_util:.0%} of what the weights and workspace leave"
+        if self.share == "static":
+            return (f"weights and KV cache {self.mem_util:.1%}: {self.budget_bytes / 1e9:.2f} GB, the workspace in "
+                    f"the rest")
+        return f"budget {self.mem_util:.0%}: {self.budget_bytes / 1e9:.2f} GB"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -120,7 +135,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
                 kv_dtype: str = "bf16", spec: Speculation | None = None, ep: int = 1,
                 dp_attention: bool = False, redundant_experts: int = 0, windowed_pool: bool = True,
-                share_of_free: bool = False) -> MemoryPlan:
+                share: str = "gpu") -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
     KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
@@ -132,9 +147,11 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     of its last window only: the pool's blocks hold the full-attention layers, and the window
     layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full); an
     engine whose pool holds every layer's whole context (windowed_pool False: TensorRT-LLM's) takes a
-    window layer's token as a full layer's. mem_util is a share of the whole GPU (vLLM's
-    gpu_memory_utilization), or with share_of_free of the memory the weights and workspace leave
-    free (TensorRT-LLM's free_gpu_memory_fraction)."""
+    window layer's token as a full layer's. mem_util is the `share` (SHARES) of the whole GPU that
+    weights, workspace and pool take (vLLM's gpu_memory_utilization), of the memory the weights and
+    workspace leave free that the pool takes (TensorRT-LLM's free_gpu_memory_fraction), or of the
+    whole GPU that the weights and pool take, the workspace kept outside it (SGLang's
+    mem_fraction_static)."""
     expert.check(model, tp, ep, dp_attention, redundant_experts)
     atp = expert.attention_tp(tp, dp_attention)
     check_tp(model, atp)
@@ -146,7 +163,6 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     if block_size < 1 or block_size > 1024:
         raise ValueError(f"block size {block_size} tokens is outside 1..1024 (vLLM's default is 16)")
     usable = usable_bytes(gpu)
-    budget = usable * mem_util
     weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention, redundant_experts)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
@@ -159,18 +175,16 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
         prop = proposer(spec, model, atp, weight_format(dtype).dense_bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
         weights += prop.memory_bytes
         kv_tok += prop.kv_bytes_per_token * atp / tp  # under DP attention, a GPU's own sequences'
-    pool = budget - weights - work
-    if share_of_free:  # the share is of what the weights and workspace leave: the budget is what that takes
-        pool = (usable - weights - work) * mem_util
-        budget = min(usable, weights + work + max(pool, 0.0))
+    budget, pool = split_share(usable, weights, work, mem_util, share)
     # a sequence's window layers hold up to a block beyond the window (vLLM frees whole blocks)
     window = max_seqs * (model.window + block_size) * window_tok if window_tok else 0.0
     blocks = int((pool - window) // (block_size * kv_tok)) if pool - window > 0 else 0
+    held = f"weights take {weights / 1e9:.1f} GB" + (f" and the workspace {work / 1e9:.1f} GB" if share != "static" else "")
     if blocks < 1 and ep > 1:
         raise ValueError(
             f"{model.label()} does not fit on {gpu.name} at tp={tp} with ep={ep}"
-            f"{' and data-parallel attention' if dp_attention else ''}: weights take {weights / 1e9:.1f} GB and the "
-            f"workspace {work / 1e9:.1f} GB of the {budget / 1e9:.1f} GB budget per GPU, leaving nothing for the KV "
+            f"{' and data-parallel attention' if dp_attention else ''}: {held} of the {budget / 1e9:.1f} GB budget per "
+            f"GPU, leaving nothing for the KV "
             f"cache; it needs more GPUs (a larger ep and tp)" + _smaller_weights(gpu, dtype) + ".")
     if blocks < 1:
         need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype)
@@ -180,15 +194,28 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
             where += " or more pipeline stages (pp)"
         stage = f" x pp={pp}" if pp > 1 else ""
         raise ValueError(
-            f"{model.label()} does not fit on {gpu.name} at tp={tp}{stage}: weights take {weights / 1e9:.1f} GB and the "
-            f"workspace {work / 1e9:.1f} GB of the {budget / 1e9:.1f} GB budget per GPU ({mem_util:.0%} of "
+            f"{model.label()} does not fit on {gpu.name} at tp={tp}{stage}: {held} of the {budget / 1e9:.1f} GB "
+            f"budget per GPU ({mem_util:.0%} of "
             f"{usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs {where}"
             + _smaller_weights(gpu, dtype) + ".")
     return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util, dtype=dtype,
                       kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
-                      pp=pp, window_bytes=window)
+                      pp=pp, window_bytes=window, share=share)
+
+
+def split_share(usable: float, weights: float, work: float, mem_util: float, share: str) -> tuple[float, float]:
+    """(the budget, the KV pool) of a GPU's usable bytes under an engine's memory share (SHARES)."""
+    if share not in SHARES:
+        raise ValueError(f"memory share {share!r} is not one of {', '.join(SHARES)}")
+    if share == "free":  # the share is of what the weights and workspace leave: the budget is what that takes
+        pool = (usable - weights - work) * mem_util
+        return min(usable, weights + work + max(pool, 0.0)), pool
+    budget = usable * mem_util
+    if share == "static":  # the workspace lives in the memory the share leaves
+        return budget, budget - weights
+    return budget, budget - weights - work
 
 
 def _smaller_weights(gpu: GPU, dtype: str) -> str:
@@ -200,19 +227,25 @@ def _smaller_weights(gpu: GPU, dtype: str) -> str:
 
 def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
-                        kv_dtype: str = "bf16", experts: str = "tp", eplb: bool = False) -> int | None:
+                        kv_dtype: str = "bf16", experts: str = "tp", eplb: bool = False,
+                        rules: Callable[[int, bool], dict] | None = None, min_tokens: int = 0) -> int | None:
     """The smallest tensor-parallel degree (one that splits the attention as vLLM does, up to 64) whose
-    per-GPU weights and workspace leave room for at least one KV block. A mixture's experts split as
-    `experts` says: sliced by tp ("tp"), or whole over the replica's GPUs ("ep"), with attention
-    data-parallel ("ep_dp", "ep_dp_overlap"), whose every GPU then holds all of attention's weights;
-    with `eplb` each GPU of an expert-parallel replica holds one redundant expert besides (the Lab's and
-    the planner's EPLB)."""
-    budget = usable_bytes(gpu) * mem_util
+    per-GPU weights and workspace leave room for at least one KV block, or `min_tokens` of one
+    sequence. A mixture's experts split as `experts` says: sliced by tp ("tp"), or whole over the
+    replica's GPUs ("ep"), with attention data-parallel ("ep_dp", "ep_dp_overlap"), whose every GPU
+    then holds all of attention's weights; with `eplb` each GPU of an expert-parallel replica holds one
+    redundant expert besides (the Lab's and the planner's EPLB). `rules(tp, dp_attention)` gives an
+    engine's share of memory as plan_memory takes it (mem_util and share); vLLM's by default."""
+    usable = usable_bytes(gpu)
     for tp in model.tp_choices():
         ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts.startswith("ep_dp"))
         redundant = expert.eplb_copies(ep) if eplb and ep > 1 else 0
-        pool = (budget - weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp, redundant_experts=redundant)
-                - workspace_bytes(model, tp, max_batched_tokens, max_seqs))
-        if pool >= block_size * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):
+        r = rules(tp, dp) if rules else dict(mem_util=mem_util, share="gpu")
+        _, pool = split_share(usable, weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp,
+                                                          redundant_experts=redundant),
+                              workspace_bytes(model, tp, max_batched_tokens, max_seqs), r["mem_util"], r["share"])
+        # a sequence's KV lives on one attention rank: under DP attention, one of tp
+        need = max(block_size, min_tokens) * (tp if dp else 1)
+        if pool >= need * kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp):
             return tp
     return None

@@ -14,7 +14,8 @@ from functools import lru_cache
 import numpy as np
 
 from ..physics import catalog, costmodel, expert, speculative
-from ..physics.memory import MEM_UTIL, plan_memory
+from ..physics.memory import plan_memory
+from ..serving import engines
 from ..serving.simulate import model_len_for
 from ..serving.workload import generate, load_trace, uncached_prompt_tokens
 from .space import Deployment, Workload, shares
@@ -86,9 +87,11 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
     plans = {}
     for g, tp, name in pools:
         try:
-            plans[name] = plan_memory(g, model, tp, w.engine.block_size, MEM_UTIL, budget, w.engine.max_seqs,
-                                      shape.dtype, 1 if shape.disagg else shape.pp, kv_dtype=shape.kv_dtype,
-                                      spec=spec if name != "prefill" else None, **shape.pool_experts(tp))
+            pp, experts = 1 if shape.disagg else shape.pp, shape.pool_experts(tp)
+            plans[name] = plan_memory(g, model, tp, w.engine.block_size, max_batched_tokens=budget,
+                                      max_seqs=w.engine.max_seqs, dtype=shape.dtype, pp=pp, kv_dtype=shape.kv_dtype,
+                                      spec=spec if name != "prefill" else None, **experts,
+                                      **engines.kv_memory(w.engine.name, g, model, tp, pp, experts["dp_attention"]))
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")
 

@@ -357,12 +357,18 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     return on_engine(cfg, w.engine.name)
 
 
+def engine_memory(w: Workload, gpu: catalog.GPU, model: catalog.Model):
+    """The workload's engine's share of a GPU's memory at a replica's tp (smallest_fitting_tp's rules)."""
+    return lambda tp, dp: engines.kv_memory(w.engine.name, gpu, model, tp, 1, dp)
+
+
 def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str = "bf16") -> list[int]:
     """Tensor-parallel degrees worth trying for one replica: powers of two from the smallest whose
     weights leave room for KV blocks, splitting the model's attention as vLLM does (Model.splits_over),
     within one node (tp across nodes pays the inter-node link on every layer) and never more than 16."""
     g, model = catalog.get_gpu(gpu), catalog.get_model(model_id)
-    first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, kv_dtype)
+    first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, kv_dtype,
+                                rules=engine_memory(w, g, model))
     if first is None:
         return []
     out, tp = [], first
@@ -399,7 +405,8 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
     methods = proposers(w, budget)
     reuse = prefix_reuse(w, budget)
     room = budget.max_gpus // (1 + budget.spare_replicas)  # GPUs one replica of each pool may take
-    moe = catalog.get_model(w.model).is_moe
+    model = catalog.get_model(w.model)
+    moe = model.is_moe
     dtypes = [d for d in dict.fromkeys(budget.released + budget.dtypes)  # the release as it is, whatever dtypes say
               if moe or not catalog.weight_format(d).experts_only]  # mxfp4: experts only
     for gpu in [g for g in budget.gpu_types if engines.runs_on(w.engine.name, catalog.get_gpu(g))]:
@@ -440,8 +447,9 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                                    for ptp in ptps for dtp in dtps if ptp + dtp <= room for m in ("",) + methods)
                         # a mixture's split as DeepSeek's and SGLang's run it: a narrow expert-parallel prefill
                         # replica, a decode one as wide, or wider, each with data-parallel attention
-                        fits = [smallest_fitting_tp(g, catalog.get_model(w.model), w.engine.block_size, MEM_UTIL,
-                                                    2048, w.engine.max_seqs, dtype, kv, "ep_dp") for g in (gp, gd)]
+                        fits = [smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs,
+                                                    dtype, kv, "ep_dp", rules=engine_memory(w, g, model))
+                                for g in (gp, gd)]
                         if None not in fits:
                             widths = [ep for ep, dp in expert_shapes(gd, w.model) if dp and ep >= min(fits)]
                             out.extend(Deployment(dec, dw, 1, dtype, *split, pw, 1, kv_dtype=kv,

@@ -215,19 +215,28 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
     sizes it."""
     if trace_csv is not None:
         return trace_max_model_len(load_trace(trace_csv), model)
-    p, o = spec.means()
     fixed = spec.length_dist == "fixed"
-    need = spec.longest_fixed() if fixed else int(math.ceil(p + o))
+    need = shortest_max_model_len(spec, None, model)
     n = model_len_for(need if fixed else 2 * need, model)
     try:
-        plan = plan_memory(gpu, model, tp, block_size, MEM_UTIL, max(budget_tokens, max_seqs), max_seqs, dtype, pp,
-                           kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention, redundant_experts=redundant_experts,
-                           **engines.kv_pool_rules(engine))
+        plan = plan_memory(gpu, model, tp, block_size, max_batched_tokens=max(budget_tokens, max_seqs),
+                           max_seqs=max_seqs, dtype=dtype, pp=pp, kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
+                           redundant_experts=redundant_experts,
+                           **engines.kv_memory(engine, gpu, model, tp, pp, dp_attention, MEM_UTIL))
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     # a sequence's KV lives on one attention rank
     room = int(plan.kv_blocks // expert.attention_ranks(tp, dp_attention) * 0.98) * block_size
     return max(min(n, room), need if fixed else min(n, need))
+
+
+def shortest_max_model_len(spec: WorkloadSpec, trace_csv: str | None, model: catalog.Model) -> int:
+    """The shortest max model length fitted_max_model_len gives, however little the KV cache holds: a
+    replayed trace's longest request, the longest of fixed lengths, else a request of the mean lengths."""
+    if trace_csv is not None:
+        return trace_max_model_len(load_trace(trace_csv), model)
+    p, o = spec.means()
+    return spec.longest_fixed() if spec.length_dist == "fixed" else int(math.ceil(p + o))
 
 
 def trace_max_model_len(trace: Workload, model: catalog.Model) -> int:
@@ -278,9 +287,10 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
                              f"{name} pool's {n_gpus}: choose a GPU count that is a multiple of {tp * pp}")
         spec = speculative.for_config(cfg, model) if name != "prefill" else None  # a prefill pool never decodes
         ep, dp = pool_experts(cfg, tp)
-        plan = plan_memory(g, model, tp, cfg.block_size, cfg.mem_util, _planned_tokens(cfg, max_len), cfg.max_seqs,
-                           cfg.dtype, pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep, dp_attention=dp,
-                           redundant_experts=copies(cfg, ep), **engines.kv_pool_rules(cfg.engine_overhead))
+        plan = plan_memory(g, model, tp, cfg.block_size, max_batched_tokens=_planned_tokens(cfg, max_len),
+                           max_seqs=cfg.max_seqs, dtype=cfg.dtype, pp=pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep,
+                           dp_attention=dp, redundant_experts=copies(cfg, ep),
+                           **engines.kv_memory(cfg.engine_overhead, g, model, tp, pp, dp, cfg.mem_util))
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
