@@ -12,6 +12,10 @@ from ..serving import export
 from ..serving.serve_command import release_dtype
 
 
+MEM_UTIL_HELP = ("the engine's memory share: vLLM's gpu_memory_utilization (weights, workspace and KV cache), "
+                 "TensorRT-LLM's free-memory fraction (the KV cache's share of what the weights and workspace leave), "
+                 "SGLang's mem_fraction_static (weights and KV cache); 0.9 keeps each engine's default (SGLang's "
+                 "own for the GPU)")
 DTYPE_HELP = ("weights: bf16, fp8 (W8A8, needs FP8 support), fp4 (4-bit W4A4 on FP4 tensor cores, "
               f"{catalog.fp4_gpus()}), mxfp4 or int4 (AWQ/GPTQ, group 128); default: as the model is released "
               "(a quantised repo's name, gpt-oss's MXFP4, DeepSeek's fp8), else bf16")

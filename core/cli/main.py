@@ -16,7 +16,7 @@ from ..serving.command import engine_defaults
 from ..serving.experts import check_experts
 from ..serving.simulate import SimConfig, steptime
 from . import plan, simulate, sweep, yourdata
-from .args import DTYPE_HELP, Parser, UsageError, bounded, emit, weights_as_released
+from .args import DTYPE_HELP, MEM_UTIL_HELP, Parser, UsageError, bounded, emit, weights_as_released
 
 
 # ---------------------------------------------------------------- commands
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("memory", help="per-GPU memory plan and KV blocks")
     _add_shape_args(p)
     p.add_argument("--block-size", type=bounded("block"), default=16, help="tokens per KV block")
-    p.add_argument("--mem-util", type=bounded("mem_util"), default=memory.MEM_UTIL, help="fraction of GPU memory the engine may use")
+    p.add_argument("--mem-util", type=bounded("mem_util"), default=memory.MEM_UTIL, help=MEM_UTIL_HELP)
     p.add_argument("--max-batched-tokens", type=bounded("budget"), default=8192, help="token budget of one step")
     p.add_argument("--max-seqs", type=bounded("max_seqs"), default=256, help="sequences per step")
     p.add_argument("--pp", type=bounded("pp"), default=1, help="pipeline stages (the plan is the fullest stage's GPU)")

@@ -13,8 +13,8 @@ from ..serving.metrics import clients_words, overload
 from ..serving.simulate import SCALE_METRICS, SimConfig, simulate
 from ..serving.workload import ARRIVALS, LENGTH_DISTS, WorkloadSpec, diurnal_schedule, parse_schedule
 from ..text import count
-from .args import (DTYPE_HELP, add_client_args, add_offload_args, add_spec_args, bounded, client_fields, emit, offload_fields,
-                   spec_fields)
+from .args import (DTYPE_HELP, MEM_UTIL_HELP, add_client_args, add_offload_args, add_spec_args, bounded, client_fields,
+                   emit, offload_fields, spec_fields)
 from .yourdata import add_hardware_args, write_simulation_csv
 
 
@@ -116,7 +116,7 @@ def add_args(p) -> None:
     p.add_argument("--max-model-len", type=bounded("max_model_len"), default=None,
                    help="longest request, prompt + output (default: as the Lab fits it, the workload's long tail "
                         "within the model's context and one replica's KV cache; a trace's longest request)")
-    p.add_argument("--mem-util", type=bounded("mem_util"), default=MEM_UTIL)
+    p.add_argument("--mem-util", type=bounded("mem_util"), default=MEM_UTIL, help=MEM_UTIL_HELP)
     p.add_argument("--watermark", type=bounded("watermark"), default=DEFAULTS["watermark"],
                    help="share of KV blocks admission keeps free (vLLM's default 0.01)")
     p.add_argument("--admission", choices=engines.ADMISSION, default=None,
