@@ -366,3 +366,11 @@ def test_the_lab_shards_a_model_as_wide_as_sglangs_share_needs_to_hold_a_request
                         output_tokens=256)
     assert min_tp(seventy) == 2 and min_tp(replace(seventy, engine="sglang")) == 4
     assert run(current_config(replace(seventy, engine="sglang", tp=4))).summary["requests"] > 0
+
+
+def test_the_labs_tp_sweep_says_a_degree_fits_where_the_engines_cache_holds_a_request():
+    from core.lab.inputs import LabInputs
+    from core.lab.sweeps import sweep_tp
+    long_prompts = LabInputs(model="llama-3.1-70b", gpu="h100", gpus=8, prompt_tokens=4096, output_tokens=256)
+    first = {e: next(r["tp"] for r in sweep_tp(replace(long_prompts, engine=e)) if r["fits"]) for e in ("vllm", "sglang")}
+    assert first == {"vllm": 2, "sglang": 4}

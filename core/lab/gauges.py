@@ -119,8 +119,8 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         "weights", "Per-GPU weight footprint", plan.weights_bytes / 1e9, usable / 1e9, "GB", w, _status(w, 0.5, 0.8),
         f"Each GPU holds {plan.weights_bytes / 1e9:.1f} GB of weights at tp={pool.tp}"
         + (f" x pp={pool.pp} (its stage's layers)" if pool.pp > 1 else "") + f", {w:.0%} of the "
-        f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; what is left "
-        f"(after the workspace) is KV cache.",
+        f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; the KV cache takes "
+        f"what the engine's memory share leaves beside them ({plan.share_words()}).",
         knob(cfg, weights=True),
         detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB"))
 

@@ -258,13 +258,19 @@ def max_model_len(inputs: LabInputs, tp: int = 1, pp: int = 1) -> int:
                                    if k in ("ep", "dp_attention", "redundant_experts")})
 
 
+def request_tokens(inputs: LabInputs) -> int:
+    """The KV cache one request of the workload needs on a replica (tokens): the shortest max model
+    length the Lab fits, beside the blocks admission keeps free."""
+    need = shortest_max_model_len(workload(inputs), inputs.trace_csv, catalog.get_model(inputs.model))
+    return math.ceil(need / 0.98)
+
+
 def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave the KV cache room for one request of the
     workload, as the serving engine sizes its cache."""
     gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
-    need = shortest_max_model_len(workload(inputs), inputs.trace_csv, model)
     return smallest_fitting_tp(gpu, model, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
-                               inputs.kv_dtype, inputs.experts, inputs.eplb, min_tokens=math.ceil(need / 0.98),
+                               inputs.kv_dtype, inputs.experts, inputs.eplb, min_tokens=request_tokens(inputs),
                                rules=lambda tp, dp: engines.kv_memory(inputs.engine, gpu, model, tp, 1, dp))
 
 

@@ -13,7 +13,7 @@ from ..serving import experts, frontier
 from ..serving.simulate import steptime
 from ..text import fmt_ms
 from ..serving.workload import load_trace
-from .inputs import LabInputs, check_page_work, current, current_config, memory_plan, run
+from .inputs import LabInputs, check_page_work, current, current_config, memory_plan, request_tokens, run
 
 
 def sweep_rate(inputs: LabInputs, points: int = 10) -> list[dict]:
@@ -71,16 +71,17 @@ def _configs(points: list[LabInputs]) -> list[tuple[LabInputs, object]]:
 
 
 def sweep_tp(inputs: LabInputs) -> list[dict]:
-    """Per-GPU weight footprint and KV room against the tensor-parallel degree (memory planner)."""
+    """Per-GPU weight footprint and KV room against the tensor-parallel degree (memory planner); a
+    degree fits where the KV cache holds one request of the workload."""
     gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
-    rows = []
+    need, rows = request_tokens(inputs), []
     for tp in (1, 2, 4, 8, 16):
         if not model.splits_over(tp):
             continue
         try:
             p = memory_plan(inputs, gpu, model, tp)
             rows.append(dict(tp=tp, weights_gb=p.weights_bytes / 1e9, kv_gb=p.kv_pool_bytes / 1e9,
-                             usable_gb=p.usable_bytes / 1e9, fits=True))
+                             usable_gb=p.usable_bytes / 1e9, fits=p.kv_tokens >= need))
         except ValueError:
             rows.append(dict(tp=tp, weights_gb=weight_bytes_per_gpu(model, tp, inputs.dtype) / 1e9, kv_gb=0.0,
                              usable_gb=usable_bytes(gpu) / 1e9, fits=False))
@@ -222,7 +223,8 @@ def tp_caption(rows: list[dict]) -> str:
     fits = [r["tp"] for r in rows if r["fits"]]
     return ((f"Fits from tp={fits[0]}" if fits else "Does not fit at any swept tp") +
             f"; the limit is the {usable:.0f} GB usable per GPU. KV room per GPU at each tp: " +
-            ", ".join(f"tp={r['tp']}: {r['kv_gb']:.0f} GB" for r in rows) + ".")
+            ", ".join(f"tp={r['tp']}: {r['kv_gb']:.{0 if r['kv_gb'] >= 10 or not r['kv_gb'] else 1}f} GB"
+                      for r in rows) + ".")
 
 
 def batch_caption(mean_batch: float) -> str:
