@@ -13,7 +13,7 @@ import pytest
 from core.cli.main import main
 from core.physics import catalog, costmodel, hfconfig, memory
 from core.serving import engines
-from core.serving.command import simulate_command
+from core.serving.command import on_engine, simulate_command
 from core.serving.serve_command import commands
 from core.serving.simulate import SimConfig, simulate
 from core.serving.workload import Workload, WorkloadSpec
@@ -374,3 +374,20 @@ def test_the_labs_tp_sweep_says_a_degree_fits_where_the_engines_cache_holds_a_re
     long_prompts = LabInputs(model="llama-3.1-70b", gpu="h100", gpus=8, prompt_tokens=4096, output_tokens=256)
     first = {e: next(r["tp"] for r in sweep_tp(replace(long_prompts, engine=e)) if r["fits"]) for e in ("vllm", "sglang")}
     assert first == {"vllm": 2, "sglang": 4}
+
+
+def test_sglangs_split_servers_reserve_for_their_own_kind_of_step_and_hold_more_cache():
+    # a decode server (--disaggregation-mode decode) reserves for its decode batch, not a chunk; a prefill
+    # server nothing for decode graphs: on 8 H200 both keep less back than a server that runs both
+    g, model = catalog.get_gpu("h200"), catalog.get_model("llama-3.1-70b")
+    share = {role: engines.kv_memory("sglang", g, model, 8, role=role)["mem_util"]
+             for role in ("serving", "prefill", "decode")}
+    mib = 141 * 1024
+    assert share["prefill"] == round((mib - (512 + 1.5 * 8192 + 1024)) / mib, 3)
+    assert share["decode"] == round((mib - 10 * 1024) / mib, 3)  # 512 + 1.5 x 2,048 + 1,024 + 2 x 512 < the floor
+    assert share["serving"] < share["prefill"] < share["decode"]
+    cfg = on_engine(SimConfig(gpu="h200", model="llama-3.1-70b", tp=8, gpus=16, disagg=True, prefill_gpus=8,
+                              workload=WorkloadSpec(n_requests=20, rate=1.0)), "sglang")
+    colocated = on_engine(SimConfig(gpu="h200", model="llama-3.1-70b", tp=8, workload=cfg.workload), "sglang")
+    blocks = {r: p.plan.kv_blocks for r, p in zip(("prefill", "decode"), simulate(cfg).pools)}
+    assert simulate(colocated).pools[0].plan.kv_blocks < blocks["prefill"] < blocks["decode"]

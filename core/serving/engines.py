@@ -161,28 +161,34 @@ ADMISSION = ("fits-now", "no-evict")
 
 
 def kv_memory(engine: str, gpu: catalog.GPU, model: catalog.Model, tp: int, pp: int = 1, dp_attention: bool = False,
-              mem_util: float = MEM_UTIL) -> dict:
+              mem_util: float = MEM_UTIL, role: str = "serving") -> dict:
     """How the engine sizes its KV pool, as plan_memory's fields: whether it holds a sliding-window
     layer's last window only (vLLM's hybrid KV cache manager, SGLang's) or every layer's whole context;
     what its memory share is of and holds (memory.SHARES: vLLM's gpu_memory_utilization, TensorRT-LLM's
-    free-memory fraction, SGLang's mem_fraction_static); and the share, SGLang's own for the GPU and
-    shape where a deployment keeps the default (data/engines.json kv_pool and kv_memory)."""
+    free-memory fraction, SGLang's mem_fraction_static); and the share, SGLang's own for the GPU, shape
+    and pool `role` ("serving", or a split's "prefill" or "decode") where a deployment keeps the default
+    (data/engines.json kv_pool and kv_memory)."""
     p = profiles().get(engine, {})
     share = p.get("kv_memory", {}).get("value", "gpu")
     if share == "static" and mem_util == MEM_UTIL:
-        mem_util = sglang_mem_fraction(gpu, tp, pp, dp_attention)
+        mem_util = sglang_mem_fraction(gpu, tp, pp, dp_attention, role)
     return dict(mem_util=mem_util, share=share, windowed_pool=p.get("kv_pool", {}).get("value") != "every_layer_full")
 
 
-def sglang_mem_fraction(gpu: catalog.GPU, tp: int, pp: int = 1, dp_attention: bool = False) -> float:
+def sglang_mem_fraction(gpu: catalog.GPU, tp: int, pp: int = 1, dp_attention: bool = False,
+                        role: str = "serving") -> float:
     """SGLang's default mem_fraction_static on `gpu`: the share of its memory left to the weights and
-    the KV pool once a reserve for activations (its chunk) and decode CUDA graphs is kept back."""
+    the KV pool once a reserve for activations (its chunk; a decode server's, its decode batch) and
+    decode CUDA graphs (none on a prefill server) is kept back."""
     r = profiles()["sglang"]["kv_memory"]["reserve_mib"]
     chunk = _by_memory(profiles()["sglang"]["chunked_prefill_size"]["by_memory_gib"], gpu)[0]
     graph_bs = sglang_capture(gpu, tp)
-    reserve = (r["metadata"] + r["per_activation_token"] * max(chunk, r["activation_tokens_min"])
-               + r["per_8_gpus_of_tp_x_pp"] * tp * pp / 8 + r["per_decode_graph_seq"] * graph_bs)
-    if dp_attention:  # padding for the ranks' joined batches, more for a large graph
+    # a decode server's activations are its running batch's (at most its graph's when unset), else a chunk's
+    activation_tokens = max(graph_bs if role == "decode" else chunk, r["activation_tokens_min"])
+    reserve = r["metadata"] + r["per_activation_token"] * activation_tokens + r["per_8_gpus_of_tp_x_pp"] * tp * pp / 8
+    if role != "prefill":
+        reserve += r["per_decode_graph_seq"] * graph_bs
+    if dp_attention and role != "prefill":  # padding for the ranks' joined batches, more for a large graph
         reserve += r["dp_attention_per_graph_seq_and_rank"] * graph_bs * tp
         if graph_bs > r["dp_attention_large_graph_bs"]:
             reserve += r["dp_attention_large_graph_per_seq_and_rank"] * graph_bs * tp

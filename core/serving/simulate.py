@@ -290,7 +290,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         plan = plan_memory(g, model, tp, cfg.block_size, max_batched_tokens=_planned_tokens(cfg, max_len),
                            max_seqs=cfg.max_seqs, dtype=cfg.dtype, pp=pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep,
                            dp_attention=dp, redundant_experts=copies(cfg, ep),
-                           **engines.kv_memory(cfg.engine_overhead, g, model, tp, pp, dp, cfg.mem_util))
+                           **engines.kv_memory(cfg.engine_overhead, g, model, tp, pp, dp, cfg.mem_util, name))
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
