@@ -327,7 +327,7 @@ def test_sglang_gives_the_weights_and_kv_pool_its_own_share_of_the_gpu_and_keeps
         gpu, tp, graph_bs, chunk):
     model = catalog.get_model("llama-3.1-8b" if tp == 1 else "llama-3.1-70b")
     g = catalog.get_gpu(gpu)
-    rules = engines.kv_memory("sglang", g, model, tp)
+    rules = engines.kv_memory("sglang", g, tp)
     assert rules["mem_util"] == _sglang_share(gpu, tp, graph_bs, chunk)
     plan = memory.plan_memory(g, model, tp, **rules)
     # weights and pool fill the share; the workspace lives in what the share leaves
@@ -337,19 +337,19 @@ def test_sglang_gives_the_weights_and_kv_pool_its_own_share_of_the_gpu_and_keeps
 
 def test_data_parallel_attention_shrinks_sglangs_share_for_the_padding_of_the_ranks_joined_batches():
     g, model = catalog.get_gpu("h200"), catalog.get_model("deepseek-r1")
-    tp = engines.kv_memory("sglang", g, model, 8, dp_attention=False)["mem_util"]
-    dp = engines.kv_memory("sglang", g, model, 8, dp_attention=True)["mem_util"]
+    tp = engines.kv_memory("sglang", g, 8, dp_attention=False)["mem_util"]
+    dp = engines.kv_memory("sglang", g, 8, dp_attention=True)["mem_util"]
     assert dp == _sglang_share("h200", 8, 512, 8192, dp_ranks=8) and dp < tp - 0.1
     # the Lab's and the planner's under vLLM are unchanged by it
-    assert engines.kv_memory("vllm", g, model, 8, dp_attention=True)["mem_util"] == memory.MEM_UTIL
+    assert engines.kv_memory("vllm", g, 8, dp_attention=True)["mem_util"] == memory.MEM_UTIL
 
 
 def test_a_share_the_user_sets_under_sglang_is_its_mem_fraction_static_in_the_plan_and_the_serving_line(capsys):
     g, model = catalog.get_gpu("h100"), catalog.get_model("llama-3.1-8b")
-    plan = memory.plan_memory(g, model, **engines.kv_memory("sglang", g, model, 1, mem_util=0.8))
+    plan = memory.plan_memory(g, model, **engines.kv_memory("sglang", g, 1, mem_util=0.8))
     assert plan.weights_bytes + plan.kv_pool_bytes == pytest.approx(0.8 * plan.usable_bytes)
     # on an 80 GB GPU SGLang's own share keeps at least 10 GiB back: more than vLLM's 10% and its workspace
-    own, vllm = (memory.plan_memory(g, model, **engines.kv_memory(e, g, model, 1)) for e in ("sglang", "vllm"))
+    own, vllm = (memory.plan_memory(g, model, **engines.kv_memory(e, g, 1)) for e in ("sglang", "vllm"))
     assert own.kv_tokens < vllm.kv_tokens and own.usable_bytes - own.budget_bytes >= 10 * 2**30 * 0.999
     assert main(["memory", "--gpu", "h100", "--model", "llama-3.1-8b", "--engine", "sglang"]) == 0
     out = capsys.readouterr().out
@@ -380,7 +380,7 @@ def test_sglangs_split_servers_reserve_for_their_own_kind_of_step_and_hold_more_
     # a decode server (--disaggregation-mode decode) reserves for its decode batch, not a chunk; a prefill
     # server nothing for decode graphs: on 8 H200 both keep less back than a server that runs both
     g, model = catalog.get_gpu("h200"), catalog.get_model("llama-3.1-70b")
-    share = {role: engines.kv_memory("sglang", g, model, 8, role=role)["mem_util"]
+    share = {role: engines.kv_memory("sglang", g, 8, role=role)["mem_util"]
              for role in ("serving", "prefill", "decode")}
     mib = 141 * 1024
     assert share["prefill"] == round((mib - (512 + 1.5 * 8192 + 1024)) / mib, 3)

@@ -63,7 +63,7 @@ def cmd_memory(args) -> None:
     plan = memory.plan_memory(gpu, model, tp, args.block_size, max_batched_tokens=args.max_batched_tokens,
                               max_seqs=args.max_seqs, dtype=args.dtype, pp=args.pp, kv_dtype=args.kv_dtype, ep=args.ep,
                               dp_attention=args.dp_attention, redundant_experts=args.redundant_experts,
-                              **engines.kv_memory(args.engine, gpu, model, tp, args.pp, args.dp_attention, args.mem_util))
+                              **engines.kv_memory(args.engine, gpu, tp, args.pp, args.dp_attention, args.mem_util))
     d = plan.to_dict()
     stages = f" x pp={args.pp} ({tp * args.pp} GPUs; the fullest stage)" if args.pp > 1 else ""
     experts = ""

@@ -222,7 +222,7 @@ def memory_plan(inputs: LabInputs, gpu, model, tp: int, **shape) -> MemoryPlan:
     shape = dict(dict(dtype=inputs.dtype, kv_dtype=inputs.kv_dtype, ep=1, dp_attention=False), **shape)
     budget, max_seqs = inputs.batch_limits()
     return plan_memory(gpu, model, tp, inputs.block_size, max_batched_tokens=budget, max_seqs=max_seqs, **shape,
-                       **engines.kv_memory(inputs.engine, gpu, model, tp, 1, shape["dp_attention"]))
+                       **engines.kv_memory(inputs.engine, gpu, tp, 1, shape["dp_attention"]))
 
 
 def with_trace_lengths(inputs: LabInputs) -> LabInputs:
@@ -271,7 +271,7 @@ def min_tp(inputs: LabInputs) -> int | None:
     gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
     return smallest_fitting_tp(gpu, model, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
                                inputs.kv_dtype, inputs.experts, inputs.eplb, min_tokens=request_tokens(inputs),
-                               rules=lambda tp, dp: engines.kv_memory(inputs.engine, gpu, model, tp, 1, dp))
+                               rules=lambda tp, dp: engines.kv_memory(inputs.engine, gpu, tp, 1, dp))
 
 
 def tp_choices(inputs: LabInputs) -> list[int]:

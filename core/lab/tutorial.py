@@ -90,7 +90,7 @@ def facts(inputs: LabInputs) -> dict:
     f["weights_total"] = model.weight_bytes(inputs.dtype)
     f["weights_tp1"] = weight_bytes_per_gpu(model, 1, inputs.dtype)
     f["usable"] = usable_bytes(gpu)
-    share = engines.kv_memory(inputs.engine, gpu, model, 1)  # what one GPU gives weights and cache under the engine
+    share = engines.kv_memory(inputs.engine, gpu, 1)  # what one GPU gives weights and cache under the engine
     f["budget"] = f["usable"] * (share["mem_util"] if share["share"] != "free" else 1.0)
     f["min_tp"] = min_tp(inputs)
 

@@ -187,7 +187,8 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
             f"GPU, leaving nothing for the KV "
             f"cache; it needs more GPUs (a larger ep and tp)" + _smaller_weights(gpu, dtype) + ".")
     if blocks < 1:
-        need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype)
+        need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype,
+                                   rules=lambda _tp, _dp: dict(mem_util=mem_util, share=share))
         where = (f"at least {need} GPUs with tensor parallelism (tp={need})" if need
                  else "more memory than tensor parallelism over 64 GPUs gives")
         if pp > 1 or (need and need > gpu.gpus_per_node):

@@ -91,7 +91,7 @@ def bound(shape: Deployment, w: Workload, prompt_q: int) -> Bound:
             plans[name] = plan_memory(g, model, tp, w.engine.block_size, max_batched_tokens=budget,
                                       max_seqs=w.engine.max_seqs, dtype=shape.dtype, pp=pp, kv_dtype=shape.kv_dtype,
                                       spec=spec if name != "prefill" else None, **experts,
-                                      **engines.kv_memory(w.engine.name, g, model, tp, pp, experts["dp_attention"],
+                                      **engines.kv_memory(w.engine.name, g, tp, pp, experts["dp_attention"],
                                                           role=name))
         except ValueError as e:
             return Bound(refused=str(e), pruned_by="memory")

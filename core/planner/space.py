@@ -357,9 +357,9 @@ def to_config(d: Deployment, w: Workload) -> SimConfig:
     return on_engine(cfg, w.engine.name)
 
 
-def engine_memory(w: Workload, gpu: catalog.GPU, model: catalog.Model):
+def engine_memory(w: Workload, gpu: catalog.GPU):
     """The workload's engine's share of a GPU's memory at a replica's tp (smallest_fitting_tp's rules)."""
-    return lambda tp, dp: engines.kv_memory(w.engine.name, gpu, model, tp, 1, dp)
+    return lambda tp, dp: engines.kv_memory(w.engine.name, gpu, tp, 1, dp)
 
 
 def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str = "bf16") -> list[int]:
@@ -368,7 +368,7 @@ def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str =
     within one node (tp across nodes pays the inter-node link on every layer) and never more than 16."""
     g, model = catalog.get_gpu(gpu), catalog.get_model(model_id)
     first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, kv_dtype,
-                                rules=engine_memory(w, g, model))
+                                rules=engine_memory(w, g))
     if first is None:
         return []
     out, tp = [], first
@@ -448,7 +448,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                         # a mixture's split as DeepSeek's and SGLang's run it: a narrow expert-parallel prefill
                         # replica, a decode one as wide, or wider, each with data-parallel attention
                         fits = [smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs,
-                                                    dtype, kv, "ep_dp", rules=engine_memory(w, g, model))
+                                                    dtype, kv, "ep_dp", rules=engine_memory(w, g))
                                 for g in (gp, gd)]
                         if None not in fits:
                             widths = [ep for ep, dp in expert_shapes(gd, w.model) if dp and ep >= min(fits)]

@@ -160,8 +160,8 @@ def trtllm_defaults() -> dict:
 ADMISSION = ("fits-now", "no-evict")
 
 
-def kv_memory(engine: str, gpu: catalog.GPU, model: catalog.Model, tp: int, pp: int = 1, dp_attention: bool = False,
-              mem_util: float = MEM_UTIL, role: str = "serving") -> dict:
+def kv_memory(engine: str, gpu: catalog.GPU, tp: int, pp: int = 1, dp_attention: bool = False, mem_util: float = MEM_UTIL,
+              role: str = "serving") -> dict:
     """How the engine sizes its KV pool, as plan_memory's fields: whether it holds a sliding-window
     layer's last window only (vLLM's hybrid KV cache manager, SGLang's) or every layer's whole context;
     what its memory share is of and holds (memory.SHARES: vLLM's gpu_memory_utilization, TensorRT-LLM's

@@ -222,7 +222,7 @@ def fitted_max_model_len(gpu: catalog.GPU, model: catalog.Model, spec: WorkloadS
         plan = plan_memory(gpu, model, tp, block_size, max_batched_tokens=max(budget_tokens, max_seqs),
                            max_seqs=max_seqs, dtype=dtype, pp=pp, kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
                            redundant_experts=redundant_experts,
-                           **engines.kv_memory(engine, gpu, model, tp, pp, dp_attention, MEM_UTIL))
+                           **engines.kv_memory(engine, gpu, tp, pp, dp_attention, MEM_UTIL))
     except ValueError:
         return n  # the configuration fails later with the planner's own message
     # a sequence's KV lives on one attention rank
@@ -290,7 +290,7 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
         plan = plan_memory(g, model, tp, cfg.block_size, max_batched_tokens=_planned_tokens(cfg, max_len),
                            max_seqs=cfg.max_seqs, dtype=cfg.dtype, pp=pp, kv_dtype=cfg.kv_dtype, spec=spec, ep=ep,
                            dp_attention=dp, redundant_experts=copies(cfg, ep),
-                           **engines.kv_memory(cfg.engine_overhead, g, model, tp, pp, dp, cfg.mem_util, name))
+                           **engines.kv_memory(cfg.engine_overhead, g, tp, pp, dp, cfg.mem_util, name))
         need = blocks_for(max_len, cfg.block_size) + watermark_blocks(plan.kv_blocks, cfg.watermark)
         ranks = expert.attention_ranks(tp, dp)
         if plan.kv_blocks // ranks < need:  # a sequence's KV lives on one attention rank
