@@ -22,7 +22,7 @@ DATA = ROOT / "core" / "data"
 RULES = content.rules()
 IDS = ["pagedattention", "vllm_docs", "tensorrt_llm", "triton", "orca", "sarathi", "distserve", "splitwise", "vidur",
        "speculative_decoding", "eagle", "deepseek_mtp", "prefix_aware_routing", "kv_offload", "expert_parallelism",
-       "mxfp4_release", "tensorrt_llm_admission"]
+       "mxfp4_release", "tensorrt_llm_admission", "sglang_memory_share"]
 SEED_RULES = {"pagedattention", "vllm_docs", "tensorrt_llm", "triton"}
 PAGE = "views/rules.py"
 
@@ -281,3 +281,15 @@ def test_tensorrt_llm_admission_demo_reserves_the_cache_where_vllm_keeps_up_with
     vllm = inputs.run(current_config(replace(x, engine="vllm"))).summary
     assert vllm["stable"] and vllm["mean_batch"] > s["mean_batch"]
 
+
+def test_sglang_memory_share_demo_fills_a_cache_half_vllms_where_vllm_peaks_at_a_quarter():
+    from core.lab import gauges
+    x = LabInputs(**RULES["sglang_memory_share"]["demo"])
+    cfg = current_config(x)
+    result = inputs.run(cfg)
+    s = result.summary
+    kv = {g.id: g for g in gauges.gauges(cfg, result, x)}["kv"]
+    assert cfg.dp_attention and kv.ratio > 0.95 and s["preemptions"] > 0
+    vllm = inputs.run(current_config(replace(x, engine="vllm"))).summary
+    assert s["kv_blocks_total"] < 0.5 * vllm["kv_blocks_total"]
+    assert vllm["preemptions"] == 0 and vllm["peak_kv_blocks_used"] < 0.3 * vllm["kv_blocks_total"]
