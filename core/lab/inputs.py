@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from .. import bounds, memo
 from ..engine.layout import PAGED_POLICIES
 from ..physics import catalog, expert, pipeline, speculative
-from ..physics.memory import MEM_UTIL, MemoryPlan, plan_memory, smallest_fitting_tp
+from ..physics.memory import MemoryPlan, plan_memory, smallest_fitting_tp
 from ..planner.space import Targets
 from ..serving import engines, serve_command
 from ..serving.command import engine_defaults, on_engine
@@ -269,7 +269,7 @@ def min_tp(inputs: LabInputs) -> int | None:
     """Smallest tensor-parallel degree whose weights leave the KV cache room for one request of the
     workload, as the serving engine sizes its cache."""
     gpu, model = catalog.get_gpu(inputs.gpu), catalog.get_model(inputs.model)
-    return smallest_fitting_tp(gpu, model, inputs.block_size, MEM_UTIL, *inputs.batch_limits(), inputs.dtype,
+    return smallest_fitting_tp(gpu, model, inputs.block_size, *inputs.batch_limits(), inputs.dtype,
                                inputs.kv_dtype, inputs.experts, inputs.eplb, min_tokens=request_tokens(inputs),
                                rules=lambda tp, dp: engines.kv_memory(inputs.engine, gpu, tp, 1, dp))
 

@@ -11,7 +11,7 @@ from ..physics import catalog
 from ..physics.memory import usable_bytes, weight_bytes_per_gpu
 from ..serving import experts, frontier
 from ..serving.simulate import steptime
-from ..text import fmt_ms
+from ..text import fmt_ms, gb
 from ..serving.workload import load_trace
 from .inputs import LabInputs, check_page_work, current, current_config, memory_plan, request_tokens, run
 
@@ -223,8 +223,7 @@ def tp_caption(rows: list[dict]) -> str:
     fits = [r["tp"] for r in rows if r["fits"]]
     return ((f"Fits from tp={fits[0]}" if fits else "Does not fit at any swept tp") +
             f"; the limit is the {usable:.0f} GB usable per GPU. KV room per GPU at each tp: " +
-            ", ".join(f"tp={r['tp']}: {r['kv_gb']:.{0 if r['kv_gb'] >= 10 or not r['kv_gb'] else 1}f} GB"
-                      for r in rows) + ".")
+            ", ".join(f"tp={r['tp']}: {gb(r['kv_gb'] * 1e9) if r['kv_gb'] > 0 else 'none'}" for r in rows) + ".")
 
 
 def batch_caption(mean_batch: float) -> str:

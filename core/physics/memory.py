@@ -179,15 +179,17 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     # a sequence's window layers hold up to a block beyond the window (vLLM frees whole blocks)
     window = max_seqs * (model.window + block_size) * window_tok if window_tok else 0.0
     blocks = int((pool - window) // (block_size * kv_tok)) if pool - window > 0 else 0
-    held = f"weights take {weights / 1e9:.1f} GB" + (f" and the workspace {work / 1e9:.1f} GB" if share != "static" else "")
-    if blocks < 1 and ep > 1:
-        raise ValueError(
-            f"{model.label()} does not fit on {gpu.name} at tp={tp} with ep={ep}"
-            f"{' and data-parallel attention' if dp_attention else ''}: {held} of the {budget / 1e9:.1f} GB budget per "
-            f"GPU, leaving nothing for the KV "
-            f"cache; it needs more GPUs (a larger ep and tp)" + _smaller_weights(gpu, dtype) + ".")
     if blocks < 1:
-        need = smallest_fitting_tp(gpu, model, block_size, mem_util, max_batched_tokens, max_seqs, dtype, kv_dtype,
+        # what the budget holds besides the cache (SGLang's share holds no workspace)
+        held = f"weights take {weights / 1e9:.1f} GB" + (
+            f" and the workspace {work / 1e9:.1f} GB" if share != "static" else "")
+        if ep > 1:
+            raise ValueError(
+                f"{model.label()} does not fit on {gpu.name} at tp={tp} with ep={ep}"
+                f"{' and data-parallel attention' if dp_attention else ''}: {held} of the {budget / 1e9:.1f} GB budget "
+                f"per GPU, leaving nothing for the KV cache; it needs more GPUs (a larger ep and tp)"
+                + _smaller_weights(gpu, dtype) + ".")
+        need = smallest_fitting_tp(gpu, model, block_size, max_batched_tokens, max_seqs, dtype, kv_dtype,
                                    rules=lambda _tp, _dp: dict(mem_util=mem_util, share=share))
         where = (f"at least {need} GPUs with tensor parallelism (tp={need})" if need
                  else "more memory than tensor parallelism over 64 GPUs gives")
@@ -196,9 +198,8 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
         stage = f" x pp={pp}" if pp > 1 else ""
         raise ValueError(
             f"{model.label()} does not fit on {gpu.name} at tp={tp}{stage}: {held} of the {budget / 1e9:.1f} GB "
-            f"budget per GPU ({mem_util:.0%} of "
-            f"{usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs {where}"
-            + _smaller_weights(gpu, dtype) + ".")
+            f"budget per GPU ({mem_util:.0%} of {usable / 1e9:.1f} GB), leaving nothing for the KV cache; it needs "
+            f"{where}" + _smaller_weights(gpu, dtype) + ".")
     return MemoryPlan(gpu=gpu.id, model=model.id, tp=tp, block_size=block_size, mem_util=mem_util, dtype=dtype,
                       kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
@@ -226,7 +227,7 @@ def _smaller_weights(gpu: GPU, dtype: str) -> str:
     return f", or {' or '.join(smaller)} weights" if smaller else ""
 
 
-def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: float = MEM_UTIL,
+def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16,
                         max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16",
                         kv_dtype: str = "bf16", experts: str = "tp", eplb: bool = False,
                         rules: Callable[[int, bool], dict] | None = None, min_tokens: int = 0) -> int | None:
@@ -241,7 +242,7 @@ def smallest_fitting_tp(gpu: GPU, model: Model, block_size: int = 16, mem_util: 
     for tp in model.tp_choices():
         ep, dp = expert.replica_split(tp, experts != "tp" and model.is_moe, experts.startswith("ep_dp"))
         redundant = expert.eplb_copies(ep) if eplb and ep > 1 else 0
-        r = rules(tp, dp) if rules else dict(mem_util=mem_util, share="gpu")
+        r = rules(tp, dp) if rules else dict(mem_util=MEM_UTIL, share="gpu")
         _, pool = split_share(usable, weight_bytes_per_gpu(model, tp, dtype, ep=ep, dp_attention=dp,
                                                           redundant_experts=redundant),
                               workspace_bytes(model, tp, max_batched_tokens, max_seqs), r["mem_util"], r["share"])

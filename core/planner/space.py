@@ -367,7 +367,7 @@ def tp_degrees(gpu: str, model_id: str, dtype: str, w: Workload, kv_dtype: str =
     weights leave room for KV blocks, splitting the model's attention as vLLM does (Model.splits_over),
     within one node (tp across nodes pays the inter-node link on every layer) and never more than 16."""
     g, model = catalog.get_gpu(gpu), catalog.get_model(model_id)
-    first = smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs, dtype, kv_dtype,
+    first = smallest_fitting_tp(g, model, w.engine.block_size, 2048, w.engine.max_seqs, dtype, kv_dtype,
                                 rules=engine_memory(w, g))
     if first is None:
         return []
@@ -447,7 +447,7 @@ def shapes(w: Workload, budget: Budget) -> list[Deployment]:
                                    for ptp in ptps for dtp in dtps if ptp + dtp <= room for m in ("",) + methods)
                         # a mixture's split as DeepSeek's and SGLang's run it: a narrow expert-parallel prefill
                         # replica, a decode one as wide, or wider, each with data-parallel attention
-                        fits = [smallest_fitting_tp(g, model, w.engine.block_size, MEM_UTIL, 2048, w.engine.max_seqs,
+                        fits = [smallest_fitting_tp(g, model, w.engine.block_size, 2048, w.engine.max_seqs,
                                                     dtype, kv, "ep_dp", rules=engine_memory(w, g))
                                 for g in (gp, gd)]
                         if None not in fits:
