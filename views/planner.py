@@ -119,8 +119,10 @@ st.caption(f"{c['deployments']:,} deployments in {count(c['shapes'], 'shape')}: 
 rows = p.rows()
 best = p.cheapest
 if best is None:
-    st.error("No deployment within this budget meets the targets. Raise the GPU budget, add a GPU type or fp8, "
-             "or relax the targets in the sidebar.", icon=":material/block:")
+    margin = f" with {headroom:g}% headroom" if headroom else ""
+    st.error(f"No deployment within this budget meets the targets at {inputs.load_label()}{margin}. Raise the GPU "
+             f"budget, add a GPU type or fp8, {'lower the headroom, ' if headroom else ''}or relax the targets in "
+             "the sidebar.", icon=":material/block:")
 else:
     r = p.row(best)
     st.subheader(f"Cheapest: {r['deployment']}")

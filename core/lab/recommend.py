@@ -34,6 +34,7 @@ class Recommendation:
     shown_as: str = ""  # which one that is, in words
     serve: str = ""  # the vllm serve lines that run the recommended deployment (serve_command.commands)
     manifest: str = ""  # its Kubernetes manifest
+    headroom: float = 0.0  # the load margin every answer keeps (Targets.headroom), which a miss may be short of
 
     @property
     def path_caption(self) -> str:
@@ -46,6 +47,8 @@ class Recommendation:
     def heading(self) -> str:
         if self.met:
             return f"Recommended shape: stage {self.stage}, {self.name}"
+        if self.headroom:
+            return f"No deployment on these GPUs meets the targets with {self.headroom:.0%} headroom"
         return "No deployment on these GPUs meets the targets"
 
 
@@ -113,12 +116,29 @@ def _describe(r: ShapeResult, w: Workload) -> str:
     return f"{o.deployment.label()} (p99 TTFT {fmt_ms(o.ttft_p99_ms)}{grows}, p99 TPOT {o.tpot_p99_ms:.1f} ms)"
 
 
-def _at_load(d: Deployment, w: Workload) -> str:
+def _at_load(d: Deployment, w: Workload, summary: dict | None = None) -> str:
     """The deployment and its p99s at the offered load with the cost model's own step times: the
     figures the Lab shows below for the same deployment (the check's own are at the headroom's load)."""
-    s = simulate(to_config(d, w)).summary
+    s = summary or simulate(to_config(d, w)).summary
     grows = "" if s["stable"] else GROWING
     return f"{d.label()} (p99 TTFT {fmt_ms(s['ttft_ms']['p99'])}{grows}, p99 TPOT {s['tpot_ms']['p99']:.1f} ms)"
+
+
+def _nearest_text(near: ShapeResult, w: Workload, load: str) -> str:
+    """The nearest miss at the offered load (the figures the Lab shows for it) and under the check's
+    margin (the figures the search judged), so that a deployment that meets the targets at the load
+    itself, and misses only the margin, reads as such rather than as one that misses them."""
+    o = near.best
+    s = simulate(to_config(o.deployment, w)).summary
+    t = w.targets
+    meets_at_load = s["stable"] and s["slo_attainment"] >= t.attainment
+    if meets_at_load and t.headroom == 0 and t.step_scale <= 1:
+        return f" The nearest is {_describe(near, w)}: {'; '.join(o.misses)}."
+    within = ("it meets the targets there, not with the margin" if meets_at_load else
+              f"{s['slo_attainment']:.1%} of requests meet both targets there")
+    grows = "" if o.stable else GROWING
+    return (f" The nearest is {_at_load(o.deployment, w, s)} at {load}: {within}. With the margin, p99 TTFT "
+            f"{fmt_ms(o.ttft_p99_ms)}{grows} and p99 TPOT {o.tpot_p99_ms:.1f} ms: {'; '.join(o.misses)}.")
 
 
 def recommend(inputs: LabInputs) -> Recommendation:
@@ -143,11 +163,14 @@ def recommend(inputs: LabInputs) -> Recommendation:
     near = nearest(w, budget, searched)
     changes = smallest_changes(inputs, w, near, meter)
     searched_in = " or ".join(lab_dtypes(inputs)) if catalog.get_gpu(inputs.gpu).supports_fp8 else inputs.dtype
-    if near:
+    if near and near.best.error is None:
+        near_text = _nearest_text(near, w, inputs.load_label())
+    elif near:
         near_text = f" The nearest is {_describe(near, w)}: {'; '.join(near.best.misses)}."
     else:
         near_text = f" {catalog.get_model(inputs.model).label()} does not fit {inputs.gpus} {gpu} in {searched_in}."
-    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {searched_in} meets the targets at {inputs.load_label()}."
+    reason = (f"Nothing on up to {inputs.gpus} {gpu} in {searched_in} meets the targets at {inputs.load_label()} "
+              f"with the margin every answer keeps: {w.targets.rule()}."
               + near_text + (" It would take " + ", or ".join(c for c, _ in changes) + "." if changes else
                              " No change within reach meets them: lower the request rate."))
     shown, shown_as = ((changes[0][1], "what the first change above would deploy") if changes else
@@ -155,7 +178,7 @@ def recommend(inputs: LabInputs) -> Recommendation:
     light = shown.stage if shown else 1
     return Recommendation(light, STAGES[light], reason, False, near.deployment if near else None,
                           [c for c, _ in changes], len(searched), sims, light_stage=light, shown=shown,
-                          shown_as=shown_as)
+                          shown_as=shown_as, headroom=w.targets.headroom)
 
 
 def _weights_note(d: Deployment, inputs: LabInputs) -> str:
@@ -194,7 +217,7 @@ def nearest(w: Workload, budget: Budget, searched: list[ShapeResult]) -> ShapeRe
     for r in searched:
         if r.pruned_by == "roofline" and not r.shape.disagg:
             d = replace(r.shape, replicas=budget.max_gpus // r.shape.replica_gpus)
-            o = outcome(d, w)
+            o = outcome(d, w.judged())  # judged as the search judges: at the headroom's load
             cand = ShapeResult(r.shape, r.enumerated, best=o)
             if not tried or closeness(o) > closeness(tried[0].best):
                 tried = [cand]
@@ -238,7 +261,8 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None,
         if o.tpot_p99_ms > inputs.tpot_ms:
             looser.append(f"a p99 TPOT target above {o.tpot_p99_ms:.0f} ms")
         if looser:
-            out.append((" and ".join(looser) + f" (what {o.deployment.label()} reaches)", o.deployment))
+            margin = " with the margin" if w.targets.headroom or w.targets.step_scale > 1 else ""
+            out.append((" and ".join(looser) + f" (what {o.deployment.label()} reaches{margin})", o.deployment))
     return out
 
 
