@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from dataclasses import replace
 from functools import lru_cache
@@ -87,6 +88,9 @@ def config(run: dict) -> SimConfig:
     engine = dict(policy="sarathi", max_seqs=run.get("max_seqs", 1024), max_batched_tokens=run["max_batched_tokens"])
     if run["engine"] == "SGLang":  # its own defaults for the GPU (serving/engines.py)
         engine = engines.sglang_defaults(catalog.get_gpu(run["gpu"]), run["tp"], run["dp_attention"])
+        share = re.search(r"--mem-fraction-static[ =]([0-9.]+)", run.get("serve_command", ""))
+        if share:  # the run's own mem_fraction_static in place of SGLang's for the GPU
+            engine["mem_util"] = float(share.group(1))
     longest = {"max_model_len": run["bench_lengths"]["input_len"] + run["bench_lengths"]["output_len"]} if drawn else {}
     return SimConfig(gpu=run["gpu"], model=model_id(run), tp=run["tp"], ep=run["ep"], dtype=run["dtype"],
                      dp_attention=run["dp_attention"], workload=spec, router="lor",
