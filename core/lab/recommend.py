@@ -170,7 +170,7 @@ def recommend(inputs: LabInputs) -> Recommendation:
     else:
         near_text = f" {catalog.get_model(inputs.model).label()} does not fit {inputs.gpus} {gpu} in {searched_in}."
     reason = (f"Nothing on up to {inputs.gpus} {gpu} in {searched_in} meets the targets at {inputs.load_label()} "
-              f"with the margin every answer keeps: {w.targets.rule()}."
+              f"with the margin every answer keeps ({w.targets.margin()})."
               + near_text + (" It would take " + ", or ".join(c for c, _ in changes) + "." if changes else
                              " No change within reach meets them: lower the request rate."))
     shown, shown_as = ((changes[0][1], "what the first change above would deploy") if changes else

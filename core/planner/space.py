@@ -81,6 +81,11 @@ class Targets:
         bounds.check("headroom", self.headroom, "the headroom (a share of the offered load: 0.2 for 20%)")
         bounds.check("step_scale", self.step_scale)
 
+    def margin(self) -> str:
+        """The check's margin in a few words: '20% headroom, every step 4.5% slower'."""
+        slower = f"every step {(self.step_scale - 1) * 100:.1f}% slower"
+        return f"{self.headroom:.0%} headroom, {slower}" if self.headroom else slower
+
     def rule(self) -> str:
         """The check in words: 'at 1.2x the offered load with every step 5.5% slower'."""
         slower = (f"every step {(self.step_scale - 1) * 100:.1f}% slower than the cost model (the trust band's edge "
