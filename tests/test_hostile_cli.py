@@ -68,6 +68,9 @@ def test_what_hung_is_refused_at_once(args):
     (["plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--rate", "nan", "--executor", "inline"], ("--rate", "nan")),
     (["plan", "--gpu", "h100", "--model", "llama-3.1-8b", "--rate", "4", "--price", "h100=inf", "--executor", "inline"],
      ("--price h100", "inf")),
+    # one GPU in all cannot split into two pools: the sentence names the total, not a range of 1 to 0
+    (SIM + ["--disagg", "--prefill-gpus", "1"], ("at least 2 GPUs", "--gpus")),
+    (SIM + ["--disagg", "--gpus", "4", "--prefill-gpus", "4"], ("between 1 and 3", "--gpus", "not 4")),
 ])
 def test_odd_numbers_give_one_sentence_naming_the_input_the_value_and_the_range(args, words):
     refused(args, *words)

@@ -305,8 +305,12 @@ def _pools(cfg: SimConfig, gpu: catalog.GPU, model: catalog.Model, max_len: int,
     if not cfg.disagg:
         return [pool("serving", gpus, cfg.tp, cfg.pp)]
     ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
+    if gpus < 2:
+        raise ValueError(f"disaggregation splits the GPUs into a prefill pool and a decode pool: it needs at least 2 "
+                         f"GPUs in all, not {gpus} (set --gpus, the pools' GPUs together)")
     if not 0 < cfg.prefill_gpus < gpus:
-        raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of {gpus}), not {cfg.prefill_gpus}")
+        raise ValueError(f"disaggregation needs prefill GPUs between 1 and {gpus - 1} (of the {gpus} GPUs in all, "
+                         f"--gpus), not {cfg.prefill_gpus}: the decode pool takes the rest")
     return [pool("prefill", cfg.prefill_gpus, ptp, g=prefill_gpu_of(cfg)), pool("decode", gpus - cfg.prefill_gpus, dtp)]
 
 
