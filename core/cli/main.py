@@ -84,6 +84,9 @@ def cmd_memory(args) -> None:
              f"  workspace         {d['workspace_gb_per_gpu']:8.2f} GB",
              f"  KV cache          {d['kv_gb_per_gpu']:8.2f} GB at {per_token}",
              f"  KV blocks         {plan.kv_blocks:8d} of {args.block_size} tokens = {plan.kv_tokens} tokens{ranks}"]
+    if plan.state_bytes:  # linear-attention layers: a fixed state a sequence, set aside of the KV cache's memory
+        lines.insert(-1, f"  of which state    {plan.state_bytes / 1e9:8.2f} GB: the {model.linear_layers} linear-attention "
+                         f"layers' state of {args.max_seqs} sequences ({plan.state_bytes / args.max_seqs / 1e6:.1f} MB each)")
     emit(d, args.json, lines)
 
 

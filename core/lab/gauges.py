@@ -122,7 +122,9 @@ def gauges(cfg: SimConfig, result: SimResult, inputs: LabInputs) -> list[Gauge]:
         f"{usable / 1e9:.1f} GB ({usable / catalog.GIB:.1f} GiB) its driver leaves usable; the KV cache takes "
         f"what the engine's memory share leaves beside them ({plan.share_words()}).",
         knob(cfg, weights=True),
-        detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB"))
+        detail=f"KV cache per GPU: {plan.kv_pool_bytes / 1e9:.1f} GB" + (
+            f", of which {plan.state_bytes / 1e9:.1f} GB hold the linear-attention layers' state of the max batch"
+            if plan.state_bytes else "")))
 
     # measured output tokens/s in the steady state against the roofline capacity (serving/capacity.py,
     # never below what the run served: a deployment that serves more has shown a higher ceiling)

@@ -256,6 +256,20 @@ class Model:
     index_topk: int = 0  # tokens a query attends (0: every token, dense attention)
     index_heads: int = 0
     index_head_dim: int = 0
+    # linear attention (Qwen3-Next's and Qwen3.5's Gated DeltaNet): linear_layers of the layers mix tokens through a
+    # recurrent state each sequence holds (linear_v_heads matrices of linear_k_dim x linear_v_dim, and a short
+    # convolution's last linear_conv - 1 inputs) in place of attention: no KV cache, a fixed state however long the
+    # context; the other layers attend as usual
+    linear_layers: int = 0
+    linear_k_heads: int = 0
+    linear_v_heads: int = 0
+    linear_k_dim: int = 0
+    linear_v_dim: int = 0
+    linear_conv: int = 0
+    linear_state_value_bytes: int = 2  # the recurrent state's bytes a value (vLLM: the model's dtype unless asked fp32)
+    # the attention output gated by a projection of the hidden state (Qwen3-Next's gated attention): the query
+    # projection twice as wide
+    attn_output_gate: bool = False
     parametric: bool = False  # an interpolated shape, not a released model
     source: str = field(default="", compare=False, hash=False)
 
@@ -272,8 +286,11 @@ class Model:
         """Whether tensor parallelism of degree tp splits this model's attention as vLLM's does: the query
         heads evenly, and the KV heads evenly or, past their count, each on tp / kv_heads GPUs
         (vllm/model_executor/layers/linear.py QKVParallelLinear: divide() asserts both); a latent (MLA) is
-        whole on every GPU."""
+        whole on every GPU. Linear attention's key and value heads split evenly too (its state shapes divide
+        them by tp: mamba_utils.py gated_delta_net_state_shape)."""
         if tp < 1 or self.heads % tp:
+            return False
+        if self.linear_layers and (self.linear_k_heads % tp or self.linear_v_heads % tp):
             return False
         return self.is_mla or (self.kv_heads % tp == 0 if tp <= self.kv_heads else tp % self.kv_heads == 0)
 
@@ -285,8 +302,44 @@ class Model:
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers if self.is_moe else 0
 
-    def attn_params(self) -> int:
-        """Attention projection parameters of one layer (with their norms and biases)."""
+    @property
+    def attention_layers(self) -> int:
+        """Layers that attend (and cache K and V): all but the linear-attention ones."""
+        return self.layers - self.linear_layers
+
+    def attn_params(self) -> float:
+        """Token-mixing parameters of one layer (attention projections with their norms and biases), the mean
+        over the layers where linear-attention layers stand among the attending ones."""
+        if not self.linear_layers:
+            return self.full_attn_params()
+        return (self.attention_layers * self.full_attn_params()
+                + self.linear_layers * self.linear_attn_params()) / self.layers
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of a linear-attention layer's short convolution: its queries, keys and values."""
+        return 2 * self.linear_k_heads * self.linear_k_dim + self.linear_v_heads * self.linear_v_dim
+
+    def linear_attn_params(self) -> int:
+        """A Gated DeltaNet layer's weights: the query, key, value and output-gate projection, the per-head decay
+        and update-rate projections, the short convolution, the decay's A_log and dt_bias, the output norm
+        and projection (transformers' Qwen3NextGatedDeltaNet)."""
+        h, nv, dv = self.hidden, self.linear_v_heads, self.linear_v_dim
+        qkvz = h * (self.linear_conv_dim + nv * dv)
+        return qkvz + h * 2 * nv + self.linear_conv_dim * self.linear_conv + 2 * nv + dv + nv * dv * h
+
+    def linear_state_bytes(self, tp: int = 1) -> float:
+        """One sequence's recurrent state in all linear-attention layers on one of tp GPUs: the delta rule's
+        matrices and the convolution's last inputs (16-bit), as vLLM allocates them (mamba_utils.py
+        gated_delta_net_state_shape: (conv_dim / tp, conv_kernel - 1) and (v_heads / tp, v_dim, k_dim))."""
+        if not self.linear_layers:
+            return 0.0
+        conv = self.linear_conv_dim / tp * (self.linear_conv - 1) * 2
+        delta = self.linear_v_heads / tp * self.linear_k_dim * self.linear_v_dim * self.linear_state_value_bytes
+        return self.linear_layers * (conv + delta)
+
+    def full_attn_params(self) -> int:
+        """An attending layer's projection parameters (with their norms and biases)."""
         h, H, d = self.hidden, self.heads, self.head_dim
         if self.is_mla:
             r, q, nope, v = self.mla_rope_dim, self.mla_q_lora_rank, self.mla_qk_nope_dim, self.mla_v_dim
@@ -298,7 +351,8 @@ class Model:
                     + self.indexer_params())
         K = self.kv_heads
         bias = (H + 2 * K) * d if self.qkv_bias else 0
-        return h * (H + 2 * K) * d + bias + H * d * h
+        gate = h * H * d if self.attn_output_gate else 0
+        return h * (H + 2 * K) * d + bias + H * d * h + gate
 
     def indexer_params(self) -> int:
         """A sparse-attention indexer's weights a layer: its queries from the query latent, one key (with its
@@ -332,9 +386,9 @@ class Model:
     def params(self, active: bool = False) -> int:
         """Total (or, for MoE, active-per-token) parameter count."""
         dense_layers = self.layers - self.moe_layers
-        return (dense_layers * self.layer_params(False, active)
-                + self.moe_layers * self.layer_params(True, active)
-                + self.embedding_copies * self.embedding_params() + self.hidden)
+        return round(dense_layers * self.layer_params(False, active)
+                     + self.moe_layers * self.layer_params(True, active)
+                     + self.embedding_copies * self.embedding_params() + self.hidden)
 
     def unquantised_params(self) -> int:
         """Parameters every weight format keeps at 16 bits: embedding, LM head, norms, MoE routers."""
@@ -364,7 +418,7 @@ class Model:
         return self.index_head_dim + 4 if self.index_topk else 0
 
     def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
-        return self.layers * (self.kv_dims_per_layer() * kv_dtype_bytes + self.index_key_bytes_per_layer())
+        return self.attention_layers * (self.kv_dims_per_layer() * kv_dtype_bytes + self.index_key_bytes_per_layer())
 
     def label(self) -> str:
         if self.parametric:
@@ -393,6 +447,15 @@ def _gpu_table() -> dict[str, GPU]:
     return table
 
 
+def _linear_fields(lin: dict) -> dict:
+    """A catalog entry's linear-attention block as Model fields (none for a model that only attends)."""
+    if not lin:
+        return {}
+    return dict(linear_layers=lin["layers"], linear_k_heads=lin["key_heads"], linear_v_heads=lin["value_heads"],
+                linear_k_dim=lin["key_head_dim"], linear_v_dim=lin["value_head_dim"], linear_conv=lin["conv_kernel"],
+                linear_state_value_bytes=lin.get("state_value_bytes", 2))
+
+
 @lru_cache(maxsize=1)
 def _model_table() -> dict[str, Model]:
     raw = json.loads((DATA / "models.json").read_text())["models"]
@@ -412,7 +475,8 @@ def _model_table() -> dict[str, Model]:
                       window=m.get("window", 0), window_layers=m.get("window_layers", 0),
                       qk_norm_allreduce=m.get("qk_norm_allreduce", False),
                       index_topk=dsa.get("index_topk", 0), index_heads=dsa.get("index_n_heads", 0),
-                      index_head_dim=dsa.get("index_head_dim", 0), source=m["source"])
+                      index_head_dim=dsa.get("index_head_dim", 0), source=m["source"],
+                      attn_output_gate=m.get("attn_output_gate", False), **_linear_fields(m.get("linear_attention", {})))
         table[m["id"]] = model
         for alias in m.get("aliases", []):
             table[alias] = model

@@ -152,7 +152,16 @@ A2A_PROMPT_S = WINDOW + 12  # seconds of such a step's dispatch and combine per 
 # micro-batch overlap (vLLM --enable-dbo, SGLang --enable-two-batch-overlap): a step runs as two halves, one's
 # all-to-all under the other's compute, each streaming the weights and launching the kernels
 OVERLAP = WINDOW + 13  # 1: on (data-parallel attention only)
-N_PARAMS = WINDOW + 14
+# linear attention (Gated DeltaNet): LINEAR_LAYERS of the LAYERS attend no cached token; each decoding sequence
+# reads and writes its recurrent state there, and every token updates it
+LINEAR_LAYERS = WINDOW + 14
+LINEAR_STATE_RW = WINDOW + 15  # bytes a decoding sequence reads and writes of its state a linear layer, per GPU
+LINEAR_DEC_FLOPS = WINDOW + 16  # FLOPs of one token's state update and readout a linear layer, per GPU
+LINEAR_PRE_FLOPS = WINDOW + 17  # the same for a prompt token in the chunked form, per GPU
+N_PARAMS = WINDOW + 18
+# the chunked delta rule's chunk: a prompt token attends the tokens of its chunk beside the state update
+# (flash-linear-attention's chunk_gated_delta_rule, CHUNK_SIZE = 64, which vLLM and SGLang run)
+LINEAR_CHUNK = 64
 ENGINE_LAYER_KERNELS = 11  # the kernels of vLLM's compiled layer, over which t_layer_engine_us is derived
 QK_NORM_BYTES = 8.0  # bytes a token all-reduces for them: the query's and the key's sums of squares in fp32
 
@@ -362,13 +371,21 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # the attention reads KV_BYTES of each token it attends; a sparse-attention indexer INDEX_BYTES of every one
     p[INDEX_BYTES] = model.index_key_bytes_per_layer() * share
     p[KV_BYTES] = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value,
-                                             dp_attention) / model.layers - p[INDEX_BYTES]
+                                             dp_attention) / model.attention_layers - p[INDEX_BYTES]
     if model.index_topk:  # the indexer is replicated over an attention rank's GPUs: each scores all its heads
         p[ATTEND_TOPK] = model.index_topk
         p[INDEX_PAIR_FLOPS] = 2.0 * model.index_heads * model.index_head_dim * share
         p[S_INDEX_FLOP] = 1.0 / (gpu.peak_flops("fp8" if gpu.supports_fp8 else "bf16") * eff.eta_attn)
     p[KV_HEADS] = kv_heads_gpu * share  # a GPU runs 1/tp of the sequences under DP attention
     p[WINDOW], p[WINDOW_LAYERS] = model.window, model.window_layers
+    if model.linear_layers:
+        # a decode token reads the state S, updates it (S k, then a rank-one write) and reads it out (q S): six
+        # FLOPs a state value; a prompt token adds its chunk's causal attention (keys and values of 64 tokens)
+        heads_v, dk, dv = model.linear_v_heads / atp, model.linear_k_dim, model.linear_v_dim
+        p[LINEAR_LAYERS] = model.linear_layers
+        p[LINEAR_STATE_RW] = 2 * model.linear_state_bytes(atp) / model.linear_layers * share
+        p[LINEAR_DEC_FLOPS] = 6 * heads_v * dk * dv * share
+        p[LINEAR_PRE_FLOPS] = (6 * dk * dv + 2 * LINEAR_CHUNK * (dk + dv)) * heads_v * share
     p[DEC_PAIR_FLOPS] *= share
     p[PRE_PAIR_FLOPS] *= share
     p[HEAD_W] = model.vocab / atp * h * EMBED_BYTES
@@ -472,14 +489,17 @@ def check_tp(model: Model, tp: int) -> None:
 
 
 def _attn_params_per_gpu(model: Model, tp: int) -> float:
-    """Attention projection parameters one GPU holds; K/V projections replicate when tp > kv_heads."""
+    """Attention projection parameters one GPU holds (the mean layer's, where linear-attention layers stand
+    among the attending ones); K/V projections replicate when tp > kv_heads."""
     if model.is_mla:
         return model.attn_params() / tp
     h, d = model.hidden, model.head_dim
-    q_o = 2 * h * model.heads * d / tp
+    q_o = (3 if model.attn_output_gate else 2) * h * model.heads * d / tp
     kv = 2 * h * kv_heads_per_gpu(model, tp) * d
     bias = (model.heads / tp + 2 * kv_heads_per_gpu(model, tp)) * d if model.qkv_bias else 0
-    return q_o + kv + bias
+    if not model.linear_layers:
+        return q_o + kv + bias
+    return (model.attention_layers * (q_o + kv + bias) + model.linear_layers * model.linear_attn_params() / tp) / model.layers
 
 
 def kv_heads_per_gpu(model: Model, tp: int) -> float:
@@ -497,8 +517,8 @@ def kv_bytes_per_token_per_gpu(model: Model, tp: int, kv_dtype_bytes: int = 2, d
         return model.kv_bytes_per_token(kv_dtype_bytes) / tp
     if model.is_mla:
         return model.kv_bytes_per_token(kv_dtype_bytes)
-    return model.layers * (2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv_dtype_bytes
-                           + model.index_key_bytes_per_layer())
+    return model.attention_layers * (2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv_dtype_bytes
+                                     + model.index_key_bytes_per_layer())
 
 
 # ---------------------------------------------------------------- operators (jitted)
@@ -616,9 +636,10 @@ def decode_layer_tokens(p, n_decode, sum_ctx):
     tokens its indexer picks, each taken as the lesser of the summed context and n_decode windows
     (exact while every context is past the window, or none)."""
     full = sum_ctx if p[ATTEND_TOPK] <= 0 else min(sum_ctx, n_decode * p[ATTEND_TOPK])
+    attending = p[LAYERS] - p[LINEAR_LAYERS]  # a linear-attention layer reads a state, no cached token
     if p[WINDOW_LAYERS] <= 0:
-        return p[LAYERS] * full
-    return (p[LAYERS] - p[WINDOW_LAYERS]) * full + p[WINDOW_LAYERS] * min(sum_ctx, n_decode * p[WINDOW])
+        return attending * full
+    return (attending - p[WINDOW_LAYERS]) * full + p[WINDOW_LAYERS] * min(sum_ctx, n_decode * p[WINDOW])
 
 
 @engine_jit
@@ -641,7 +662,18 @@ def decode_attention_time(p, n_decode, sum_ctx, ctas, queries=1.0):
     layer_tokens = decode_layer_tokens(p, n_decode, sum_ctx)
     t_mem = layer_tokens * p[KV_BYTES] * s_byte
     t_flops = layer_tokens * queries * p[DEC_PAIR_FLOPS] * p[S_ATTN_FLOP]
-    return max(t_mem, t_flops) + index_time(p, sum_ctx * queries, sum_ctx)
+    return max(t_mem, t_flops) + index_time(p, sum_ctx * queries, sum_ctx) + linear_decode_time(p, n_decode, queries)
+
+
+@engine_jit
+def linear_decode_time(p, n_decode, queries=1.0):
+    """The linear-attention layers of a decode step: each sequence's state read and written back, and
+    updated for each of its `queries` tokens (0 for a model whose every layer attends)."""
+    if p[LINEAR_LAYERS] <= 0:
+        return 0.0
+    t_mem = n_decode * p[LINEAR_LAYERS] * p[LINEAR_STATE_RW] * p[S_BYTE]
+    t_flops = n_decode * queries * p[LINEAR_LAYERS] * p[LINEAR_DEC_FLOPS] * p[S_ATTN_FLOP]
+    return max(t_mem, t_flops)
 
 
 @engine_jit
@@ -666,8 +698,9 @@ def prefill_attention_time(p, new_tokens, cached):
         keys = min(keys, p[ATTEND_TOPK] + new_tokens)
     w = p[WINDOW]  # no window layers: the terms below with WINDOW_LAYERS = 0 are every layer's
     window_pairs = capped_pairs(new_tokens, cached, w)
-    full = p[LAYERS] - p[WINDOW_LAYERS]
-    t_flops = (full * pairs * pair_flops + p[WINDOW_LAYERS] * window_pairs * p[PRE_PAIR_FLOPS]) * p[S_ATTN_FLOP]
+    full = p[LAYERS] - p[WINDOW_LAYERS] - p[LINEAR_LAYERS]
+    t_flops = (full * pairs * pair_flops + p[WINDOW_LAYERS] * window_pairs * p[PRE_PAIR_FLOPS]
+               + p[LINEAR_LAYERS] * new_tokens * p[LINEAR_PRE_FLOPS]) * p[S_ATTN_FLOP]
     t_mem = (full * keys + p[WINDOW_LAYERS] * min(cached + new_tokens, w + new_tokens)) * p[KV_BYTES] * p[S_BYTE]
     return max(t_flops, t_mem) + index_time(p, causal, cached + new_tokens)
 

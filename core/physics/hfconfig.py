@@ -7,8 +7,9 @@ attention heads and KV heads, FFN widths, experts, multi-head latent attention),
 The file is parsed with json only, never executed (no trust_remote_code), and refused above
 MAX_BYTES. Families: Llama, Mistral, Qwen2/2.5, Qwen3, Mixtral, Qwen-MoE (Qwen1.5/2 and Qwen3),
 DeepSeek-V2/V3 (MLA, shared and routed experts, leading dense layers) and Kimi K2 (DeepSeek-V3's
-layers; K2.5 and K2.6 wrap it), gpt-oss, Llama 4 (its text model: one routed and one shared expert a
-token), Gemma 1/2/3 and Phi-3 (and Phi-3.5-MoE). Field names and defaults are those of each family's
+layers; K2.5 and K2.6 wrap it), Qwen3-Next and Qwen3.5 (Gated DeltaNet linear attention on most layers),
+gpt-oss, Llama 4 (its text model: one routed and one shared expert a token), Gemma 1/2/3 and Phi-3 (and
+Phi-3.5-MoE). Field names and defaults are those of each family's
 configuration class in transformers (configuration_<family>.py); where a class has a default the
 file may leave a field out, otherwise its absence is an error that names it.
 """
@@ -34,7 +35,10 @@ FAMILIES = {
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "kimi_k2": "deepseek",  # Kimi K2: DeepSeek-V3's layers
     "deepseek_v32": "deepseek",  # DeepSeek-V3.2: V3's layers with sparse attention (index_topk)
     "glm4_moe": "glm_moe",  # GLM-4.5, 4.6, 4.7: DeepSeek-V3's MoE layers behind grouped-query attention
+    # Qwen3-Next and Qwen3.5: Gated DeltaNet (linear attention) on three layers of four, gated attention on the rest
+    "qwen3_next": "qwen_moe", "qwen3_5_moe_text": "qwen_moe", "qwen3_5_text": "dense",
 }
+LINEAR_ATTENTION = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")  # families with Gated DeltaNet layers
 # transformers' defaults where its configuration class has one and a file may leave the field out
 TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True}  # every other family: False
 QKV_BIAS = {"qwen2": True, "qwen2_moe": True, "phimoe": True}  # always biased; others read attention_bias
@@ -88,7 +92,8 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
     cfg = raw
     model_type = raw.get("model_type")
     # multimodal wrappers: their language model (Kimi K2.5 and K2.6 wrap Kimi K2's)
-    wrapped = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}
+    wrapped = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
+               "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_5": "qwen3_5_text"}
     if model_type in wrapped and isinstance(raw.get("text_config"), dict):
         model_type = wrapped[model_type]
         cfg = {**raw["text_config"], "model_type": model_type}
@@ -128,7 +133,8 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
             raise ValueError("'decoder_sparse_step' other than 1 (MoE every other layer) is not modelled: "
                              "the simulator's MoE layers follow the dense ones")
         dense = f.leading_layers("mlp_only_layers", layers)
-        shared_ffn = f.int("shared_expert_intermediate_size", default=0, lo=0) if model_type == "qwen2_moe" else 0
+        shared = model_type in ("qwen2_moe", "qwen3_next", "qwen3_5_moe_text")  # Qwen3's own MoE has none
+        shared_ffn = f.int("shared_expert_intermediate_size", default=0, lo=0) if shared else 0
         if shared_ffn % moe_ffn:
             raise ValueError(f"'shared_expert_intermediate_size' ({shared_ffn}) is not a whole number of experts of "
                              f"'moe_intermediate_size' ({moe_ffn}), which the simulator needs")
@@ -184,6 +190,12 @@ def from_dict(raw: dict, name: str | None = None) -> Parsed:
             notes.append("the multi-token-prediction module (num_nextn_predict_layers) is not in the weights: it "
                          "serves speculative decoding (spec method mtp), which loads it")
     shape["window"], shape["window_layers"] = _windows(cfg, model_type, layers, context, notes, modelled)
+    if model_type in LINEAR_ATTENTION:
+        shape.update(_linear_attention(cfg, f, layers, modelled))
+        notes.append("a cached prefix is reused as an attending model's is: vLLM's caching of the linear layers' state "
+                     "at block boundaries (its mamba cache modes) is not modelled apart")
+        if model_type != raw.get("model_type"):
+            notes.append("the vision encoder's weights are left out: the simulator serves text")
     if model_type == "gpt_oss":
         notes.append("the attention sinks (one weight a head) and the router's bias are left out of the count")
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text") or f.bool("use_qk_norm", False):
@@ -234,6 +246,33 @@ def _windows(cfg: dict, model_type: str, layers: int, context: int, notes: list,
         modelled.append(f"sliding-window attention: {sliding} of {layers} layers attend to the last {window} tokens "
                         f"and keep only those in the KV cache (vLLM's hybrid KV cache manager)")
     return (window, sliding) if sliding else (0, 0)
+
+
+def _linear_attention(cfg: dict, f: "Fields", layers: int, modelled: list) -> dict:
+    """Gated DeltaNet layers (Qwen3-Next, Qwen3.5): which layers (layer_types where the file lists them, else
+    every full_attention_interval-th attends, as transformers' Qwen3NextConfig derives them), their heads and
+    the state's value format (a config's mamba_ssm_dtype, which vLLM takes for the state; else 16-bit)."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        if len(types) != layers or not all(t in ("linear_attention", "full_attention") for t in types):
+            raise ValueError(f"'layer_types' must list {layers} entries, each 'linear_attention' or 'full_attention'")
+        linear = sum(t == "linear_attention" for t in types)
+    else:
+        interval = f.int("full_attention_interval", default=4, hi=layers)
+        linear = layers - layers // interval
+    if linear >= layers:
+        raise ValueError("every layer is linear attention: the simulator needs at least one attending layer")
+    state = cfg.get("mamba_ssm_dtype")
+    fields = dict(linear_layers=linear, linear_k_heads=f.int("linear_num_key_heads", default=16, hi=4096),
+                  linear_v_heads=f.int("linear_num_value_heads", default=32, hi=4096),
+                  linear_k_dim=f.int("linear_key_head_dim", default=128, hi=4096),
+                  linear_v_dim=f.int("linear_value_head_dim", default=128, hi=4096),
+                  linear_conv=f.int("linear_conv_kernel_dim", default=4, hi=64),
+                  linear_state_value_bytes=4 if state in ("float32", "fp32") else 2,
+                  attn_output_gate=f.bool("attn_output_gate", True))
+    modelled.append(f"linear attention: {linear} of {layers} layers are Gated DeltaNet, which hold a fixed state a "
+                    f"sequence in place of a KV cache (the other {layers - linear} attend and cache every token)")
+    return fields
 
 
 class Fields:

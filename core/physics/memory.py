@@ -54,12 +54,13 @@ class MemoryPlan:
     ep: int = 1  # expert parallelism (physics/expert.py)
     dp_attention: bool = False  # kv_bytes_per_token is then the mean GPU's: each holds its own sequences
     window_bytes: float = 0.0  # of the pool: the window layers' KV of max_seqs sequences (sliding windows)
+    state_bytes: float = 0.0  # of the pool: the linear-attention layers' recurrent state of max_seqs sequences
     share: str = "gpu"  # what mem_util is a share of and holds (SHARES)
 
     @property
     def unused_bytes(self) -> float:
         """Memory left outside the utilisation budget, plus the pool's rounding to whole blocks."""
-        used = (self.weights_bytes + self.workspace_bytes + self.window_bytes
+        used = (self.weights_bytes + self.workspace_bytes + self.window_bytes + self.state_bytes
                 + self.kv_blocks * self.block_size * self.kv_bytes_per_token)
         return self.usable_bytes - used
 
@@ -166,11 +167,15 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention, redundant_experts)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
-    window_tok = kv_tok * model.window_layers / model.layers if windowed_pool else 0.0  # 0 without sliding windows
+    window_tok = kv_tok * model.window_layers / model.attention_layers if windowed_pool else 0.0  # 0 without windows
     kv_tok -= window_tok
+    # a linear-attention layer holds a fixed state a sequence, no KV (vLLM's hybrid manager sizes its state pages
+    # apart): the states of max_seqs sequences are set aside, as the window layers' blocks are
+    state = max_seqs * model.linear_state_bytes(atp)
     if pp > 1:
         kv_tok = kv_tok * stage_layers(model, pp) / model.layers
         window_tok = window_tok * stage_layers(model, pp) / model.layers
+        state = state * stage_layers(model, pp) / model.layers
     if spec is not None:
         prop = proposer(spec, model, atp, weight_format(dtype).dense_bytes_per_weight, kv_format(kv_dtype).bytes_per_value)
         weights += prop.memory_bytes
@@ -178,7 +183,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     budget, pool = split_share(usable, weights, work, mem_util, share)
     # a sequence's window layers hold up to a block beyond the window (vLLM frees whole blocks)
     window = max_seqs * (model.window + block_size) * window_tok if window_tok else 0.0
-    blocks = int((pool - window) // (block_size * kv_tok)) if pool - window > 0 else 0
+    blocks = int((pool - window - state) // (block_size * kv_tok)) if pool - window - state > 0 else 0
     if blocks < 1:
         # what the budget holds besides the cache (SGLang's share holds no workspace)
         held = f"weights take {weights / 1e9:.1f} GB" + (
@@ -204,7 +209,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
                       kv_dtype=kv_dtype, ep=ep, dp_attention=dp_attention,
                       usable_bytes=usable, budget_bytes=budget, weights_bytes=weights, workspace_bytes=work,
                       kv_pool_bytes=pool, kv_bytes_per_token=kv_tok, kv_blocks=blocks, kv_tokens=blocks * block_size,
-                      pp=pp, window_bytes=window, share=share)
+                      pp=pp, window_bytes=window, state_bytes=state, share=share)
 
 
 def split_share(usable: float, weights: float, work: float, mem_util: float, share: str) -> tuple[float, float]:
