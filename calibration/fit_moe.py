@@ -52,16 +52,27 @@ MLA_LAYER_US = tuple(float(t) for t in range(0, 201, 10))
 # SGLang's own small-kernel and issue times (fit_sglang): each fitted to one metric of its c1 runs on one
 # vendor's GPUs, in turn (the AMD one after the others, which it adds to; its run, DeepSeek-V3.1's, is
 # picked as the latent-attention one and takes the constant for its block-scaled fp8 weights)
-SGLANG = (("sglang_moe_layer_us", "mean_tpot_ms", False, "NVIDIA", tuple(float(t) for t in range(0, 61, 4))),
-          ("sglang_mla_layer_us", "mean_tpot_ms", True, "NVIDIA", tuple(float(t) for t in range(0, 121, 4))),
-          ("sglang_issue_moe_us", "mean_ttft_ms", False, "NVIDIA", tuple(float(t) for t in range(0, 1601, 80))),
-          ("sglang_issue_mla_us", "mean_ttft_ms", True, "NVIDIA", tuple(float(t) for t in range(0, 3001, 100))),
-          ("sglang_rocm_fp8_layer_us", "mean_tpot_ms", True, "AMD", tuple(float(t) for t in range(0, 401, 10))))
+# each constant fitted to the fit_sglang runs of one kind of model (grouped-query attention, latent attention,
+# linear attention on most layers) on one vendor's GPUs, in this order
+SGLANG = (("sglang_moe_layer_us", "mean_tpot_ms", "gqa", "NVIDIA", tuple(float(t) for t in range(0, 61, 4))),
+          ("sglang_mla_layer_us", "mean_tpot_ms", "mla", "NVIDIA", tuple(float(t) for t in range(0, 121, 4))),
+          ("sglang_issue_moe_us", "mean_ttft_ms", "gqa", "NVIDIA", tuple(float(t) for t in range(0, 1601, 80))),
+          ("sglang_issue_mla_us", "mean_ttft_ms", "mla", "NVIDIA", tuple(float(t) for t in range(0, 3001, 100))),
+          ("sglang_rocm_fp8_layer_us", "mean_tpot_ms", "mla", "AMD", tuple(float(t) for t in range(0, 401, 10))),
+          ("t_linear_layer_us", "mean_tpot_ms", "linear", "NVIDIA", tuple(float(t) for t in range(0, 121, 4))),
+          ("t_issue_linear_us", "mean_ttft_ms", "linear", "NVIDIA", tuple(float(t) for t in range(0, 4001, 100))))
 METRICS = ("total_tok_s", "mean_tpot_ms", "mean_ttft_ms")
 # the fit_sglang runs, by whether the model is MLA and the GPUs' vendor
-SGLANG_MODELS = {(True, "NVIDIA"): "DeepSeek-R1 on 8x B200 (SGLang 0.5.6)",
-                 (False, "NVIDIA"): "Qwen3-235B-A22B on 8x B200 (SGLang 0.5.6)",
-                 (True, "AMD"): "DeepSeek-V3.1 on 8x MI300X (SGLang 0.5.7, ROCm)"}
+SGLANG_MODELS = {("mla", "NVIDIA"): "DeepSeek-R1 on 8x B200 (SGLang 0.5.6)",
+                 ("gqa", "NVIDIA"): "Qwen3-235B-A22B on 8x B200 (SGLang 0.5.6)",
+                 ("mla", "AMD"): "DeepSeek-V3.1 on 8x MI300X (SGLang 0.5.7, ROCm)",
+                 ("linear", "NVIDIA"): "Qwen3-Next-80B-A3B on 8x B200 (SGLang 0.5.6)"}
+
+
+def kind(model) -> str:
+    """The kind of model a fit_sglang constant is fitted on: linear attention on most layers, latent attention,
+    or grouped-query attention."""
+    return "linear" if model.linear_layers else "mla" if model.is_mla else "gqa"
 
 
 def model_id(run: dict) -> str:
@@ -152,8 +163,8 @@ def fit_sglang(base: costmodel.Efficiency, runs: list[dict]) -> tuple[costmodel.
     so TTFT says what an MoE layer and then a latent-attention layer add to a layer's issue."""
     fitted = [r for r in runs if r.get("fit_sglang")]
     scores = {}
-    for name, metric, mla, vendor, grid in SGLANG:
-        rows = [r for r in fitted if catalog.get_model(model_id(r)).is_mla == mla
+    for name, metric, model_kind, vendor, grid in SGLANG:
+        rows = [r for r in fitted if kind(catalog.get_model(model_id(r))) == model_kind
                 and catalog.get_gpu(r["gpu"]).vendor == vendor]
         scores[name] = {}
         for t in grid:
@@ -209,10 +220,10 @@ def main() -> None:
                 "fitted by calibration/fit_moe.py to the mean TPOT of the public vLLM 0.11 DeepSeek-R1 runs at a fixed "
                 "concurrency (calibration/moe_runs.json): a served latent-attention layer's small kernels beyond the "
                 "11 of a grouped-query layer (calibration/MOE_FIT.md)")
-        for name, metric, mla, vendor, _ in SGLANG:
+        for name, metric, model_kind, vendor, _ in SGLANG:
             fit["constants"][name] = getattr(chosen, name)
             fit["sources"][name] = (f"fitted by calibration/fit_moe.py to the {metric} of the public SGLang "
-                                    f"runs of {SGLANG_MODELS[mla, vendor]} at one request at a time in "
+                                    f"runs of {SGLANG_MODELS[model_kind, vendor]} at one request at a time in "
                                     "calibration/moe_runs.json (calibration/MOE_FIT.md)")
         fit["moe_fit"] = dict(script="calibration/fit_moe.py", runs="calibration/moe_runs.json",
                               best={f"{k[0]}/{k[1]}" if k[1] else k[0]: v for k, v in best.items()})
@@ -282,9 +293,9 @@ def write_report(scores, best, groups, chosen, per_run, mla_scores, mla_us, sgla
             "beyond them with block-scaled fp8 weights (`sglang_rocm_fp8_layer_us`; 16-bit layers take none: "
             "Llama-4 Scout and Maverick in bf16 on the same GPUs decode at the CUDA kernels' pace, 7.5 and 6.0 ms a "
             "token at one request, where the constant would have made them 16):", ""]
-    for name, metric, mla, vendor, _ in SGLANG:
+    for name, metric, model_kind, vendor, _ in SGLANG:
         losses = ", ".join(f"{t:g} µs {v:.4f}" for t, v in sglang_scores[name].items())
-        out += [f"`{name}` ({SGLANG_MODELS[mla, vendor]}, {metric}): {losses}; takes {getattr(chosen, name):g} µs.", ""]
+        out += [f"`{name}` ({SGLANG_MODELS[model_kind, vendor]}, {metric}): {losses}; takes {getattr(chosen, name):g} µs.", ""]
     out += ["The other SGLang runs (16 to 100 concurrent requests, 8K-token prompts, 8K-token outputs) are checks: "
             "their TPOT holds the prompts' steps that pause the decodes (SGLang runs a prompt's step alone), so "
             "it rises with the concurrency as fast as the prompts' steps are long and frequent.", "",

@@ -207,6 +207,11 @@ class Efficiency:
     sglang_issue_moe_us: float = 0.0
     sglang_issue_mla_us: float = 0.0
     sglang_rocm_fp8_layer_us: float = 0.0  # ROCm's kernels a block-fp8 layer beyond CUDA's (SGLang on AMD GPUs)
+    # a Gated DeltaNet layer (fit_moe.py, to its public runs at one request): its small kernels beyond an attending
+    # layer's in every step (the convolution, gating and recurrent-update kernels), and what its chunked prompt
+    # kernels (flash-linear-attention's Triton kernels, launched from Python in every engine) add to a layer's issue
+    t_linear_layer_us: float = 0.0
+    t_issue_linear_us: float = 0.0
     # vLLM's one-stage all-reduce over an NVLink switch: a base time and a time per peer GPU it reads from
     allreduce_base_us: float = 0.0
     allreduce_peer_us: float = 0.0
@@ -416,7 +421,8 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
     rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
     quant = block_quant_us(fmt, eff) if block_fp8 else 0.0
-    p[T_LAYER] = ((eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) + quant) * 1e-6
+    linear = eff.t_linear_layer_us * model.linear_layers / model.layers  # a mean a layer
+    p[T_LAYER] = ((eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) + quant + linear) * 1e-6
     # every host time was fitted on x86 servers; a Grace host takes longer for the same Python work (catalog)
     host = gpu.host_time_factor
     p[T_ISSUE_DECODE] = eff.t_issue_decode_us * 1e-6 * host
@@ -441,10 +447,12 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if eager_prompts:
         issue += (eff.sglang_issue_moe_us * model.moe_layers
                   + (eff.sglang_issue_mla_us * model.layers if model.is_mla else 0.0)) / model.layers
-    p[T_ISSUE_ENGINE] = issue * 1e-6 * host
-    # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang and TensorRT-LLM capture
-    # graphs of decode batches only, and issue a prompt's step op by op (data/engines.json: cuda_graphs)
-    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else eff.t_piecewise_us * 1e-6 * host
+    linear_issue = eff.t_issue_linear_us * model.linear_layers / model.layers  # a mean a layer
+    p[T_ISSUE_ENGINE] = (issue + linear_issue) * 1e-6 * host
+    # vLLM runs a prompt's step as piecewise graphs around eager attention, a linear layer's chunked kernels among
+    # the eager parts; SGLang and TensorRT-LLM capture graphs of decode batches only, and issue a prompt's step op
+    # by op (data/engines.json: cuda_graphs)
+    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else (eff.t_piecewise_us + linear_issue) * 1e-6 * host
     p[T_SEQ] = eff.engine_seq_us * 1e-6 * host if served else 0.0
     # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json);
     # TensorRT-LLM's kernels and its host's per-step share are vLLM's fitted ones, no step times of its own being public
