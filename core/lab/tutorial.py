@@ -33,6 +33,14 @@ NA = "n/a"
 WAIT_RHOS = (0.5, 0.8, 0.9, 0.95, 0.99)
 
 
+def _linear_clause(model) -> str:
+    """What a model's linear-attention layers hold in place of a KV cache (nothing for a model that only attends)."""
+    if not model.linear_layers:
+        return ""
+    return (f" (its attending layers; its other {model.linear_layers} layers are linear attention, which cache no token "
+            f"but hold a state of {model.linear_state_bytes() / 1e6:.1f} MB a sequence however long its context)")
+
+
 def _shown(inputs: LabInputs):
     """The deployment the step-time and simulation numbers describe: the sidebar's own, or where
     it cannot run, the fewest GPUs that hold the model. Returns (config, inputs, why not)."""
@@ -77,7 +85,7 @@ def facts(inputs: LabInputs) -> dict:
         f["mha_kv_token"] = model.layers * model.heads * (model.mla_qk_nope_dim + model.mla_rope_dim
                                                           + model.mla_v_dim) * 2
     else:
-        f["mha_kv_token"] = 2 * model.layers * model.heads * model.head_dim * 2
+        f["mha_kv_token"] = 2 * model.attention_layers * model.heads * model.head_dim * 2
     f["flops"] = gpu.peak_flops(inputs.dtype)
     f["bw"] = gpu.hbm_tbps * 1e12
     f["ridge"] = f["flops"] / f["bw"]
@@ -287,8 +295,8 @@ def numbers(inputs: LabInputs) -> dict[str, str]:
         kv_formula=(f"{model.layers} layers × ({model.mla_kv_lora_rank} latent + {model.mla_rope_dim} rotary) values "
                     f"× {_bytes(f['kv_value_bytes'])} = {per_token(f['kv_token'])} (MLA caches a latent, not K and V per head)"
                     if model.is_mla else
-                    f"2 × {model.layers} layers × {model.kv_heads} KV heads × {model.head_dim} values per head × "
-                    f"{_bytes(f['kv_value_bytes'])} = {per_token(f['kv_token'])}"),
+                    f"2 × {model.attention_layers} layers × {model.kv_heads} KV heads × {model.head_dim} values per head × "
+                    f"{_bytes(f['kv_value_bytes'])} = {per_token(f['kv_token'])}" + _linear_clause(model)),
         kv_mb_per_request=mb((P + O) * f["kv_token"]),
         kv_batch_gb=gb(inputs.batch_limits()[1] * (P + O) * f["kv_token"]),
         usable_gb=gb(f["usable"]), mem_util=f"{MEM_UTIL:.0%}", budget_gb=gb(f["budget"]),

@@ -447,12 +447,13 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     if eager_prompts:
         issue += (eff.sglang_issue_moe_us * model.moe_layers
                   + (eff.sglang_issue_mla_us * model.layers if model.is_mla else 0.0)) / model.layers
-    linear_issue = eff.t_issue_linear_us * model.linear_layers / model.layers  # a mean a layer
-    p[T_ISSUE_ENGINE] = (issue + linear_issue) * 1e-6 * host
-    # vLLM runs a prompt's step as piecewise graphs around eager attention, a linear layer's chunked kernels among
-    # the eager parts; SGLang and TensorRT-LLM capture graphs of decode batches only, and issue a prompt's step op
-    # by op (data/engines.json: cuda_graphs)
-    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else (eff.t_piecewise_us + linear_issue) * 1e-6 * host
+        # a linear layer's chunked prompt kernels, fitted where a prompt's step is issued op by op (SGLang's runs);
+        # vLLM's piecewise steps run the same kernels, but no vLLM run of a linear-attention model checks a carry
+        issue += eff.t_issue_linear_us * model.linear_layers / model.layers
+    p[T_ISSUE_ENGINE] = issue * 1e-6 * host
+    # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang and TensorRT-LLM capture
+    # graphs of decode batches only, and issue a prompt's step op by op (data/engines.json: cuda_graphs)
+    p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else eff.t_piecewise_us * 1e-6 * host
     p[T_SEQ] = eff.engine_seq_us * 1e-6 * host if served else 0.0
     # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json);
     # TensorRT-LLM's kernels and its host's per-step share are vLLM's fitted ones, no step times of its own being public
