@@ -129,11 +129,10 @@ def _nearest_text(near: ShapeResult, w: Workload, load: str) -> str:
     margin (the figures the search judged), so that a deployment that meets the targets at the load
     itself, and misses only the margin, reads as such rather than as one that misses them."""
     o = near.best
-    s = simulate(to_config(o.deployment, w)).summary
-    t = w.targets
-    meets_at_load = s["stable"] and s["slo_attainment"] >= t.attainment
-    if meets_at_load and t.headroom == 0 and t.step_scale <= 1:
+    if not w.targets.has_margin:  # judged at the offered load: the search's own figures are those
         return f" The nearest is {_describe(near, w)}: {'; '.join(o.misses)}."
+    s = simulate(to_config(o.deployment, w)).summary
+    meets_at_load = s["stable"] and s["slo_attainment"] >= w.targets.attainment
     within = ("it meets the targets there, not with the margin" if meets_at_load else
               f"{s['slo_attainment']:.1%} of requests meet both targets there")
     grows = "" if o.stable else GROWING
@@ -261,7 +260,7 @@ def smallest_changes(inputs: LabInputs, w: Workload, near: ShapeResult | None,
         if o.tpot_p99_ms > inputs.tpot_ms:
             looser.append(f"a p99 TPOT target above {o.tpot_p99_ms:.0f} ms")
         if looser:
-            margin = " with the margin" if w.targets.headroom or w.targets.step_scale > 1 else ""
+            margin = " with the margin" if w.targets.has_margin else ""
             out.append((" and ".join(looser) + f" (what {o.deployment.label()} reaches{margin})", o.deployment))
     return out
 

@@ -312,8 +312,12 @@ class Model:
         over the layers where linear-attention layers stand among the attending ones."""
         if not self.linear_layers:
             return self.full_attn_params()
-        return (self.attention_layers * self.full_attn_params()
-                + self.linear_layers * self.linear_attn_params()) / self.layers
+        return self.mixer_mean(self.full_attn_params(), self.linear_attn_params())
+
+    def mixer_mean(self, attending: float, linear: float) -> float:
+        """The mean a layer of a figure that is `attending` in an attending layer and `linear` in a
+        linear-attention one."""
+        return (self.attention_layers * attending + self.linear_layers * linear) / self.layers
 
     @property
     def linear_conv_dim(self) -> int:

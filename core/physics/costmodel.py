@@ -421,7 +421,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
     rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
     quant = block_quant_us(fmt, eff) if block_fp8 else 0.0
-    linear = eff.t_linear_layer_us * model.linear_layers / model.layers  # a mean a layer
+    linear = model.mixer_mean(0.0, eff.t_linear_layer_us)  # a mean a layer
     p[T_LAYER] = ((eff.t_layer_engine_us + mla + rocm if served else eff.t_layer_us) + quant + linear) * 1e-6
     # every host time was fitted on x86 servers; a Grace host takes longer for the same Python work (catalog)
     host = gpu.host_time_factor
@@ -449,7 +449,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
                   + (eff.sglang_issue_mla_us * model.layers if model.is_mla else 0.0)) / model.layers
         # a linear layer's chunked prompt kernels, fitted where a prompt's step is issued op by op (SGLang's runs);
         # vLLM's piecewise steps run the same kernels, but no vLLM run of a linear-attention model checks a carry
-        issue += eff.t_issue_linear_us * model.linear_layers / model.layers
+        issue += model.mixer_mean(0.0, eff.t_issue_linear_us)
     p[T_ISSUE_ENGINE] = issue * 1e-6 * host
     # vLLM runs a prompt's step as piecewise graphs around eager attention; SGLang and TensorRT-LLM capture
     # graphs of decode batches only, and issue a prompt's step op by op (data/engines.json: cuda_graphs)
@@ -508,7 +508,7 @@ def _attn_params_per_gpu(model: Model, tp: int) -> float:
     bias = (model.heads / tp + 2 * kv_heads_per_gpu(model, tp)) * d if model.qkv_bias else 0
     if not model.linear_layers:
         return q_o + kv + bias
-    return (model.attention_layers * (q_o + kv + bias) + model.linear_layers * model.linear_attn_params() / tp) / model.layers
+    return model.mixer_mean(q_o + kv + bias, model.linear_attn_params() / tp)
 
 
 def kv_heads_per_gpu(model: Model, tp: int) -> float:

@@ -81,14 +81,21 @@ class Targets:
         bounds.check("headroom", self.headroom, "the headroom (a share of the offered load: 0.2 for 20%)")
         bounds.check("step_scale", self.step_scale)
 
+    @property
+    def has_margin(self) -> bool:
+        """Whether the check is stricter than the offered load at the cost model's own steps."""
+        return self.headroom > 0 or self.step_scale > 1
+
+    def _slower(self) -> str:
+        return f"every step {(self.step_scale - 1) * 100:.1f}% slower"
+
     def margin(self) -> str:
         """The check's margin in a few words: '20% headroom, every step 4.5% slower'."""
-        slower = f"every step {(self.step_scale - 1) * 100:.1f}% slower"
-        return f"{self.headroom:.0%} headroom, {slower}" if self.headroom else slower
+        return f"{self.headroom:.0%} headroom, {self._slower()}" if self.headroom else self._slower()
 
     def rule(self) -> str:
         """The check in words: 'at 1.2x the offered load with every step 5.5% slower'."""
-        slower = (f"every step {(self.step_scale - 1) * 100:.1f}% slower than the cost model (the trust band's edge "
+        slower = (f"{self._slower()} than the cost model (the trust band's edge "
                   f"on a validated GPU family, further out on others: by {carried_margin()[0]:.1%}, or by the worst "
                   f"error of their own public runs)")
         if self.headroom == 0:
