@@ -170,6 +170,9 @@ LAUNCH_MODES = {"graph": 0, "eager": 1, "auto": 2}
 ENGINES = ("bare", "vllm", "sglang", "trtllm")
 # engines that replay CUDA graphs of decode batches only and issue a step with prompt tokens op by op from Python
 EAGER_PROMPT_ENGINES = ("sglang", "trtllm")
+# engines whose latent-attention layer takes SGLang's fitted kernel time (data/engines.json trtllm decode_kernels:
+# SGLang on Blackwell runs TensorRT-LLM's MLA kernel for DeepSeek)
+FUSED_MLA_ENGINES = ("sglang", "trtllm")
 ATTN_KERNELS = ("sdpa", "paged")  # measured reference kernel; split-KV paged kernel of serving engines
 PAGED_KV_SPLIT = 512  # vLLM PagedAttention V2 partition size (csrc/attention: PARTITION_SIZE = 512)
 
@@ -414,9 +417,10 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[MOE_BW_EFF] = eff.moe_bw_eff
     # a latent-attention layer (DeepSeek) runs more small kernels than a grouped-query one: its own norms and the
     # absorbed per-head products (fit_moe.py; its block-fp8 GEMMs' quantising kernels are `quant`, below); SGLang's
-    # kernels for both, and its MoE routing, are its own (fused top-k and alignment: fitted apart)
+    # kernels for both, and its MoE routing, are its own (fused top-k and alignment: fitted apart); TensorRT-LLM's
+    # decode of DeepSeek-R1 at one request reads SGLang's latent-attention time, not vLLM's (its blog's 111 tok/s)
     sglang = engine == "sglang"
-    mla = (eff.sglang_mla_layer_us if sglang else eff.t_mla_layer_us) if model.is_mla else 0.0
+    mla = (eff.sglang_mla_layer_us if engine in FUSED_MLA_ENGINES else eff.t_mla_layer_us) if model.is_mla else 0.0
     # SGLang on an AMD GPU runs ROCm's kernels, and with block-scaled fp8 weights they take longer a layer
     # (fit_moe.py); 16-bit layers decode at the CUDA-fitted pace (Llama-4 Scout and Maverick on MI300X)
     rocm = eff.sglang_rocm_fp8_layer_us if sglang and gpu.vendor == "AMD" and block_fp8 else 0.0
@@ -456,7 +460,7 @@ def build(gpu: GPU, model: Model, tp: int = 1, dtype: str = "bf16", launch: str 
     p[T_PIECE] = p[T_ISSUE_ENGINE] if eager_prompts else eff.t_piecewise_us * 1e-6 * host
     p[T_SEQ] = eff.engine_seq_us * 1e-6 * host if served else 0.0
     # SGLang's overlap scheduler prepares the next batch while the GPU runs this one (data/engines.json);
-    # TensorRT-LLM's kernels and its host's per-step share are vLLM's fitted ones, no step times of its own being public
+    # TensorRT-LLM's host's per-step share is vLLM's fitted one, no step times of its own being public
     p[ASYNC] = (1.0 if sglang else eff.async_overlap) if async_scheduling else 0.0
     p[T_MOE_LAYER] = (eff.sglang_moe_layer_us if sglang else eff.t_moe_layer_us) * 1e-6 if model.is_moe else 0.0
     if spec is not None:

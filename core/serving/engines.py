@@ -11,7 +11,8 @@ prefill off; its in-flight batching of them beside the decodes is policy "inflig
 offline runs further off at the eager issue borrowed from SGLang), admission that reserves each request whole, a KV
 pool of 90% of what the weights leave, its LLM API's batch limits, CUDA graphs of decode batches only (up
 to 128 sequences, or trtllm-bench's batch limit offline), a step with prompt tokens issued op by
-op at SGLang's fitted host issue; its kernels and host otherwise vLLM's fitted ones; NVIDIA GPUs only.
+op at SGLang's fitted host issue; a latent-attention layer's kernels at SGLang's fitted time too (on Blackwell
+SGLang runs TensorRT-LLM's MLA kernel), its other kernels and host vLLM's; NVIDIA GPUs only.
 
 The engine a person picks for a deployment (SERVING: the Lab's Serving engine, plan --engine) and
 the words the pages say it in: its name, what it replaces of vLLM's knobs, how far its figures are
