@@ -65,3 +65,20 @@ def test_a_served_window_model_holds_more_sequences_and_serves_faster_for_it():
                                          workload=spec)).summary for m in (OSS, FLAT)}
     assert runs[128]["makespan_s"] < runs[0]["makespan_s"]
     assert runs[128]["preemptions"] <= runs[0]["preemptions"]
+
+
+def test_sglang_sizes_its_window_layers_pool_at_a_share_of_the_full_layers_tokens_and_sets_nothing_aside():
+    # SGLang keeps a window layer's KV in a pool of its own at 0.8 of the full layers' tokens, sized at start
+    # (swa_full_tokens_ratio): a token costs the full layers' bytes and 0.8 of a window layer's, and no sequence
+    # sets its window aside. At SGLang's batch limit on an H100 (2,048 sequences) gpt-oss-120b on one H100 then
+    # keeps a cache, where setting each sequence's window aside would take more than the pool
+    from core.serving import engines
+    h100 = catalog.get_gpu("h100")
+    rules = engines.kv_memory("sglang", h100, 1)
+    sglang = plan_memory(h100, OSS, 1, dtype="mxfp4", max_seqs=2048, **rules)
+    full_layers = window_layers = 18 * 2 * 8 * 64 * 2  # K and V of 8 heads of 64, 16-bit, in 18 layers each
+    assert sglang.kv_bytes_per_token == pytest.approx(full_layers + 0.8 * window_layers)
+    assert sglang.window_bytes == 0 and sglang.kv_tokens > 50_000
+    with pytest.raises(ValueError, match="--max-seqs") as refused:
+        plan_memory(h100, OSS, 1, dtype="mxfp4", max_seqs=2048, **dict(rules, swa_ratio=0.0))
+    assert "window layers' KV of 2048 sequences" in str(refused.value)

@@ -136,7 +136,7 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
                 kv_dtype: str = "bf16", spec: Speculation | None = None, ep: int = 1,
                 dp_attention: bool = False, redundant_experts: int = 0, windowed_pool: bool = True,
-                share: str = "gpu") -> MemoryPlan:
+                share: str = "gpu", swa_ratio: float = 0.0) -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
     KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
@@ -148,7 +148,9 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     of its last window only: the pool's blocks hold the full-attention layers, and the window
     layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full); an
     engine whose pool holds every layer's whole context (windowed_pool False: TensorRT-LLM's) takes a
-    window layer's token as a full layer's. mem_util is the `share` (SHARES) of the whole GPU that
+    window layer's token as a full layer's, and one that sizes the window layers' pool up front at a
+    share of the full layers' tokens (swa_ratio: SGLang's swa_full_tokens_ratio) gives each token of
+    the pool that share of a window layer's bytes and sets nothing aside a sequence. mem_util is the `share` (SHARES) of the whole GPU that
     weights, workspace and pool take (vLLM's gpu_memory_utilization), of the memory the weights and
     workspace leave free that the pool takes (TensorRT-LLM's free_gpu_memory_fraction), or of the
     whole GPU that the weights and pool take, the workspace kept outside it (SGLang's
@@ -169,6 +171,8 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
     window_tok = kv_tok * model.window_layers / model.attention_layers if windowed_pool else 0.0  # 0 without windows
     kv_tok -= window_tok
+    if swa_ratio and window_tok:
+        kv_tok, window_tok = kv_tok + swa_ratio * window_tok, 0.0
     # a linear-attention layer holds a fixed state a sequence, no KV (vLLM's hybrid manager sizes its state pages
     # apart): the states of max_seqs sequences are set aside, as the window layers' blocks are
     state = max_seqs * model.linear_state_bytes(atp)
@@ -184,6 +188,17 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     # a sequence's window layers hold up to a block beyond the window (vLLM frees whole blocks)
     window = max_seqs * (model.window + block_size) * window_tok if window_tok else 0.0
     blocks = int((pool - window - state) // (block_size * kv_tok)) if pool - window - state > 0 else 0
+    if blocks < 1 and pool >= block_size * kv_tok:
+        # the weights leave a pool, but what every sequence sets aside of it (its window layers' last window,
+        # its linear layers' state) at the batch limit takes all of it: a smaller batch limit fits
+        held = " and ".join(what for what, size in (("the window layers' KV", window), ("the linear layers' state", state))
+                            if size)
+        half = int(pool / 2 // ((window + state) / max_seqs))
+        raise ValueError(
+            f"{model.label()} on {gpu.name} at tp={tp}: {held} of {max_seqs} sequences takes "
+            f"{(window + state) / 1e9:.1f} GB of its {pool / 1e9:.1f} GB KV pool, leaving no block for the cache; "
+            + (f"lower the batch limit (--max-seqs; at {half} it takes half the pool), or use more GPUs" if half >= 1
+               else "use more GPUs") + ".")
     if blocks < 1:
         # what the budget holds besides the cache (SGLang's share holds no workspace)
         held = f"weights take {weights / 1e9:.1f} GB" + (
