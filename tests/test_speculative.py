@@ -238,3 +238,19 @@ def test_more_drafts_cost_more_a_step_and_a_draft_costs_a_pass_of_the_host():
     from core.physics import costmodel
     per_draft = (step(6, 0.5) - step(2, 0.5)) / 4
     assert costmodel.fitted().t_draft_pass_us * 1e-3 < per_draft < 1.5
+
+
+def test_deepseeks_mtp_module_drafting_again_on_its_own_output_is_accepted_less_past_the_first_draft():
+    # DeepSeek's one MTP module is trained for the first extra token; run again for more drafts, the later ones
+    # are accepted less often. Measured on DeepSeek-R1 with 3 drafts: 2.82 tokens a step (TensorRT-LLM's latency
+    # blog) and 2.69 (SGLang PR #10281); with 7, 3.20 (Nebius's MTP-DeepSeek-V3-0324 card, temperature 0)
+    r1 = catalog.get_model("deepseek-r1")
+
+    def tokens(k):
+        return speculative.speculation("mtp", k, None, None, r1).tokens_per_step
+
+    assert tokens(1) == pytest.approx(1.875)  # the first draft at DeepSeek's measured 85-90%
+    assert 2.69 < tokens(3) < 2.82
+    assert tokens(7) == pytest.approx(3.20, rel=0.03)
+    # a rate the user gives holds at every position
+    assert speculative.speculation("mtp", 3, 0.875, None, r1).tokens_per_step == pytest.approx(expected_tokens(0.875, 3))

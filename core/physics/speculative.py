@@ -37,10 +37,13 @@ def data() -> dict:
 
 
 def method_defaults(method: str) -> dict:
-    """{'acceptance': a, 'spec_tokens': k, 'source': ...} for `method` (data/speculative.json)."""
+    """{'acceptance': a, 'reused': a past the first draft or None, 'spec_tokens': k, 'source': ...} for `method`
+    (data/speculative.json). A proposer trained for the first extra token only (DeepSeek's MTP module) drafts
+    the later ones by running again on its own output, and they are accepted less often: `reused`."""
     entry = data()["methods"][method]
-    return dict(acceptance=float(entry["acceptance"]["value"]), spec_tokens=int(entry["spec_tokens"]["value"]),
-                source=entry["acceptance"]["source"])
+    reused = entry.get("reused_acceptance")
+    return dict(acceptance=float(entry["acceptance"]["value"]), reused=float(reused["value"]) if reused else None,
+                spec_tokens=int(entry["spec_tokens"]["value"]), source=entry["acceptance"]["source"])
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,9 @@ def speculation(method: str, tokens: int | None, acceptance, draft_model: str | 
         rates = None
         k = defaults["spec_tokens"] if tokens is None else tokens
     k = bounds.check("spec_tokens", k)
-    if rates is None:
+    if rates is None and acceptance is None and defaults["reused"] is not None:
+        rates = (defaults["acceptance"],) + (defaults["reused"],) * (k - 1)
+    elif rates is None:
         a = defaults["acceptance"] if acceptance is None else acceptance
         rates = (a,) * k
     elif len(rates) != k:
