@@ -150,11 +150,11 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     engine whose pool holds every layer's whole context (windowed_pool False: TensorRT-LLM's) takes a
     window layer's token as a full layer's, and one that sizes the window layers' pool up front at a
     share of the full layers' tokens (swa_ratio: SGLang's swa_full_tokens_ratio) gives each token of
-    the pool that share of a window layer's bytes and sets nothing aside a sequence. mem_util is the `share` (SHARES) of the whole GPU that
-    weights, workspace and pool take (vLLM's gpu_memory_utilization), of the memory the weights and
-    workspace leave free that the pool takes (TensorRT-LLM's free_gpu_memory_fraction), or of the
-    whole GPU that the weights and pool take, the workspace kept outside it (SGLang's
-    mem_fraction_static)."""
+    the pool that share of a window layer's bytes and sets nothing aside a sequence. mem_util is the
+    `share` (SHARES) of the whole GPU that weights, workspace and pool take (vLLM's
+    gpu_memory_utilization), of the memory the weights and workspace leave free that the pool takes
+    (TensorRT-LLM's free_gpu_memory_fraction), or of the whole GPU that the weights and pool take,
+    the workspace kept outside it (SGLang's mem_fraction_static)."""
     expert.check(model, tp, ep, dp_attention, redundant_experts)
     atp = expert.attention_tp(tp, dp_attention)
     check_tp(model, atp)
