@@ -332,13 +332,13 @@ def test_tensorrt_llm_s_pool_holds_gpt_oss_s_window_layers_whole_so_a_rank_admit
     # request TensorRT-LLM's pool holds about half the requests the window-aware pool would hold
     gpu, model = catalog.get_gpu("b200"), catalog.get_model("gpt-oss-120b")
     args = dict(tp=2, ep=2, dp_attention=True, dtype="mxfp4", kv_dtype="fp8", max_seqs=2048, max_batched_tokens=8192)
-    trt = memory.plan_memory(gpu, model, windowed_pool=False, **args).kv_tokens
+    trt = memory.plan_memory(gpu, model, window_share=1.0, **args).kv_tokens
     window_aware = memory.plan_memory(gpu, model, **args).kv_tokens
     assert 0.4 < trt / window_aware < 0.6, (trt, window_aware)
     # a dense model without windows: the two pools hold the same tokens
     dense = dict(dtype="fp4", kv_dtype="fp8", max_seqs=128, max_batched_tokens=2048)
     llama = catalog.get_model("llama-3.1-70b")
-    assert (memory.plan_memory(gpu, llama, windowed_pool=False, **dense).kv_tokens
+    assert (memory.plan_memory(gpu, llama, window_share=1.0, **dense).kv_tokens
             == memory.plan_memory(gpu, llama, **dense).kv_tokens)
 
 

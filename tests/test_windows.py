@@ -80,5 +80,5 @@ def test_sglang_sizes_its_window_layers_pool_at_a_share_of_the_full_layers_token
     assert sglang.kv_bytes_per_token == pytest.approx(full_layers + 0.8 * window_layers)
     assert sglang.window_bytes == 0 and sglang.kv_tokens > 50_000
     with pytest.raises(ValueError, match="--max-seqs") as refused:
-        plan_memory(h100, OSS, 1, dtype="mxfp4", max_seqs=2048, **dict(rules, swa_ratio=0.0))
+        plan_memory(h100, OSS, 1, dtype="mxfp4", max_seqs=2048, **dict(rules, window_share=None))
     assert "window layers' KV of 2048 sequences" in str(refused.value)

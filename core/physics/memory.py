@@ -135,8 +135,8 @@ def usable_bytes(gpu: GPU) -> float:
 def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_util: float = MEM_UTIL,
                 max_batched_tokens: int = 8192, max_seqs: int = 256, dtype: str = "bf16", pp: int = 1,
                 kv_dtype: str = "bf16", spec: Speculation | None = None, ep: int = 1,
-                dp_attention: bool = False, redundant_experts: int = 0, windowed_pool: bool = True,
-                share: str = "gpu", swa_ratio: float = 0.0) -> MemoryPlan:
+                dp_attention: bool = False, redundant_experts: int = 0, window_share: float | None = None,
+                share: str = "gpu") -> MemoryPlan:
     """Split one GPU's memory (of the fullest pipeline stage); raises ValueError (naming the
     smallest tp that fits) when the weights and workspace leave no room for the KV cache. An fp8
     KV cache holds a token in half the bytes of a bf16 one, so the same pool holds twice the blocks.
@@ -147,10 +147,10 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     With sliding-window attention (vLLM's hybrid KV cache manager) a window layer keeps the blocks
     of its last window only: the pool's blocks hold the full-attention layers, and the window
     layers' blocks of max_seqs sequences are set aside (when memory binds, the batch is full); an
-    engine whose pool holds every layer's whole context (windowed_pool False: TensorRT-LLM's) takes a
-    window layer's token as a full layer's, and one that sizes the window layers' pool up front at a
-    share of the full layers' tokens (swa_ratio: SGLang's swa_full_tokens_ratio) gives each token of
-    the pool that share of a window layer's bytes and sets nothing aside a sequence. mem_util is the
+    engine that sizes the window layers' tokens with the pool at a share of the full layers' tokens
+    (window_share: 1 where its pool holds every layer's whole context, TensorRT-LLM's; SGLang's
+    swa_full_tokens_ratio) gives each token of the pool that share of a window layer's bytes and sets
+    nothing aside a sequence. mem_util is the
     `share` (SHARES) of the whole GPU that weights, workspace and pool take (vLLM's
     gpu_memory_utilization), of the memory the weights and workspace leave free that the pool takes
     (TensorRT-LLM's free_gpu_memory_fraction), or of the whole GPU that the weights and pool take,
@@ -169,10 +169,11 @@ def plan_memory(gpu: GPU, model: Model, tp: int = 1, block_size: int = 16, mem_u
     weights = weight_bytes_per_gpu(model, tp, dtype, pp, ep, dp_attention, redundant_experts)
     work = workspace_bytes(model, tp, max_batched_tokens, max_seqs, atp)
     kv_tok = kv_bytes_per_token_per_gpu(model, tp, kv_format(kv_dtype).bytes_per_value, dp_attention)
-    window_tok = kv_tok * model.window_layers / model.attention_layers if windowed_pool else 0.0  # 0 without windows
-    kv_tok -= window_tok
-    if swa_ratio and window_tok:
-        kv_tok, window_tok = kv_tok + swa_ratio * window_tok, 0.0
+    window_tok = kv_tok * model.window_layers / model.attention_layers  # 0 without windows
+    if window_share is None:  # each sequence's window set aside, below
+        kv_tok -= window_tok
+    else:  # the window layers' tokens in the pool, at a share of the full layers'
+        kv_tok, window_tok = kv_tok - (1.0 - window_share) * window_tok, 0.0
     # a linear-attention layer holds a fixed state a sequence, no KV (vLLM's hybrid manager sizes its state pages
     # apart): the states of max_seqs sequences are set aside, as the window layers' blocks are
     state = max_seqs * model.linear_state_bytes(atp)

@@ -164,8 +164,8 @@ ADMISSION = ("fits-now", "no-evict")
 def kv_memory(engine: str, gpu: catalog.GPU, tp: int, pp: int = 1, dp_attention: bool = False, mem_util: float = MEM_UTIL,
               role: str = "serving") -> dict:
     """How the engine sizes its KV pool, as plan_memory's fields: whether it holds a sliding-window
-    layer's last window only (vLLM's hybrid KV cache manager, SGLang's) or every layer's whole context,
-    and whether the window layers' pool is a share of the full layers' tokens set up front (SGLang's);
+    layer's last window only, set aside a sequence (vLLM's hybrid KV cache manager), or sizes a window
+    layer's tokens with the pool's, at a share of a full layer's (SGLang's 0.8, TensorRT-LLM's whole context: 1);
     what its memory share is of and holds (memory.SHARES: vLLM's gpu_memory_utilization, TensorRT-LLM's
     free-memory fraction, SGLang's mem_fraction_static); and the share, SGLang's own for the GPU, shape
     and pool `role` ("serving", or a split's "prefill" or "decode") where a deployment keeps the default
@@ -175,8 +175,8 @@ def kv_memory(engine: str, gpu: catalog.GPU, tp: int, pp: int = 1, dp_attention:
     if share == "static" and mem_util == MEM_UTIL:
         mem_util = sglang_mem_fraction(gpu, tp, pp, dp_attention, role)
     pool = p.get("kv_pool", {})
-    return dict(mem_util=mem_util, share=share, windowed_pool=pool.get("value") != "every_layer_full",
-                swa_ratio=float(pool.get("swa_full_tokens_ratio", 0.0)))
+    window_share = 1.0 if pool.get("value") == "every_layer_full" else pool.get("swa_full_tokens_ratio")
+    return dict(mem_util=mem_util, share=share, window_share=window_share)
 
 
 def sglang_mem_fraction(gpu: catalog.GPU, tp: int, pp: int = 1, dp_attention: bool = False,
